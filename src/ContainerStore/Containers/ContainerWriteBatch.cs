@@ -1,0 +1,36 @@
+namespace Farm.ContainerStore.Containers;
+
+/// <summary>
+/// Everything one group commit writes to a container database, applied in one transaction in
+/// this order: purges, inserts, updates, deletes, sequence counters, duplicate history.
+/// </summary>
+public sealed class ContainerWriteBatch
+{
+    public List<long> PurgedEntities { get; } = [];
+    public List<MessageRecord> Inserts { get; } = [];
+    public List<MessageUpdate> Updates { get; } = [];
+    public List<MessageKey> Deletes { get; } = [];
+
+    /// <summary>Entity id -> the next sequence number it will hand out.</summary>
+    public Dictionary<long, long> SequenceCounters { get; } = [];
+
+    public List<DuplicateRecord> Duplicates { get; } = [];
+
+    /// <summary>Duplicate history older than this (Unix ms) may be dropped; 0 keeps everything.</summary>
+    public long PruneDuplicatesBeforeMs { get; set; }
+
+    public bool IsEmpty =>
+        PurgedEntities.Count == 0 && Inserts.Count == 0 && Updates.Count == 0 && Deletes.Count == 0
+        && SequenceCounters.Count == 0 && Duplicates.Count == 0 && PruneDuplicatesBeforeMs == 0;
+
+    public void Clear()
+    {
+        PurgedEntities.Clear();
+        Inserts.Clear();
+        Updates.Clear();
+        Deletes.Clear();
+        SequenceCounters.Clear();
+        Duplicates.Clear();
+        PruneDuplicatesBeforeMs = 0;
+    }
+}

@@ -1,0 +1,38 @@
+namespace Farm.ContainerStore.Containers;
+
+/// <summary>
+/// One container database. Only its owning broker writes to it; every write transaction checks
+/// the owner epoch stored inside it, so a broker that lost the container cannot write.
+/// </summary>
+public interface IContainerDatabase : IAsyncDisposable
+{
+    string ConnectionString { get; }
+
+    Task<long> ReadEpochAsync(CancellationToken cancellationToken = default);
+
+    /// <summary>
+    /// Raises the stored owner epoch to <paramref name="newEpoch"/> (a new owner does this before it
+    /// serves). Returns false, changing nothing, when the stored epoch is already higher.
+    /// </summary>
+    Task<bool> RaiseEpochAsync(long newEpoch, CancellationToken cancellationToken = default);
+
+    /// <summary>Loads an entity's messages (with payloads), its sequence counter and duplicate history.</summary>
+    Task<EntityLoad> LoadEntityAsync(long entityId, long nowMs, CancellationToken cancellationToken = default);
+
+    /// <summary>Reads payloads of the given messages (for a cache that dropped them).</summary>
+    Task<IReadOnlyDictionary<long, byte[]>> ReadPayloadsAsync(long entityId, IReadOnlyCollection<long> sequenceNumbers, CancellationToken cancellationToken = default);
+
+    /// <summary>
+    /// Applies the batch in one durable transaction, after checking that the stored epoch equals
+    /// <paramref name="expectedEpoch"/>; throws <see cref="StaleEpochException"/> (writing nothing) when not.
+    /// </summary>
+    Task CommitAsync(long expectedEpoch, ContainerWriteBatch batch, CancellationToken cancellationToken = default);
+}
+
+/// <summary>The container's owner epoch moved on: the writer lost ownership. Nothing was written.</summary>
+public sealed class StaleEpochException(long expected, long actual)
+    : Exception($"The container's owner epoch is {actual}, not {expected}: this broker no longer owns it.")
+{
+    public long ExpectedEpoch { get; } = expected;
+    public long ActualEpoch { get; } = actual;
+}

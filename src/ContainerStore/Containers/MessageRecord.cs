@@ -1,0 +1,65 @@
+namespace Farm.ContainerStore.Containers;
+
+/// <summary>Which queue of an entity a message is in.</summary>
+public enum SubQueue
+{
+    Main = 0,
+    DeadLetter = 1,
+}
+
+public enum StoredMessageState
+{
+    Active = 0,
+    Deferred = 1,
+    Scheduled = 2,
+}
+
+/// <summary>
+/// A stored message row. The broker owns the payload format (the serialized wire Message); the
+/// store only keeps the columns it needs to find, order and expire messages. Times are Unix
+/// milliseconds (UTC).
+/// </summary>
+public sealed record MessageRecord
+{
+    public required long EntityId { get; init; }
+    public required long SequenceNumber { get; init; }
+    public SubQueue SubQueue { get; init; }
+    public StoredMessageState State { get; init; }
+    public int DeliveryCount { get; init; }
+    public required long EnqueuedAtMs { get; init; }
+    public long? ScheduledAtMs { get; init; }
+    public long? ExpiresAtMs { get; init; }
+    public string? MessageId { get; init; }
+    public string? DeadLetterReason { get; init; }
+    public string? DeadLetterDescription { get; init; }
+    public string? DeadLetterSource { get; init; }
+
+    /// <summary>The serialized message. May be null in records loaded without payloads.</summary>
+    public byte[]? Payload { get; init; }
+
+    public int PayloadSize { get; init; }
+}
+
+/// <summary>Changes the mutable columns of a stored message. Payload null keeps the stored payload.</summary>
+public sealed record MessageUpdate(
+    long EntityId,
+    long SequenceNumber,
+    SubQueue SubQueue,
+    StoredMessageState State,
+    int DeliveryCount,
+    string? DeadLetterReason,
+    string? DeadLetterDescription,
+    string? DeadLetterSource,
+    byte[]? Payload);
+
+public readonly record struct MessageKey(long EntityId, long SequenceNumber);
+
+/// <summary>A MessageId seen by duplicate detection, remembered until <see cref="ExpiresAtMs"/>.</summary>
+public sealed record DuplicateRecord(long EntityId, string MessageId, long ExpiresAtMs);
+
+/// <summary>What the broker needs to serve an entity after loading its container.</summary>
+public sealed record EntityLoad(
+    long EntityId,
+    long NextSequenceNumber,
+    IReadOnlyList<MessageRecord> Messages,
+    IReadOnlyList<DuplicateRecord> DuplicateHistory);

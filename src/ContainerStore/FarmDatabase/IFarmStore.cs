@@ -1,0 +1,51 @@
+namespace Farm.ContainerStore.FarmDatabase;
+
+/// <summary>
+/// The farm database: nodes and heartbeats, containers and their leases, entities. Lease and
+/// heartbeat times use the database's clock, never a node's.
+/// </summary>
+public interface IFarmStore : IAsyncDisposable
+{
+    /// <summary>Registers a node (or re-registers a known id) as active, heartbeat now.</summary>
+    Task<NodeRecord> RegisterNodeAsync(long nodeId, string address, int processId, CancellationToken cancellationToken = default);
+
+    Task HeartbeatAsync(long nodeId, CancellationToken cancellationToken = default);
+
+    Task SetNodeStateAsync(long nodeId, string state, CancellationToken cancellationToken = default);
+
+    Task<IReadOnlyList<NodeRecord>> ListNodesAsync(CancellationToken cancellationToken = default);
+
+    /// <summary>Creates a container record; the connection string is derived by the provider from the id.</summary>
+    Task<ContainerRecord> CreateContainerAsync(Func<long, string> connectionStringForId, CancellationToken cancellationToken = default);
+
+    Task<IReadOnlyList<ContainerRecord>> ListContainersAsync(CancellationToken cancellationToken = default);
+
+    Task<ContainerRecord?> GetContainerAsync(long containerId, CancellationToken cancellationToken = default);
+
+    /// <summary>
+    /// Takes or renews the lease of a container for a node: succeeds when the container is
+    /// unowned, its lease has expired (database clock), or the node already owns it. The epoch
+    /// rises by one whenever the owner changes. Returns the updated record, or null when another
+    /// node holds a live lease.
+    /// </summary>
+    Task<ContainerRecord?> TryAcquireContainerAsync(long containerId, long nodeId, TimeSpan leaseDuration, CancellationToken cancellationToken = default);
+
+    /// <summary>Releases a node's lease on a container (graceful hand-over); the epoch stays.</summary>
+    Task ReleaseContainerAsync(long containerId, long nodeId, CancellationToken cancellationToken = default);
+
+    /// <summary>Creates an entity; throws <see cref="EntityAlreadyExistsException"/> when the name (case-insensitive) is taken.</summary>
+    Task<EntityRecord> CreateEntityAsync(string name, string kind, long containerId, string propertiesJson, CancellationToken cancellationToken = default);
+
+    /// <summary>Looks an entity up by name, case-insensitive.</summary>
+    Task<EntityRecord?> GetEntityAsync(string name, CancellationToken cancellationToken = default);
+
+    Task<IReadOnlyList<EntityRecord>> ListEntitiesAsync(string? kind = null, CancellationToken cancellationToken = default);
+
+    Task<IReadOnlyList<EntityRecord>> ListEntitiesInContainerAsync(long containerId, CancellationToken cancellationToken = default);
+
+    /// <summary>Replaces an entity's properties; returns the updated record, or null when it does not exist.</summary>
+    Task<EntityRecord?> UpdateEntityAsync(string name, string propertiesJson, CancellationToken cancellationToken = default);
+
+    /// <summary>Deletes an entity record; false when it did not exist.</summary>
+    Task<bool> DeleteEntityAsync(string name, CancellationToken cancellationToken = default);
+}
