@@ -1,0 +1,23 @@
+namespace Farm.Broker;
+
+/// <summary>Broker tuning and limits. Defaults follow Azure Service Bus (standard tier) where it has one.</summary>
+public sealed class BrokerOptions
+{
+    /// <summary>Largest message (body + properties), in bytes: 256 KB as in Azure Service Bus standard.</summary>
+    public int MaxMessageSizeBytes { get; set; } = 256 * 1024;
+
+    /// <summary>Largest send batch, in bytes.</summary>
+    public int MaxBatchSizeBytes { get; set; } = 1024 * 1024;
+
+    /// <summary>How often expired locks, due scheduled messages and expired TTLs are swept.</summary>
+    public TimeSpan SweepInterval { get; set; } = TimeSpan.FromMilliseconds(250);
+
+    /// <summary>Most operations one group commit carries.</summary>
+    public int MaxOperationsPerCommit { get; set; } = 4096;
+
+    /// <summary>Most messages handed out by one receive call or stream push.</summary>
+    public int MaxMessagesPerReceive { get; set; } = 256;
+
+    /// <summary>Most forwarding hops a message takes through ForwardTo chains (Azure allows 4).</summary>
+    public int MaxForwardHops { get; set; } = 4;
+}

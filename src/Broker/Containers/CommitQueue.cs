@@ -1,0 +1,159 @@
+using System.Threading.Channels;
+using Farm.ContainerStore;
+using Farm.ContainerStore.Containers;
+using Microsoft.Extensions.Logging;
+
+namespace Farm.Broker.Containers;
+
+/// <summary>
+/// Group commit for one container: concurrent operations queue their writes here, one loop packs
+/// everything waiting into a single transaction (one fsync), then runs each operation's
+/// <c>onCommitted</c> in commit order and only then acknowledges it. An operation is never
+/// acknowledged before its transaction is durable (promise 1).
+/// </summary>
+internal sealed partial class CommitQueue : IAsyncDisposable
+{
+    private readonly record struct PendingWrite(
+        Action<ContainerWriteBatch> Write,
+        Action? OnCommitted,
+        Action<Exception>? OnFailed,
+        TaskCompletionSource Done);
+
+    private readonly Channel<PendingWrite> _pending = Channel.CreateUnbounded<PendingWrite>(new UnboundedChannelOptions { SingleReader = true });
+    private readonly IContainerDatabase _database;
+    private readonly long _containerId;
+    private readonly int _maxOperations;
+    private readonly Action<long> _onEpochLost;
+    private readonly ILogger _logger;
+    private readonly Task _loop;
+    private long _epoch;
+
+    public CommitQueue(IContainerDatabase database, long containerId, long epoch, int maxOperations, Action<long> onEpochLost, ILogger logger)
+    {
+        _database = database;
+        _containerId = containerId;
+        _epoch = epoch;
+        _maxOperations = maxOperations;
+        _onEpochLost = onEpochLost;
+        _logger = logger;
+        _loop = Task.Run(RunAsync);
+    }
+
+    public long Epoch => Volatile.Read(ref _epoch);
+
+    /// <summary>Number of transactions committed, for metrics and tests.</summary>
+    public long CommitCount => Interlocked.Read(ref _commitCount);
+    private long _commitCount;
+
+    /// <summary>
+    /// Queues a write; completes once it is durable (after <paramref name="onCommitted"/> ran), or
+    /// fails with an RpcException (STALE_EPOCH / STORE_UNAVAILABLE) after <paramref name="onFailed"/> ran.
+    /// </summary>
+    public Task CommitAsync(Action<ContainerWriteBatch> write, Action? onCommitted = null, Action<Exception>? onFailed = null)
+    {
+        var done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        if (!_pending.Writer.TryWrite(new PendingWrite(write, onCommitted, onFailed, done)))
+        {
+            var error = FarmErrors.StoreUnavailable($"Container {_containerId} is closed on this broker.");
+            onFailed?.Invoke(error);
+            done.SetException(error);
+        }
+        return done.Task;
+    }
+
+    private async Task RunAsync()
+    {
+        var batch = new ContainerWriteBatch();
+        var group = new List<PendingWrite>();
+        var reader = _pending.Reader;
+        while (await reader.WaitToReadAsync().ConfigureAwait(false))
+        {
+            while (group.Count < _maxOperations && reader.TryRead(out var item))
+            {
+                group.Add(item);
+            }
+            await CommitGroupAsync(batch, group).ConfigureAwait(false);
+            group.Clear();
+            batch.Clear();
+        }
+    }
+
+    private async Task CommitGroupAsync(ContainerWriteBatch batch, List<PendingWrite> group)
+    {
+        Exception? failure = null;
+        try
+        {
+            foreach (var item in group)
+            {
+                item.Write(batch);
+            }
+            if (!batch.IsEmpty)
+            {
+                await _database.CommitAsync(Epoch, batch).ConfigureAwait(false);
+                Interlocked.Increment(ref _commitCount);
+            }
+        }
+        catch (StaleEpochException e)
+        {
+            LogEpochLost(_logger, _containerId, e.ExpectedEpoch, e.ActualEpoch);
+            failure = FarmErrors.StaleEpoch(_containerId);
+            _onEpochLost(_containerId);
+        }
+        catch (Exception e)
+        {
+            LogCommitFailed(_logger, _containerId, e);
+            failure = FarmErrors.StoreUnavailable($"Container {_containerId} could not commit: {FirstLine(e.Message)}");
+        }
+
+        foreach (var item in group)
+        {
+            if (failure is null)
+            {
+                RunSafely(item.OnCommitted);
+                item.Done.SetResult();
+            }
+            else
+            {
+                try
+                {
+                    item.OnFailed?.Invoke(failure);
+                }
+                catch (Exception e)
+                {
+                    LogCallbackFailed(_logger, _containerId, e);
+                }
+                item.Done.SetException(failure);
+            }
+        }
+    }
+
+    private void RunSafely(Action? action)
+    {
+        try
+        {
+            action?.Invoke();
+        }
+        catch (Exception e)
+        {
+            // A bug in an in-memory update must not take the commit loop down with it.
+            LogCallbackFailed(_logger, _containerId, e);
+        }
+    }
+
+    private static string FirstLine(string s) => s.Split('\n', 2)[0].Trim();
+
+    public async ValueTask DisposeAsync()
+    {
+        _pending.Writer.TryComplete();
+        await _loop.ConfigureAwait(false);
+    }
+
+    [LoggerMessage(Level = LogLevel.Warning, Message = "Container {ContainerId}: owner epoch moved from {Expected} to {Actual}; this broker stops writing to it")]
+    private static partial void LogEpochLost(ILogger logger, long containerId, long expected, long actual);
+
+    [LoggerMessage(Level = LogLevel.Error, Message = "Container {ContainerId}: commit failed")]
+    private static partial void LogCommitFailed(ILogger logger, long containerId, Exception exception);
+
+    [LoggerMessage(Level = LogLevel.Error, Message = "Container {ContainerId}: an in-memory update after commit failed")]
+    private static partial void LogCallbackFailed(ILogger logger, long containerId, Exception exception);
+}

@@ -1,0 +1,118 @@
+using Farm.ContainerStore.Containers;
+using Google.Protobuf;
+
+namespace Farm.Broker.Entities;
+
+// State changes the broker makes on its own (lock expiry, MaxDeliveryCount, TTL): each is a write
+// plus what to do in memory once it committed or failed.
+internal sealed partial class QueueEntity
+{
+    private sealed record PendingChange(Action<ContainerWriteBatch> Write, Action OnCommitted, Action<Exception> OnFailed);
+
+    /// <summary>Queues background changes; the sweep and receives do not wait for them.</summary>
+    private void Flush(List<PendingChange> changes)
+    {
+        foreach (var change in changes)
+        {
+            _ = _commits.CommitAsync(change.Write, change.OnCommitted, change.OnFailed)
+                .ContinueWith(static t => _ = t.Exception, TaskContinuationOptions.OnlyOnFaulted);
+        }
+    }
+
+    /// <summary>Drops a peek-lock: the message is available again, deferred again, or dead-lettered
+    /// when it used up MaxDeliveryCount. Returns true when it became available.</summary>
+    private bool ReleaseLockLocked(StoredMessage message, List<PendingChange> changes)
+    {
+        if (message.LockToken is { } token)
+        {
+            _locks.Remove(token);
+        }
+        message.LockToken = null;
+        if (message.SubQueue == SubQueue.Main && message.DeliveryCount >= Settings.MaxDeliveryCount)
+        {
+            DeadLetterLocked(message, MaxDeliveryCountExceeded,
+                $"Message could not be consumed after {message.DeliveryCount} delivery attempts.", null, changes);
+            return false;
+        }
+        if (message.State == StoredMessageState.Deferred)
+        {
+            return false;
+        }
+        SubQueueOf(message.SubQueue == SubQueue.DeadLetter).Available.Add(message.SequenceNumber);
+        return true;
+    }
+
+    private void DeadLetterLocked(StoredMessage message, string reason, string? description, Contracts.V1.Message? modified, List<PendingChange> changes)
+    {
+        message.Settling = true;
+        _main.Available.Remove(message.SequenceNumber);
+        var payload = modified?.ToByteArray();
+        var update = new MessageUpdate(Id, message.SequenceNumber, SubQueue.DeadLetter, StoredMessageState.Active,
+            message.DeliveryCount, reason, description, null, payload);
+        changes.Add(new PendingChange(
+            batch => batch.Updates.Add(update),
+            () =>
+            {
+                lock (_gate)
+                {
+                    _main.Remove(message);
+                    message.SubQueue = SubQueue.DeadLetter;
+                    message.State = StoredMessageState.Active;
+                    message.DeadLetterReason = reason;
+                    message.DeadLetterDescription = description;
+                    if (modified is not null)
+                    {
+                        message.Message = modified;
+                        message.PayloadSize = payload!.Length;
+                    }
+                    message.Settling = false;
+                    _deadLetter.Add(message);
+                    _deadLetter.Available.Add(message.SequenceNumber);
+                }
+                _deadLetter.SignalArrived();
+            },
+            _ => Unsettle(message)));
+    }
+
+    private void ExpireLocked(StoredMessage message, List<PendingChange> changes)
+    {
+        if (Settings.DeadLetteringOnMessageExpiration)
+        {
+            DeadLetterLocked(message, TtlExpired, "The message expired and was dead lettered.", null, changes);
+            return;
+        }
+        message.Settling = true;
+        _main.Available.Remove(message.SequenceNumber);
+        var key = new MessageKey(Id, message.SequenceNumber);
+        changes.Add(new PendingChange(
+            batch => batch.Deletes.Add(key),
+            () =>
+            {
+                lock (_gate)
+                {
+                    _main.Remove(message);
+                }
+            },
+            _ => Unsettle(message)));
+    }
+
+    /// <summary>A write about this message failed: put it back where a receiver can find it.</summary>
+    private void Unsettle(StoredMessage message)
+    {
+        var arrived = false;
+        lock (_gate)
+        {
+            message.Settling = false;
+            var sub = SubQueueOf(message.SubQueue == SubQueue.DeadLetter);
+            if (!message.IsLocked && message.State == StoredMessageState.Active && sub.Messages.ContainsKey(message.SequenceNumber))
+            {
+                sub.Available.Add(message.SequenceNumber);
+                arrived = true;
+            }
+        }
+        if (arrived)
+        {
+            SubQueueOf(message.SubQueue == SubQueue.DeadLetter).SignalArrived();
+        }
+    }
+}

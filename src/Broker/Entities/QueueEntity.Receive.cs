@@ -1,0 +1,248 @@
+using Farm.ContainerStore.Containers;
+using Farm.Contracts.V1;
+
+namespace Farm.Broker.Entities;
+
+internal sealed partial class QueueEntity
+{
+    /// <summary>
+    /// Takes up to <paramref name="maxMessages"/> messages, waiting up to <paramref name="maxWait"/>
+    /// for the first. PeekLock raises each message's DeliveryCount durably before handing it out,
+    /// so a crash cannot hide a delivery; ReceiveAndDelete deletes durably before handing out, so a
+    /// message is never delivered twice.
+    /// </summary>
+    public async Task<IReadOnlyList<ReceivedMessage>> ReceiveAsync(bool deadLetter, ReceiveMode mode, int maxMessages, TimeSpan maxWait, CancellationToken cancellationToken)
+    {
+        maxMessages = Math.Clamp(maxMessages, 1, _options.MaxMessagesPerReceive);
+        var deadline = _time.GetUtcNow() + maxWait;
+        var sub = SubQueueOf(deadLetter);
+        while (true)
+        {
+            // Take the wake-up signal before looking, so an arrival in between is not missed.
+            var arrived = sub.WhenArrived;
+            var received = await TryTakeAsync(deadLetter, mode, maxMessages).ConfigureAwait(false);
+            if (received.Count > 0)
+            {
+                return received;
+            }
+            var remaining = deadline - _time.GetUtcNow();
+            if (remaining <= TimeSpan.Zero)
+            {
+                return received;
+            }
+            // Wake on arrival, or after one sweep interval to look at expired locks and due messages.
+            var nap = remaining < _options.SweepInterval ? remaining : _options.SweepInterval;
+            using var napCancel = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
+            var napTask = Task.Delay(nap, _time, napCancel.Token);
+            await Task.WhenAny(arrived, napTask).ConfigureAwait(false);
+            napCancel.Cancel();
+            cancellationToken.ThrowIfCancellationRequested();
+        }
+    }
+
+    private async Task<IReadOnlyList<ReceivedMessage>> TryTakeAsync(bool deadLetter, ReceiveMode mode, int maxMessages)
+    {
+        var now = NowMs;
+        var peekLock = mode == ReceiveMode.PeekLock;
+        var sub = SubQueueOf(deadLetter);
+        var taken = new List<StoredMessage>();
+        var result = new List<ReceivedMessage>();
+        var background = new List<PendingChange>();
+        var settings = Settings;
+        lock (_gate)
+        {
+            ThrowIfDeleted();
+            SweepLocked(now, background);
+            while (taken.Count < maxMessages && sub.Available.Count > 0)
+            {
+                var sequence = sub.Available.Min;
+                sub.Available.Remove(sequence);
+                var message = sub.Messages[sequence];
+                if (!deadLetter && message.ExpiresAtMs <= now)
+                {
+                    ExpireLocked(message, background);
+                    continue;
+                }
+                if (!deadLetter && message.DeliveryCount >= settings.MaxDeliveryCount)
+                {
+                    // Used up its deliveries before a crash: it goes where a release would have sent it.
+                    DeadLetterLocked(message, MaxDeliveryCountExceeded,
+                        $"Message could not be consumed after {message.DeliveryCount} delivery attempts.", null, background);
+                    continue;
+                }
+                message.DeliveryCount++;
+                if (peekLock)
+                {
+                    LockLocked(message, now, settings);
+                }
+                else
+                {
+                    message.Settling = true;
+                }
+                taken.Add(message);
+                result.Add(ToReceived(message, peekLock));
+            }
+        }
+        Flush(background);
+        if (taken.Count == 0)
+        {
+            return result;
+        }
+
+        if (peekLock)
+        {
+            var updates = taken.Select(m => m.ToUpdate(Id)).ToList();
+            await _commits.CommitAsync(
+                batch => batch.Updates.AddRange(updates),
+                onFailed: _ => ReleaseAfterFailedDelivery(taken)).ConfigureAwait(false);
+        }
+        else
+        {
+            var keys = taken.Select(m => new MessageKey(Id, m.SequenceNumber)).ToList();
+            await _commits.CommitAsync(
+                batch => batch.Deletes.AddRange(keys),
+                onCommitted: () =>
+                {
+                    lock (_gate)
+                    {
+                        taken.ForEach(sub.Remove);
+                    }
+                },
+                onFailed: _ => ReleaseAfterFailedDelivery(taken)).ConfigureAwait(false);
+        }
+        return result;
+    }
+
+    private void LockLocked(StoredMessage message, long now, QueueSettings settings)
+    {
+        var token = Guid.NewGuid();
+        message.LockToken = token;
+        message.LockedUntilMs = now + (long)settings.LockDuration.TotalMilliseconds;
+        _locks[token] = message;
+        _lockExpiry.Enqueue(message, message.LockedUntilMs);
+    }
+
+    /// <summary>The delivery was not recorded, so it did not happen: undo it.</summary>
+    private void ReleaseAfterFailedDelivery(List<StoredMessage> taken)
+    {
+        lock (_gate)
+        {
+            foreach (var message in taken)
+            {
+                message.DeliveryCount--;
+                message.Settling = false;
+                if (message.LockToken is { } token)
+                {
+                    _locks.Remove(token);
+                    message.LockToken = null;
+                }
+                if (message.State == StoredMessageState.Active)
+                {
+                    SubQueueOf(message.SubQueue == SubQueue.DeadLetter).Available.Add(message.SequenceNumber);
+                }
+            }
+        }
+    }
+
+    /// <summary>Receives deferred messages by sequence number (the only way to get them back).</summary>
+    public async Task<IReadOnlyList<ReceivedMessage>> ReceiveDeferredAsync(IReadOnlyList<long> sequenceNumbers, ReceiveMode mode)
+    {
+        var now = NowMs;
+        var peekLock = mode == ReceiveMode.PeekLock;
+        var settings = Settings;
+        var taken = new List<StoredMessage>();
+        var result = new List<ReceivedMessage>();
+        lock (_gate)
+        {
+            ThrowIfDeleted();
+            foreach (var sequence in sequenceNumbers.Distinct())
+            {
+                if (!_main.Messages.TryGetValue(sequence, out var message) || message.Settling)
+                {
+                    throw FarmErrors.MessageNotFound(Name, sequence, "does not exist");
+                }
+                if (message.State != StoredMessageState.Deferred)
+                {
+                    throw FarmErrors.MessageNotFound(Name, sequence, "is not deferred");
+                }
+                if (message.IsLocked && message.LockedUntilMs > now)
+                {
+                    throw FarmErrors.MessageNotFound(Name, sequence, "is locked by another receiver");
+                }
+            }
+            foreach (var sequence in sequenceNumbers.Distinct())
+            {
+                var message = _main.Messages[sequence];
+                if (message.LockToken is { } stale)
+                {
+                    _locks.Remove(stale);
+                }
+                message.DeliveryCount++;
+                if (peekLock)
+                {
+                    LockLocked(message, now, settings);
+                }
+                else
+                {
+                    message.LockToken = null;
+                    message.Settling = true;
+                }
+                taken.Add(message);
+                result.Add(ToReceived(message, peekLock));
+            }
+        }
+        if (peekLock)
+        {
+            var updates = taken.Select(m => m.ToUpdate(Id)).ToList();
+            await _commits.CommitAsync(batch => batch.Updates.AddRange(updates), onFailed: _ => ReleaseAfterFailedDelivery(taken)).ConfigureAwait(false);
+        }
+        else
+        {
+            var keys = taken.Select(m => new MessageKey(Id, m.SequenceNumber)).ToList();
+            await _commits.CommitAsync(
+                batch => batch.Deletes.AddRange(keys),
+                onCommitted: () =>
+                {
+                    lock (_gate)
+                    {
+                        taken.ForEach(_main.Remove);
+                    }
+                },
+                onFailed: _ => ReleaseAfterFailedDelivery(taken)).ConfigureAwait(false);
+        }
+        return result;
+    }
+
+    /// <summary>Browses messages from a sequence number on, without locking or changing them.</summary>
+    public IReadOnlyList<ReceivedMessage> Peek(bool deadLetter, long fromSequenceNumber, int maxMessages)
+    {
+        var sub = SubQueueOf(deadLetter);
+        var result = new List<ReceivedMessage>();
+        lock (_gate)
+        {
+            ThrowIfDeleted();
+            if (sub.Ordered.Count == 0)
+            {
+                return result;
+            }
+            var from = Math.Max(fromSequenceNumber, sub.Ordered.Min);
+            if (from > sub.Ordered.Max)
+            {
+                return result;
+            }
+            foreach (var sequence in sub.Ordered.GetViewBetween(from, sub.Ordered.Max))
+            {
+                if (result.Count >= maxMessages)
+                {
+                    break;
+                }
+                var message = sub.Messages[sequence];
+                if (!message.Settling)
+                {
+                    result.Add(ToReceived(message, withLock: false));
+                }
+            }
+        }
+        return result;
+    }
+}

@@ -1,0 +1,188 @@
+using Farm.ContainerStore.Containers;
+using Farm.Contracts.V1;
+using Google.Protobuf;
+
+namespace Farm.Broker.Entities;
+
+internal sealed partial class QueueEntity
+{
+    /// <summary>
+    /// Stores the messages as one atomic batch and returns their sequence numbers once durable
+    /// (0 for a message dropped by duplicate detection). Messages become visible to receivers
+    /// only after the commit.
+    /// </summary>
+    public async Task<long[]> SendAsync(IReadOnlyList<Message> messages)
+    {
+        var payloads = new byte[messages.Count][];
+        long total = 0;
+        for (var i = 0; i < messages.Count; i++)
+        {
+            payloads[i] = messages[i].ToByteArray();
+            if (payloads[i].Length > _options.MaxMessageSizeBytes)
+            {
+                throw FarmErrors.SizeExceeded(
+                    $"Message {i} is {payloads[i].Length} bytes; the maximum message size is {_options.MaxMessageSizeBytes} bytes ({_options.MaxMessageSizeBytes / 1024} KB).");
+            }
+            total += payloads[i].Length;
+        }
+
+        var now = NowMs;
+        var settings = Settings;
+        var results = new long[messages.Count];
+        var stored = new List<StoredMessage>(messages.Count);
+        var records = new List<MessageRecord>(messages.Count);
+        var duplicates = new List<DuplicateRecord>();
+        long nextSequence;
+        lock (_gate)
+        {
+            ThrowIfDeleted();
+            var maxBytes = settings.MaxSizeInMegabytes * 1024 * 1024;
+            if (_main.SizeInBytes + _deadLetter.SizeInBytes + total > maxBytes)
+            {
+                throw FarmErrors.Create(Contracts.Rpc.RpcStatusCode.ResourceExhausted, FarmErrorCode.QuotaExceeded,
+                    $"The queue '{Name}' is full: it holds {_main.SizeInBytes + _deadLetter.SizeInBytes} bytes and MaxSizeInMegabytes is {settings.MaxSizeInMegabytes}.");
+            }
+            for (var i = 0; i < messages.Count; i++)
+            {
+                var message = messages[i];
+                if (settings.RequiresDuplicateDetection && message.MessageId.Length > 0)
+                {
+                    if (_duplicates.TryGetValue(message.MessageId, out var seenUntil) && seenUntil > now)
+                    {
+                        continue;
+                    }
+                    var until = now + (long)settings.DuplicateDetectionHistoryTimeWindow.TotalMilliseconds;
+                    _duplicates[message.MessageId] = until;
+                    _duplicateExpiry.Enqueue(message.MessageId, until);
+                    duplicates.Add(new DuplicateRecord(Id, message.MessageId, until));
+                }
+
+                var sequence = _nextSequence++;
+                results[i] = sequence;
+                long? scheduledAt = message.ScheduledEnqueueTime is { } s ? s.ToDateTimeOffset().ToUnixTimeMilliseconds() : null;
+                var visibleAt = Math.Max(now, scheduledAt ?? now);
+                var ttl = settings.DefaultMessageTimeToLive;
+                if (message.TimeToLive is { } messageTtl && messageTtl.ToTimeSpan() is var t && t > TimeSpan.Zero && t < ttl)
+                {
+                    ttl = t;
+                }
+                long? expiresAt = ttl >= QueueSettings.InfiniteTimeToLive ? null : visibleAt + (long)ttl.TotalMilliseconds;
+                var state = scheduledAt > now ? StoredMessageState.Scheduled : StoredMessageState.Active;
+                stored.Add(new StoredMessage
+                {
+                    SequenceNumber = sequence,
+                    Message = message,
+                    EnqueuedAtMs = now,
+                    PayloadSize = payloads[i].Length,
+                    State = state,
+                    ScheduledAtMs = state == StoredMessageState.Scheduled ? scheduledAt : null,
+                    ExpiresAtMs = expiresAt,
+                });
+                records.Add(new MessageRecord
+                {
+                    EntityId = Id,
+                    SequenceNumber = sequence,
+                    State = state,
+                    EnqueuedAtMs = now,
+                    ScheduledAtMs = state == StoredMessageState.Scheduled ? scheduledAt : null,
+                    ExpiresAtMs = expiresAt,
+                    MessageId = message.MessageId.Length > 0 ? message.MessageId : null,
+                    Payload = payloads[i],
+                    PayloadSize = payloads[i].Length,
+                });
+            }
+            nextSequence = _nextSequence;
+        }
+
+        if (records.Count == 0)
+        {
+            return results;
+        }
+        await _commits.CommitAsync(
+            batch =>
+            {
+                batch.Inserts.AddRange(records);
+                batch.SequenceCounters[Id] = Math.Max(batch.SequenceCounters.GetValueOrDefault(Id), nextSequence);
+                batch.Duplicates.AddRange(duplicates);
+            },
+            onCommitted: () =>
+            {
+                lock (_gate)
+                {
+                    foreach (var message in stored)
+                    {
+                        _main.Add(message);
+                        if (message.State == StoredMessageState.Scheduled)
+                        {
+                            _scheduled.Enqueue(message, message.ScheduledAtMs!.Value);
+                        }
+                        else
+                        {
+                            _main.Available.Add(message.SequenceNumber);
+                        }
+                        if (message.ExpiresAtMs is { } expires)
+                        {
+                            _timeToLive.Enqueue(message, expires);
+                        }
+                    }
+                }
+                _main.SignalArrived();
+            },
+            onFailed: _ =>
+            {
+                // Forget the ids so a retry of this send is not taken for a duplicate.
+                lock (_gate)
+                {
+                    foreach (var duplicate in duplicates)
+                    {
+                        _duplicates.Remove(duplicate.MessageId);
+                    }
+                }
+            }).ConfigureAwait(false);
+        return results;
+    }
+
+    /// <summary>Removes scheduled messages that are not visible yet.</summary>
+    public async Task CancelScheduledAsync(IReadOnlyList<long> sequenceNumbers)
+    {
+        var now = NowMs;
+        var cancelled = new List<StoredMessage>();
+        lock (_gate)
+        {
+            ThrowIfDeleted();
+            foreach (var sequence in sequenceNumbers)
+            {
+                if (!_main.Messages.TryGetValue(sequence, out var message) || message.Settling)
+                {
+                    throw FarmErrors.MessageNotFound(Name, sequence, "does not exist");
+                }
+                if (message.State != StoredMessageState.Scheduled || message.ScheduledAtMs <= now)
+                {
+                    throw FarmErrors.MessageNotFound(Name, sequence, "is not a scheduled message waiting for its time");
+                }
+            }
+            foreach (var sequence in sequenceNumbers.Distinct())
+            {
+                var message = _main.Messages[sequence];
+                message.Settling = true;
+                cancelled.Add(message);
+            }
+        }
+        await _commits.CommitAsync(
+            batch => batch.Deletes.AddRange(cancelled.Select(m => new MessageKey(Id, m.SequenceNumber))),
+            onCommitted: () =>
+            {
+                lock (_gate)
+                {
+                    cancelled.ForEach(_main.Remove);
+                }
+            },
+            onFailed: _ =>
+            {
+                lock (_gate)
+                {
+                    cancelled.ForEach(m => m.Settling = false);
+                }
+            }).ConfigureAwait(false);
+    }
+}

@@ -1,0 +1,202 @@
+using Farm.ContainerStore.Containers;
+using Google.Protobuf;
+using Farm.Contracts.V1;
+
+namespace Farm.Broker.Entities;
+
+internal sealed partial class QueueEntity
+{
+    /// <summary>
+    /// Settles locked messages. Each settlement gets its own result (a lost lock fails only that
+    /// one); the writes of all of them share one transaction and are acknowledged after it.
+    /// </summary>
+    public async Task<IReadOnlyList<SettleResult>> SettleAsync(bool deadLetter, IReadOnlyList<Settlement> settlements)
+    {
+        var now = NowMs;
+        var results = new SettleResult[settlements.Count];
+        var writes = new List<PendingChange>();
+        var writeIndexes = new List<int>();
+        var arrived = false;
+        lock (_gate)
+        {
+            ThrowIfDeleted();
+            var sub = SubQueueOf(deadLetter);
+            for (var i = 0; i < settlements.Count; i++)
+            {
+                var settlement = settlements[i];
+                results[i] = new SettleResult { LockToken = settlement.LockToken, ErrorCode = FarmErrors.CodeName(FarmErrorCode.FarmErrorNone) };
+                if (!Guid.TryParse(settlement.LockToken, out var token)
+                    || !_locks.TryGetValue(token, out var message)
+                    || message.Settling
+                    || !sub.Messages.ContainsKey(message.SequenceNumber))
+                {
+                    Fail(results[i], FarmErrors.LockLost(PathOf(deadLetter), settlement.LockToken));
+                    continue;
+                }
+                if (message.LockedUntilMs <= now)
+                {
+                    arrived |= ReleaseLockLocked(message, writes);
+                    Fail(results[i], FarmErrors.LockLost(PathOf(deadLetter), settlement.LockToken));
+                    continue;
+                }
+                var modified = WithProperties(message.Message, settlement.PropertiesToModify);
+                var before = writes.Count;
+                switch (settlement.Disposition)
+                {
+                    case Disposition.Complete:
+                        CompleteLocked(message, sub, writes);
+                        break;
+                    case Disposition.Abandon:
+                        if (modified is not null)
+                        {
+                            ModifyLocked(message, modified, message.State, writes);
+                        }
+                        arrived |= ReleaseLockLocked(message, writes);
+                        break;
+                    case Disposition.DeadLetter when deadLetter:
+                        Fail(results[i], FarmErrors.Invalid("A message in a dead-letter queue cannot be dead-lettered again."));
+                        continue;
+                    case Disposition.DeadLetter:
+                        _locks.Remove(token);
+                        message.LockToken = null;
+                        DeadLetterLocked(message,
+                            string.IsNullOrEmpty(settlement.DeadLetterReason) ? "DeadLetteredByReceiver" : settlement.DeadLetterReason,
+                            NullIfEmpty(settlement.DeadLetterErrorDescription), modified, writes);
+                        break;
+                    case Disposition.Defer when deadLetter:
+                        Fail(results[i], FarmErrors.Invalid("Messages in a dead-letter queue cannot be deferred."));
+                        continue;
+                    case Disposition.Defer:
+                        _locks.Remove(token);
+                        message.LockToken = null;
+                        ModifyLocked(message, modified, StoredMessageState.Deferred, writes);
+                        break;
+                    default:
+                        Fail(results[i], FarmErrors.Invalid($"Unknown disposition {settlement.Disposition}."));
+                        continue;
+                }
+                for (var w = before; w < writes.Count; w++)
+                {
+                    writeIndexes.Add(i);
+                }
+            }
+        }
+        if (arrived)
+        {
+            _main.SignalArrived();
+        }
+        if (writes.Count == 0)
+        {
+            return results;
+        }
+        try
+        {
+            await _commits.CommitAsync(
+                batch => writes.ForEach(w => w.Write(batch)),
+                onCommitted: () => writes.ForEach(w => w.OnCommitted()),
+                onFailed: e => writes.ForEach(w => w.OnFailed(e))).ConfigureAwait(false);
+        }
+        catch (Contracts.Rpc.RpcException e)
+        {
+            foreach (var index in writeIndexes)
+            {
+                Fail(results[index], e);
+            }
+        }
+        return results;
+    }
+
+    private static void Fail(SettleResult result, Contracts.Rpc.RpcException error)
+    {
+        result.ErrorCode = error.FarmError ?? FarmErrors.CodeName(FarmErrorCode.InvalidArgument);
+        result.ErrorMessage = error.Detail;
+    }
+
+    private static string? NullIfEmpty(string s) => string.IsNullOrEmpty(s) ? null : s;
+
+    /// <summary>A copy of the message with the given properties merged in, or null when there are none.</summary>
+    private static Message? WithProperties(Message message, Google.Protobuf.Collections.MapField<string, PropertyValue> properties)
+    {
+        if (properties.Count == 0)
+        {
+            return null;
+        }
+        // Copy on write: handed-out ReceivedMessages share the old instance.
+        var copy = message.Clone();
+        foreach (var (key, value) in properties)
+        {
+            copy.ApplicationProperties[key] = value;
+        }
+        return copy;
+    }
+
+    private void CompleteLocked(StoredMessage message, SubQueueState sub, List<PendingChange> writes)
+    {
+        _locks.Remove(message.LockToken!.Value);
+        message.LockToken = null;
+        message.Settling = true;
+        var key = new MessageKey(Id, message.SequenceNumber);
+        writes.Add(new PendingChange(
+            batch => batch.Deletes.Add(key),
+            () =>
+            {
+                lock (_gate)
+                {
+                    sub.Remove(message);
+                }
+            },
+            _ => Unsettle(message)));
+    }
+
+    /// <summary>Writes a new state and/or payload for a message that stays in its sub-queue.</summary>
+    private void ModifyLocked(StoredMessage message, Message? modified, StoredMessageState state, List<PendingChange> writes)
+    {
+        var payload = modified?.ToByteArray();
+        var previousState = message.State;
+        message.State = state;
+        if (modified is not null)
+        {
+            message.Message = modified;
+            message.PayloadSize = payload!.Length;
+        }
+        var update = message.ToUpdate(Id, payload);
+        writes.Add(new PendingChange(
+            batch => batch.Updates.Add(update),
+            () => { },
+            _ =>
+            {
+                lock (_gate)
+                {
+                    message.State = previousState;
+                }
+                Unsettle(message);
+            }));
+    }
+
+    /// <summary>Extends peek-locks by the queue's LockDuration from now; returns the new expiries.</summary>
+    public IReadOnlyList<DateTimeOffset> RenewLocks(bool deadLetter, IReadOnlyList<string> lockTokens)
+    {
+        var now = NowMs;
+        var lockDuration = (long)Settings.LockDuration.TotalMilliseconds;
+        var result = new List<DateTimeOffset>(lockTokens.Count);
+        lock (_gate)
+        {
+            ThrowIfDeleted();
+            var sub = SubQueueOf(deadLetter);
+            foreach (var lockToken in lockTokens)
+            {
+                if (!Guid.TryParse(lockToken, out var token)
+                    || !_locks.TryGetValue(token, out var message)
+                    || message.Settling
+                    || message.LockedUntilMs <= now
+                    || !sub.Messages.ContainsKey(message.SequenceNumber))
+                {
+                    throw FarmErrors.LockLost(PathOf(deadLetter), lockToken);
+                }
+                message.LockedUntilMs = now + lockDuration;
+                result.Add(DateTimeOffset.FromUnixTimeMilliseconds(message.LockedUntilMs));
+            }
+        }
+        return result;
+    }
+}

@@ -1,0 +1,257 @@
+using Farm.Broker.Containers;
+using Farm.ContainerStore.Containers;
+using Farm.Contracts.V1;
+using Google.Protobuf.WellKnownTypes;
+
+namespace Farm.Broker.Entities;
+
+/// <summary>
+/// One queue as its owning broker serves it: every committed message in memory (the entity's
+/// message cache), peek-locks, scheduled messages, TTLs and duplicate-detection history. All
+/// state changes happen under <see cref="_gate"/>; every change that must survive a crash goes
+/// through the container's <see cref="CommitQueue"/> and is acknowledged only after it committed.
+/// Lock expiry, scheduling and TTL run on the broker's <see cref="TimeProvider"/>.
+/// </summary>
+internal sealed partial class QueueEntity
+{
+    public const string MaxDeliveryCountExceeded = "MaxDeliveryCountExceeded";
+    public const string TtlExpired = "TTLExpiredException";
+
+    private readonly object _gate = new();
+    private readonly CommitQueue _commits;
+    private readonly TimeProvider _time;
+    private readonly BrokerOptions _options;
+    private readonly SubQueueState _main = new();
+    private readonly SubQueueState _deadLetter = new();
+    private readonly Dictionary<Guid, StoredMessage> _locks = [];
+    private readonly PriorityQueue<StoredMessage, long> _lockExpiry = new();
+    private readonly PriorityQueue<StoredMessage, long> _scheduled = new();
+    private readonly PriorityQueue<StoredMessage, long> _timeToLive = new();
+    private readonly Dictionary<string, long> _duplicates = new(StringComparer.Ordinal);
+    private readonly PriorityQueue<string, long> _duplicateExpiry = new();
+    private long _nextSequence;
+
+    /// <summary>Set when this broker stops serving the entity: what every later call fails with.</summary>
+    private Contracts.Rpc.RpcException? _unloaded;
+
+    public QueueEntity(long id, string name, QueueSettings settings, CommitQueue commits, TimeProvider time, BrokerOptions options)
+    {
+        Id = id;
+        Name = name;
+        Settings = settings;
+        _commits = commits;
+        _time = time;
+        _options = options;
+        _nextSequence = 1;
+    }
+
+    public long Id { get; }
+
+    public string Name { get; }
+
+    /// <summary>Replaced as a whole on update; readers take one snapshot per operation.</summary>
+    public QueueSettings Settings { get; set; }
+
+    private long NowMs => _time.GetUtcNow().ToUnixTimeMilliseconds();
+
+    private string PathOf(bool deadLetter) => deadLetter ? Name + EntityNames.DeadLetterQueueSuffix : Name;
+
+    private SubQueueState SubQueueOf(bool deadLetter) => deadLetter ? _deadLetter : _main;
+
+    /// <summary>Fills the cache from the container database (the broker just took the container).</summary>
+    public void Load(EntityLoad load)
+    {
+        var now = NowMs;
+        lock (_gate)
+        {
+            _nextSequence = Math.Max(load.NextSequenceNumber, 1);
+            foreach (var record in load.Messages)
+            {
+                var message = StoredMessage.FromRecord(record);
+                _nextSequence = Math.Max(_nextSequence, message.SequenceNumber + 1);
+                if (message.SubQueue == SubQueue.DeadLetter)
+                {
+                    _deadLetter.Add(message);
+                    _deadLetter.Available.Add(message.SequenceNumber);
+                    continue;
+                }
+                _main.Add(message);
+                if (message.State == StoredMessageState.Scheduled && message.ScheduledAtMs > now)
+                {
+                    _scheduled.Enqueue(message, message.ScheduledAtMs.Value);
+                }
+                else if (message.State != StoredMessageState.Deferred)
+                {
+                    message.State = StoredMessageState.Active;
+                    _main.Available.Add(message.SequenceNumber);
+                }
+                if (message.ExpiresAtMs is { } expires)
+                {
+                    _timeToLive.Enqueue(message, expires);
+                }
+            }
+            foreach (var duplicate in load.DuplicateHistory)
+            {
+                _duplicates[duplicate.MessageId] = duplicate.ExpiresAtMs;
+                _duplicateExpiry.Enqueue(duplicate.MessageId, duplicate.ExpiresAtMs);
+            }
+        }
+    }
+
+    /// <summary>The entity was deleted: every later call and waiting receiver gets NotFound.</summary>
+    public void MarkDeleted() => Unload(FarmErrors.EntityNotFound(Name));
+
+    /// <summary>
+    /// This broker stops serving the entity (deleted, container lost, node stopping): later calls
+    /// and waiting receivers fail with <paramref name="reason"/>.
+    /// </summary>
+    public void Unload(Contracts.Rpc.RpcException reason)
+    {
+        lock (_gate)
+        {
+            _unloaded ??= reason;
+        }
+        _main.SignalArrived();
+        _deadLetter.SignalArrived();
+    }
+
+    private void ThrowIfDeleted()
+    {
+        if (_unloaded is { } reason)
+        {
+            throw reason;
+        }
+    }
+
+    public MessageCounts GetCounts()
+    {
+        lock (_gate)
+        {
+            long scheduled = 0, deferred = 0;
+            foreach (var message in _main.Messages.Values)
+            {
+                if (message.State == StoredMessageState.Scheduled)
+                {
+                    scheduled++;
+                }
+                else if (message.State == StoredMessageState.Deferred)
+                {
+                    deferred++;
+                }
+            }
+            return new MessageCounts
+            {
+                Active = _main.Messages.Count - scheduled - deferred,
+                Scheduled = scheduled,
+                Deferred = deferred,
+                DeadLetter = _deadLetter.Messages.Count,
+                Locked = _locks.Count,
+                Total = _main.Messages.Count + _deadLetter.Messages.Count,
+                SizeInBytes = _main.SizeInBytes + _deadLetter.SizeInBytes,
+            };
+        }
+    }
+
+    /// <summary>
+    /// Releases expired locks, makes due scheduled messages visible and expires messages past
+    /// their TTL. Called by the container's sweep timer and before every receive.
+    /// </summary>
+    public void Sweep()
+    {
+        var writes = new List<PendingChange>();
+        bool arrived;
+        lock (_gate)
+        {
+            arrived = SweepLocked(NowMs, writes);
+        }
+        Flush(writes);
+        if (arrived)
+        {
+            _main.SignalArrived();
+        }
+    }
+
+    /// <summary>Returns true when messages became available.</summary>
+    private bool SweepLocked(long now, List<PendingChange> writes)
+    {
+        var arrived = false;
+        while (_lockExpiry.TryPeek(out var locked, out var until) && until <= now)
+        {
+            _lockExpiry.Dequeue();
+            if (locked.LockToken is null || locked.Settling)
+            {
+                continue;
+            }
+            if (locked.LockedUntilMs > now)
+            {
+                // Renewed since it was queued: look again at the new expiry.
+                _lockExpiry.Enqueue(locked, locked.LockedUntilMs);
+                continue;
+            }
+            arrived |= ReleaseLockLocked(locked, writes);
+        }
+        while (_scheduled.TryPeek(out var due, out var at) && at <= now)
+        {
+            _scheduled.Dequeue();
+            if (due.State == StoredMessageState.Scheduled && !due.Settling && _main.Messages.ContainsKey(due.SequenceNumber))
+            {
+                // Visible from now on; the stored row stays "scheduled" with a time in the past,
+                // which a reload reads as active, so this needs no write.
+                due.State = StoredMessageState.Active;
+                _main.Available.Add(due.SequenceNumber);
+                arrived = true;
+            }
+        }
+        while (_timeToLive.TryPeek(out var expiring, out var expiresAt) && expiresAt <= now)
+        {
+            _timeToLive.Dequeue();
+            // A locked message belongs to its receiver until the lock goes; it expires when taken next.
+            if (!expiring.IsLocked && !expiring.Settling && expiring.SubQueue == SubQueue.Main
+                && expiring.State != StoredMessageState.Scheduled && _main.Messages.ContainsKey(expiring.SequenceNumber))
+            {
+                ExpireLocked(expiring, writes);
+            }
+        }
+        while (_duplicateExpiry.TryPeek(out var id, out var dupExpires) && dupExpires <= now)
+        {
+            _duplicateExpiry.Dequeue();
+            if (_duplicates.TryGetValue(id, out var current) && current <= now)
+            {
+                _duplicates.Remove(id);
+            }
+        }
+        return arrived;
+    }
+
+    private static Timestamp ToTimestamp(long ms) => Timestamp.FromDateTimeOffset(DateTimeOffset.FromUnixTimeMilliseconds(ms));
+
+    private ReceivedMessage ToReceived(StoredMessage m, bool withLock)
+    {
+        var received = new ReceivedMessage
+        {
+            Message = m.Message,
+            SequenceNumber = m.SequenceNumber,
+            EnqueuedTime = ToTimestamp(m.ScheduledAtMs is { } s && s > m.EnqueuedAtMs ? s : m.EnqueuedAtMs),
+            DeliveryCount = m.DeliveryCount,
+            State = m.State switch
+            {
+                StoredMessageState.Deferred => MessageState.Deferred,
+                StoredMessageState.Scheduled => MessageState.Scheduled,
+                _ => MessageState.Active,
+            },
+            DeadLetterReason = m.DeadLetterReason ?? "",
+            DeadLetterErrorDescription = m.DeadLetterDescription ?? "",
+            DeadLetterSource = m.DeadLetterSource ?? "",
+        };
+        if (m.ExpiresAtMs is { } expires)
+        {
+            received.ExpiresAt = ToTimestamp(expires);
+        }
+        if (withLock && m.LockToken is { } token)
+        {
+            received.LockToken = token.ToString();
+            received.LockedUntil = ToTimestamp(m.LockedUntilMs);
+        }
+        return received;
+    }
+}

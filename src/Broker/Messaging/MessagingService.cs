@@ -1,0 +1,173 @@
+using Farm.Broker.Entities;
+using Farm.Broker.Node;
+using Farm.Broker.Rpc;
+using Farm.Contracts.V1;
+
+namespace Farm.Broker.Messaging;
+
+/// <summary>
+/// The farm.v1.Messaging operations on this broker's entities: validates requests, resolves the
+/// entity (following ForwardTo on send) and calls it. The gateway maps these onto gRPC methods.
+/// </summary>
+public sealed class MessagingService(BrokerNode node)
+{
+    private static readonly TimeSpan StreamPollWait = TimeSpan.FromSeconds(30);
+
+    private async Task<(QueueEntity Queue, bool DeadLetter)> ResolveAsync(string path, CancellationToken cancellationToken)
+    {
+        if (!EntityNames.TryParsePath(path, out var name, out var deadLetter, out var error))
+        {
+            throw FarmErrors.Invalid(error!);
+        }
+        return (await node.ResolveQueueAsync(name, cancellationToken).ConfigureAwait(false), deadLetter);
+    }
+
+    public async Task<SendResponse> SendAsync(SendRequest request, RpcCallContext context)
+    {
+        if (request.Messages.Count == 0)
+        {
+            throw FarmErrors.Invalid("A send needs at least one message.");
+        }
+        var (queue, deadLetter) = await ResolveAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
+        if (deadLetter)
+        {
+            throw FarmErrors.Invalid($"'{request.Entity}' is a dead-letter queue: messages get there by dead-lettering, not by sending.");
+        }
+        var batchBytes = request.CalculateSize();
+        if (batchBytes > node.Options.MaxBatchSizeBytes)
+        {
+            throw FarmErrors.SizeExceeded($"The batch is {batchBytes} bytes; the maximum batch size is {node.Options.MaxBatchSizeBytes} bytes ({node.Options.MaxBatchSizeBytes / 1024} KB).");
+        }
+        var seen = new HashSet<string>(StringComparer.OrdinalIgnoreCase) { queue.Name };
+        for (var hop = 0; queue.Settings.ForwardTo is { } target && hop < node.Options.MaxForwardHops; hop++)
+        {
+            if (!seen.Add(target))
+            {
+                break;
+            }
+            queue = await node.ResolveQueueAsync(target, context.CancellationToken).ConfigureAwait(false);
+        }
+        var sequenceNumbers = await queue.SendAsync(request.Messages).ConfigureAwait(false);
+        return new SendResponse { SequenceNumbers = { sequenceNumbers } };
+    }
+
+    public async Task<ReceiveBatchResponse> ReceiveBatchAsync(ReceiveBatchRequest request, RpcCallContext context)
+    {
+        if (request.MaxMessages < 1)
+        {
+            throw FarmErrors.Invalid($"max_messages must be at least 1; got {request.MaxMessages}.");
+        }
+        var maxWait = request.MaxWait?.ToTimeSpan() ?? TimeSpan.Zero;
+        if (maxWait < TimeSpan.Zero)
+        {
+            throw FarmErrors.Invalid($"max_wait must not be negative; got {maxWait}.");
+        }
+        var (queue, deadLetter) = await ResolveAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
+        var messages = await queue.ReceiveAsync(deadLetter, request.Mode, request.MaxMessages, maxWait, context.CancellationToken).ConfigureAwait(false);
+        return new ReceiveBatchResponse { Messages = { messages } };
+    }
+
+    /// <summary>
+    /// A receive stream with credit: pushes messages while the client has credit, waits when it
+    /// has none. Ends when the client half-closes and its credit is used up, or cancels.
+    /// </summary>
+    public async Task ReceiveAsync(IAsyncEnumerable<ReceiveRequest> requests, IRpcStreamWriter<ReceiveResponse> responses, RpcCallContext context)
+    {
+        var cancellationToken = context.CancellationToken;
+        await using var incoming = requests.GetAsyncEnumerator(cancellationToken);
+        if (!await incoming.MoveNextAsync().ConfigureAwait(false) || incoming.Current.KindCase != ReceiveRequest.KindOneofCase.Open)
+        {
+            throw FarmErrors.Invalid("The first message of a receive stream must be 'open'.");
+        }
+        var open = incoming.Current.Open;
+        if (open.Credit < 1)
+        {
+            throw FarmErrors.Invalid($"The initial credit must be at least 1; got {open.Credit}.");
+        }
+        var (queue, deadLetter) = await ResolveAsync(open.Entity, cancellationToken).ConfigureAwait(false);
+
+        var credit = new CreditCounter(open.Credit);
+        var creditReader = Task.Run(async () =>
+        {
+            try
+            {
+                while (await incoming.MoveNextAsync().ConfigureAwait(false))
+                {
+                    if (incoming.Current.KindCase == ReceiveRequest.KindOneofCase.Credit && incoming.Current.Credit > 0)
+                    {
+                        credit.Add(incoming.Current.Credit);
+                    }
+                }
+            }
+            finally
+            {
+                credit.Complete();
+            }
+        }, CancellationToken.None);
+
+        try
+        {
+            while (await credit.WaitAsync(cancellationToken).ConfigureAwait(false) is var available && available > 0)
+            {
+                var messages = await queue.ReceiveAsync(deadLetter, open.Mode, available, StreamPollWait, cancellationToken).ConfigureAwait(false);
+                if (messages.Count == 0)
+                {
+                    continue;
+                }
+                credit.Take(messages.Count);
+                await responses.WriteAsync(new ReceiveResponse { Messages = { messages } }, cancellationToken).ConfigureAwait(false);
+            }
+        }
+        finally
+        {
+            await creditReader.ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
+        }
+    }
+
+    public async Task<SettleResponse> SettleAsync(SettleRequest request, RpcCallContext context)
+    {
+        var (queue, deadLetter) = await ResolveAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
+        var results = await queue.SettleAsync(deadLetter, request.Settlements).ConfigureAwait(false);
+        return new SettleResponse { Results = { results } };
+    }
+
+    public async Task<RenewLockResponse> RenewLockAsync(RenewLockRequest request, RpcCallContext context)
+    {
+        var (queue, deadLetter) = await ResolveAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
+        var renewed = queue.RenewLocks(deadLetter, request.LockTokens);
+        return new RenewLockResponse { LockedUntil = { renewed.Select(Google.Protobuf.WellKnownTypes.Timestamp.FromDateTimeOffset) } };
+    }
+
+    public async Task<ReceiveBatchResponse> ReceiveDeferredAsync(ReceiveDeferredRequest request, RpcCallContext context)
+    {
+        if (request.SequenceNumbers.Count == 0)
+        {
+            throw FarmErrors.Invalid("Name at least one sequence number.");
+        }
+        var (queue, deadLetter) = await ResolveAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
+        if (deadLetter)
+        {
+            throw FarmErrors.Invalid("A dead-letter queue holds no deferred messages.");
+        }
+        var messages = await queue.ReceiveDeferredAsync(request.SequenceNumbers, request.Mode).ConfigureAwait(false);
+        return new ReceiveBatchResponse { Messages = { messages } };
+    }
+
+    public async Task<PeekResponse> PeekAsync(PeekRequest request, RpcCallContext context)
+    {
+        var max = request.MaxMessages < 1 ? 1 : Math.Min(request.MaxMessages, node.Options.MaxMessagesPerReceive);
+        var (queue, deadLetter) = await ResolveAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
+        return new PeekResponse { Messages = { queue.Peek(deadLetter, request.FromSequenceNumber, max) } };
+    }
+
+    public async Task<CancelScheduledResponse> CancelScheduledAsync(CancelScheduledRequest request, RpcCallContext context)
+    {
+        var (queue, deadLetter) = await ResolveAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
+        if (deadLetter)
+        {
+            throw FarmErrors.Invalid("A dead-letter queue holds no scheduled messages.");
+        }
+        await queue.CancelScheduledAsync(request.SequenceNumbers).ConfigureAwait(false);
+        return new CancelScheduledResponse();
+    }
+}

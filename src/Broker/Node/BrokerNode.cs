@@ -1,0 +1,254 @@
+using System.Collections.Concurrent;
+using Farm.Broker.Containers;
+using Farm.Broker.Entities;
+using Farm.ContainerStore;
+using Farm.ContainerStore.FarmDatabase;
+using Microsoft.Extensions.Logging;
+
+namespace Farm.Broker.Node;
+
+/// <summary>
+/// A broker node: registers in the farm database, heartbeats, holds leases on the containers it
+/// owns, fences them with their epochs and serves their entities. Single-node farms own every
+/// container; spreading containers over several nodes comes with the farm issue.
+/// </summary>
+public sealed partial class BrokerNode : IAsyncDisposable
+{
+    private readonly ConcurrentDictionary<long, ContainerHost> _containers = new();
+    private readonly ConcurrentDictionary<string, (long ContainerId, long EntityId)> _entityIndex = new(StringComparer.OrdinalIgnoreCase);
+    private readonly IStoreProvider _provider;
+    private readonly NodeOptions _nodeOptions;
+    private readonly TimeProvider _time;
+    private readonly ILogger _logger;
+    private readonly CancellationTokenSource _stopping = new();
+    private IFarmStore? _farm;
+    private Task? _heartbeat;
+    private string _address = "";
+
+    public BrokerNode(IStoreProvider provider, NodeOptions nodeOptions, BrokerOptions brokerOptions, TimeProvider time, ILogger<BrokerNode> logger)
+    {
+        _provider = provider;
+        _nodeOptions = nodeOptions;
+        Options = brokerOptions;
+        _time = time;
+        _logger = logger;
+    }
+
+    public long NodeId => _nodeOptions.NodeId;
+
+    public string Address => _address;
+
+    public BrokerOptions Options { get; }
+
+    public bool IsStarted => _farm is not null;
+
+    /// <summary>The farm database. Throws Unavailable while the node is starting.</summary>
+    public IFarmStore Farm => _farm ?? throw FarmErrors.Create(Contracts.Rpc.RpcStatusCode.Unavailable, Contracts.V1.FarmErrorCode.ServiceBusy, "The node is still starting.");
+
+    public string FarmConnectionString => string.IsNullOrEmpty(_nodeOptions.FarmConnectionString)
+        ? $"Data Source={Path.Combine(Path.GetFullPath(_nodeOptions.DataDirectory), "farm.db")}"
+        : _nodeOptions.FarmConnectionString;
+
+    public async Task StartAsync(string address, CancellationToken cancellationToken)
+    {
+        _address = address;
+        Directory.CreateDirectory(_nodeOptions.DataDirectory);
+        var farm = await _provider.OpenFarmStoreAsync(FarmConnectionString, cancellationToken).ConfigureAwait(false);
+        await farm.RegisterNodeAsync(NodeId, address, Environment.ProcessId, cancellationToken).ConfigureAwait(false);
+
+        var containers = await farm.ListContainersAsync(cancellationToken).ConfigureAwait(false);
+        if (containers.Count == 0)
+        {
+            // A new farm gets one container so it is usable at once.
+            await CreateContainerAsync(farm, cancellationToken).ConfigureAwait(false);
+            containers = await farm.ListContainersAsync(cancellationToken).ConfigureAwait(false);
+        }
+        foreach (var container in containers)
+        {
+            if (container.OwnerNode == NodeId)
+            {
+                // Left by an earlier life of this node (crash): let go so taking it again raises the
+                // epoch, fencing out anything that earlier process might still write.
+                await farm.ReleaseContainerAsync(container.Id, NodeId, cancellationToken).ConfigureAwait(false);
+            }
+            await TakeContainerAsync(farm, container.Id, cancellationToken).ConfigureAwait(false);
+        }
+        _farm = farm;
+        _heartbeat = Task.Run(() => HeartbeatLoopAsync(_stopping.Token), CancellationToken.None);
+        LogStarted(_logger, NodeId, address, _containers.Count);
+    }
+
+    /// <summary>Creates a container record and its database, and takes it.</summary>
+    public async Task<ContainerRecord> CreateContainerAsync(CancellationToken cancellationToken)
+    {
+        var record = await CreateContainerAsync(Farm, cancellationToken).ConfigureAwait(false);
+        await TakeContainerAsync(Farm, record.Id, cancellationToken).ConfigureAwait(false);
+        return (await Farm.GetContainerAsync(record.Id, cancellationToken).ConfigureAwait(false))!;
+    }
+
+    private async Task<ContainerRecord> CreateContainerAsync(IFarmStore farm, CancellationToken cancellationToken)
+    {
+        var farmConnection = FarmConnectionString;
+        var record = await farm.CreateContainerAsync(id => _provider.NewContainerConnectionString(farmConnection, id), cancellationToken).ConfigureAwait(false);
+        // Create and migrate the database now, so a bad location fails here and not on first send.
+        var database = await _provider.OpenContainerAsync(record.ConnectionString, cancellationToken).ConfigureAwait(false);
+        await database.DisposeAsync().ConfigureAwait(false);
+        LogContainerCreated(_logger, record.Id);
+        return record;
+    }
+
+    private async Task TakeContainerAsync(IFarmStore farm, long containerId, CancellationToken cancellationToken)
+    {
+        var lease = await farm.TryAcquireContainerAsync(containerId, NodeId, _nodeOptions.LeaseDuration, cancellationToken).ConfigureAwait(false);
+        if (lease is null)
+        {
+            LogContainerHeld(_logger, containerId);
+            return;
+        }
+        var database = await _provider.OpenContainerAsync(lease.ConnectionString, cancellationToken).ConfigureAwait(false);
+        var host = await ContainerHost.OpenAsync(lease, () => database, _time, Options, OnContainerLost, _logger, cancellationToken).ConfigureAwait(false);
+        _containers[containerId] = host;
+        LogContainerTaken(_logger, containerId, lease.Epoch);
+    }
+
+    private void OnContainerLost(long containerId)
+    {
+        if (_containers.TryRemove(containerId, out var host))
+        {
+            LogContainerLost(_logger, containerId);
+            _ = host.DisposeAsync().AsTask();
+        }
+    }
+
+    private async Task HeartbeatLoopAsync(CancellationToken cancellationToken)
+    {
+        using var timer = new PeriodicTimer(_nodeOptions.HeartbeatInterval, _time);
+        while (await timer.WaitForNextTickAsync(cancellationToken).ConfigureAwait(false))
+        {
+            try
+            {
+                await Farm.HeartbeatAsync(NodeId, cancellationToken).ConfigureAwait(false);
+                foreach (var containerId in _containers.Keys)
+                {
+                    var lease = await Farm.TryAcquireContainerAsync(containerId, NodeId, _nodeOptions.LeaseDuration, cancellationToken).ConfigureAwait(false);
+                    if (lease is null || (_containers.TryGetValue(containerId, out var host) && lease.Epoch != host.Epoch))
+                    {
+                        OnContainerLost(containerId);
+                    }
+                }
+            }
+            catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
+            {
+                return;
+            }
+            catch (Exception e)
+            {
+                LogHeartbeatFailed(_logger, e);
+            }
+        }
+    }
+
+    internal bool TryGetContainer(long containerId, out ContainerHost host) => _containers.TryGetValue(containerId, out host!);
+
+    /// <summary>The containers this node serves now.</summary>
+    internal IReadOnlyCollection<ContainerHost> Containers => _containers.Values.ToList();
+
+    /// <summary>
+    /// Finds a queue by name and loads it if needed. Throws NotFound for an unknown queue and
+    /// NOT_OWNER when its container is served elsewhere.
+    /// </summary>
+    internal async Task<QueueEntity> ResolveQueueAsync(string name, CancellationToken cancellationToken)
+    {
+        if (_entityIndex.TryGetValue(name, out var known)
+            && _containers.TryGetValue(known.ContainerId, out var knownHost)
+            && knownHost.TryGetEntity(known.EntityId, out var cached))
+        {
+            return cached;
+        }
+        var record = await Farm.GetEntityAsync(name, cancellationToken).ConfigureAwait(false);
+        if (record is null || record.Kind != EntityKinds.Queue)
+        {
+            _entityIndex.TryRemove(name, out _);
+            throw FarmErrors.EntityNotFound(name);
+        }
+        return await LoadAsync(record, cancellationToken).ConfigureAwait(false);
+    }
+
+    internal async Task<QueueEntity> LoadAsync(EntityRecord record, CancellationToken cancellationToken)
+    {
+        if (!_containers.TryGetValue(record.ContainerId, out var host))
+        {
+            var container = await Farm.GetContainerAsync(record.ContainerId, cancellationToken).ConfigureAwait(false);
+            var owner = container?.OwnerNode is { } ownerId
+                ? (await Farm.ListNodesAsync(cancellationToken).ConfigureAwait(false)).FirstOrDefault(n => n.Id == ownerId)?.Address
+                : null;
+            throw FarmErrors.NotOwner(record.Name, owner);
+        }
+        var entity = await host.LoadEntityAsync(record, cancellationToken).ConfigureAwait(false);
+        _entityIndex[record.Name] = (record.ContainerId, record.Id);
+        return entity;
+    }
+
+    /// <summary>Forgets a deleted queue and deletes its messages.</summary>
+    internal async Task DropEntityAsync(EntityRecord record)
+    {
+        _entityIndex.TryRemove(record.Name, out _);
+        if (_containers.TryGetValue(record.ContainerId, out var host))
+        {
+            await host.PurgeEntityAsync(record.Id).ConfigureAwait(false);
+        }
+    }
+
+    /// <summary>Applies new settings to a loaded queue (the farm database already has them).</summary>
+    internal void RefreshSettings(EntityRecord record)
+    {
+        if (_containers.TryGetValue(record.ContainerId, out var host) && host.TryGetEntity(record.Id, out var entity))
+        {
+            entity.Settings = QueueSettings.FromJson(record.PropertiesJson);
+        }
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        await _stopping.CancelAsync().ConfigureAwait(false);
+        if (_heartbeat is not null)
+        {
+            // The loop ends by cancellation; that is the expected way out.
+            await _heartbeat.ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
+        }
+        foreach (var (id, host) in _containers)
+        {
+            await host.DisposeAsync().ConfigureAwait(false);
+            if (_farm is not null)
+            {
+                // Hand the lease back so a successor does not wait for it to run out.
+                await _farm.ReleaseContainerAsync(id, NodeId).ConfigureAwait(false);
+            }
+        }
+        _containers.Clear();
+        if (_farm is not null)
+        {
+            await _farm.SetNodeStateAsync(NodeId, NodeStates.Stopped).ConfigureAwait(false);
+            await _farm.DisposeAsync().ConfigureAwait(false);
+        }
+        _stopping.Dispose();
+    }
+
+    [LoggerMessage(Level = LogLevel.Information, Message = "Node {NodeId} serving at {Address} with {Count} containers")]
+    private static partial void LogStarted(ILogger logger, long nodeId, string address, int count);
+
+    [LoggerMessage(Level = LogLevel.Information, Message = "Created container {ContainerId}")]
+    private static partial void LogContainerCreated(ILogger logger, long containerId);
+
+    [LoggerMessage(Level = LogLevel.Information, Message = "Took container {ContainerId} at epoch {Epoch}")]
+    private static partial void LogContainerTaken(ILogger logger, long containerId, long epoch);
+
+    [LoggerMessage(Level = LogLevel.Warning, Message = "Container {ContainerId} is leased by another live node; not taking it")]
+    private static partial void LogContainerHeld(ILogger logger, long containerId);
+
+    [LoggerMessage(Level = LogLevel.Warning, Message = "Lost container {ContainerId}; no longer serving it")]
+    private static partial void LogContainerLost(ILogger logger, long containerId);
+
+    [LoggerMessage(Level = LogLevel.Warning, Message = "Heartbeat failed")]
+    private static partial void LogHeartbeatFailed(ILogger logger, Exception exception);
+}

@@ -1,0 +1,69 @@
+using System.Globalization;
+
+namespace Farm.Cli.Hosting;
+
+/// <summary>
+/// The layout of a local farm's data directory:
+/// <code>
+/// &lt;data&gt;/farm.json            what 'farm up' started (connection string, node pids); read by every command
+/// &lt;data&gt;/nodes/node-N.json    written by node N once it serves (id, pid, address, startedAt)
+/// &lt;data&gt;/logs/node-N.log      stdout + stderr of a detached node
+/// &lt;data&gt;/farm.lock            held while 'farm up' or 'farm down' runs
+/// </code>
+/// Everything else under it (the databases) belongs to the nodes.
+/// </summary>
+public sealed class FarmDataDirectory(string root)
+{
+    public string Root { get; } = Path.GetFullPath(root);
+
+    public string FarmFile => Path.Combine(Root, "farm.json");
+
+    public string LockFile => Path.Combine(Root, "farm.lock");
+
+    public string NodesDirectory => Path.Combine(Root, "nodes");
+
+    public string LogsDirectory => Path.Combine(Root, "logs");
+
+    public string NodeFile(int nodeId) => Path.Combine(NodesDirectory, string.Create(CultureInfo.InvariantCulture, $"node-{nodeId}.json"));
+
+    public string LogFile(int nodeId) => Path.Combine(LogsDirectory, string.Create(CultureInfo.InvariantCulture, $"node-{nodeId}.log"));
+
+    /// <summary>The node ids that have a node file, in order.</summary>
+    public IReadOnlyList<int> ListNodeIds()
+    {
+        if (!Directory.Exists(NodesDirectory))
+        {
+            return [];
+        }
+
+        var ids = new List<int>();
+        foreach (var path in Directory.EnumerateFiles(NodesDirectory, "node-*.json"))
+        {
+            var name = Path.GetFileNameWithoutExtension(path);
+            if (int.TryParse(name.AsSpan("node-".Length), NumberStyles.None, CultureInfo.InvariantCulture, out var id))
+            {
+                ids.Add(id);
+            }
+        }
+
+        ids.Sort();
+        return ids;
+    }
+
+    /// <summary>
+    /// Takes the directory's lock so two 'farm up' / 'farm down' on the same data cannot interleave.
+    /// .NET maps FileShare.None to an advisory flock on Unix; the lock goes with the process.
+    /// </summary>
+    public FileStream AcquireLock()
+    {
+        Directory.CreateDirectory(Root);
+        try
+        {
+            return new FileStream(LockFile, FileMode.OpenOrCreate, FileAccess.ReadWrite, FileShare.None);
+        }
+        catch (IOException)
+        {
+            throw new CliException(ExitCodes.Error, $"Another 'farm up' or 'farm down' is running on {Root}; wait for it to finish.");
+        }
+    }
+}

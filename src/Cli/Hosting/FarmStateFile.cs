@@ -1,0 +1,136 @@
+using System.Text.Json;
+using System.Text.Json.Serialization;
+
+namespace Farm.Cli.Hosting;
+
+public enum FarmState
+{
+    Running,
+    Stopped,
+}
+
+/// <summary>One node as 'farm up' recorded it in farm.json.</summary>
+public sealed record FarmNodeEntry(int Id, int? Pid, string Address);
+
+/// <summary>
+/// The contents of &lt;data&gt;/farm.json, the local farm's record for the other commands:
+/// <c>{"connection_string": "Endpoint=http://127.0.0.1:5480", "state": "running", "nodes": [{"id": 1, "pid": 1234, "address": "http://127.0.0.1:5480"}], ...}</c>.
+/// Snake_case, stable: scripts may read it.
+/// </summary>
+public sealed record FarmStateRecord
+{
+    public required string ConnectionString { get; init; }
+
+    public required FarmState State { get; init; }
+
+    public required IReadOnlyList<FarmNodeEntry> Nodes { get; init; }
+
+    public DateTimeOffset? StartedAt { get; init; }
+
+    public DateTimeOffset? StoppedAt { get; init; }
+
+    /// <summary>True when the farm was started with --detach (no `farm up` process watches it).</summary>
+    public bool Detached { get; init; }
+}
+
+/// <summary>Reads and writes farm.json; writes are atomic (temp file + rename).</summary>
+public static class FarmStateFile
+{
+    public static readonly JsonSerializerOptions JsonOptions = new()
+    {
+        PropertyNamingPolicy = JsonNamingPolicy.SnakeCaseLower,
+        Converters = { new JsonStringEnumConverter(JsonNamingPolicy.SnakeCaseLower) },
+        WriteIndented = true,
+    };
+
+    /// <summary>The record, or null when there is none. A corrupt file is an error that names it.</summary>
+    public static FarmStateRecord? TryRead(FarmDataDirectory data)
+    {
+        string json;
+        try
+        {
+            json = File.ReadAllText(data.FarmFile);
+        }
+        catch (Exception ex) when (ex is FileNotFoundException or DirectoryNotFoundException)
+        {
+            return null;
+        }
+
+        try
+        {
+            return JsonSerializer.Deserialize<FarmStateRecord>(json, JsonOptions)
+                ?? throw new JsonException("empty document");
+        }
+        catch (JsonException ex)
+        {
+            throw new CliException(ExitCodes.Error, $"{data.FarmFile} is not a valid farm record ({ex.Message}); delete it if no farm is running there.");
+        }
+    }
+
+    public static void Write(FarmDataDirectory data, FarmStateRecord record)
+    {
+        Directory.CreateDirectory(data.Root);
+        var temp = data.FarmFile + ".tmp";
+        File.WriteAllText(temp, JsonSerializer.Serialize(record, JsonOptions));
+        File.Move(temp, data.FarmFile, overwrite: true);
+    }
+}
+
+/// <summary>
+/// &lt;data&gt;/nodes/node-N.json, written by the node host once it serves:
+/// <c>{"nodeId": 1, "pid": 1234, "address": "http://127.0.0.1:5480", "startedAt": "..."}</c>.
+/// </summary>
+public sealed record NodeFileRecord(int NodeId, int Pid, string Address, DateTimeOffset? StartedAt)
+{
+    /// <summary>
+    /// The node file, or null when it is missing or not complete yet (the node may be writing it).
+    /// Accepts camelCase and snake_case names.
+    /// </summary>
+    public static NodeFileRecord? TryRead(string path)
+    {
+        string json;
+        try
+        {
+            json = File.ReadAllText(path);
+        }
+        catch (Exception ex) when (ex is FileNotFoundException or DirectoryNotFoundException or IOException)
+        {
+            return null;
+        }
+
+        try
+        {
+            using var document = JsonDocument.Parse(json);
+            var root = document.RootElement;
+            if (root.ValueKind != JsonValueKind.Object
+                || Find(root, "nodeId", "node_id", "id") is not { ValueKind: JsonValueKind.Number } id
+                || Find(root, "pid", "processId", "process_id") is not { ValueKind: JsonValueKind.Number } pid
+                || Find(root, "address") is not { ValueKind: JsonValueKind.String } address
+                || string.IsNullOrWhiteSpace(address.GetString()))
+            {
+                return null;
+            }
+
+            DateTimeOffset? startedAt = Find(root, "startedAt", "started_at") is { ValueKind: JsonValueKind.String } started
+                && started.TryGetDateTimeOffset(out var at) ? at : null;
+            return new NodeFileRecord(id.GetInt32(), pid.GetInt32(), address.GetString()!.TrimEnd('/'), startedAt);
+        }
+        catch (Exception ex) when (ex is JsonException or FormatException or InvalidOperationException)
+        {
+            return null;
+        }
+    }
+
+    private static JsonElement? Find(JsonElement root, params string[] names)
+    {
+        foreach (var name in names)
+        {
+            if (root.TryGetProperty(name, out var value))
+            {
+                return value;
+            }
+        }
+
+        return null;
+    }
+}

@@ -1,0 +1,183 @@
+using System.Diagnostics;
+using System.Globalization;
+
+namespace Farm.Cli.Hosting;
+
+/// <summary>A node process that 'farm up' started.</summary>
+public sealed class LaunchedNode(int nodeId, Process process, string? logFile, long logOffset) : IDisposable
+{
+    public int NodeId { get; } = nodeId;
+
+    public Process Process { get; } = process;
+
+    /// <summary>Where a detached node's output goes; null when it shares our terminal.</summary>
+    public string? LogFile { get; } = logFile;
+
+    /// <summary>Length of the log before this start, so a failure shows only this run's lines.</summary>
+    public long LogOffset { get; } = logOffset;
+
+    public void Dispose() => Process.Dispose();
+}
+
+/// <summary>
+/// Finds the node host (Farm.Gateway.dll) and starts node processes:
+/// <c>dotnet Farm.Gateway.dll --node-id N --data DIR --port P</c>.
+/// </summary>
+public static class NodeLauncher
+{
+    public const string NodeDllEnvironmentVariable = "FARM_NODE_DLL";
+    public const string NodeDllName = "Farm.Gateway.dll";
+
+    /// <summary>
+    /// $FARM_NODE_DLL; else next to farm.dll (a single publish folder); else the build layout
+    /// src/Cli/bin/&lt;Configuration&gt;/&lt;tfm&gt;/farm.dll -> src/Gateway/bin/&lt;Configuration&gt;/&lt;tfm&gt;/Farm.Gateway.dll.
+    /// </summary>
+    public static string FindNodeDll()
+    {
+        var fromEnvironment = Environment.GetEnvironmentVariable(NodeDllEnvironmentVariable);
+        if (!string.IsNullOrWhiteSpace(fromEnvironment))
+        {
+            return File.Exists(fromEnvironment)
+                ? Path.GetFullPath(fromEnvironment)
+                : throw new CliException(ExitCodes.Error, $"{NodeDllEnvironmentVariable}={fromEnvironment} does not exist.");
+        }
+
+        var cliDirectory = new DirectoryInfo(AppContext.BaseDirectory);
+        var candidates = new List<string> { Path.Combine(cliDirectory.FullName, NodeDllName) };
+
+        var tfm = cliDirectory;
+        var configuration = tfm.Parent;
+        var srcDirectory = configuration?.Parent?.Parent?.Parent;
+        if (configuration is not null && srcDirectory is not null)
+        {
+            candidates.Add(Path.Combine(srcDirectory.FullName, "Gateway", "bin", configuration.Name, tfm.Name, NodeDllName));
+        }
+
+        return candidates.FirstOrDefault(File.Exists)
+            ?? throw new CliException(
+                ExitCodes.Error,
+                $"The node host {NodeDllName} was not found (looked in {string.Join(", ", candidates)}); build it with ./farm, or set {NodeDllEnvironmentVariable}.");
+    }
+
+    /// <summary>
+    /// Starts a node that outlives this command: its own session (setsid), so a Ctrl+C or a closed
+    /// terminal does not reach it, stdin from /dev/null and its output appended to its log file.
+    /// The shell execs setsid, which execs dotnet, so the pid we get is the node's.
+    /// </summary>
+    public static LaunchedNode StartDetached(string nodeDll, int nodeId, FarmDataDirectory data, int port)
+    {
+        if (OperatingSystem.IsWindows())
+        {
+            throw new CliException(ExitCodes.Error, "farm up --detach needs a Unix shell; run farm up in the foreground instead.");
+        }
+
+        Directory.CreateDirectory(data.LogsDirectory);
+        var logFile = data.LogFile(nodeId);
+        var header = string.Create(CultureInfo.InvariantCulture, $"--- farm up: node {nodeId} starting at {DateTimeOffset.UtcNow:O} ---{Environment.NewLine}");
+        var logOffset = File.Exists(logFile) ? new FileInfo(logFile).Length : 0;
+        File.AppendAllText(logFile, header);
+
+        var setsid = FindOnPath("setsid");
+        var startInfo = new ProcessStartInfo("/bin/sh") { UseShellExecute = false };
+        startInfo.ArgumentList.Add("-c");
+        startInfo.ArgumentList.Add(setsid is null
+            ? "log=$1; shift; exec \"$@\" </dev/null >>\"$log\" 2>&1"
+            : "log=$1; shift; exec \"$0\" \"$@\" </dev/null >>\"$log\" 2>&1");
+        startInfo.ArgumentList.Add(setsid ?? "farm-node");
+        startInfo.ArgumentList.Add(logFile);
+        AddNodeCommand(startInfo, nodeDll, nodeId, data, port);
+
+        var process = Process.Start(startInfo)
+            ?? throw new CliException(ExitCodes.Error, $"Could not start node {nodeId}.");
+        return new LaunchedNode(nodeId, process, logFile, logOffset);
+    }
+
+    /// <summary>Starts a node as our child, sharing our terminal: its log lines show as they come.</summary>
+    public static LaunchedNode StartForeground(string nodeDll, int nodeId, FarmDataDirectory data, int port)
+    {
+        var startInfo = new ProcessStartInfo(DotnetHost()) { UseShellExecute = false };
+        startInfo.ArgumentList.Add(nodeDll);
+        AddNodeArguments(startInfo, nodeId, data, port);
+        var process = Process.Start(startInfo)
+            ?? throw new CliException(ExitCodes.Error, $"Could not start node {nodeId}.");
+        return new LaunchedNode(nodeId, process, logFile: null, logOffset: 0);
+    }
+
+    /// <summary>The last lines a node wrote in this run, for an error report.</summary>
+    public static IReadOnlyList<string> ReadLogTail(LaunchedNode node, int maxLines = 20)
+    {
+        if (node.LogFile is null || !File.Exists(node.LogFile))
+        {
+            return [];
+        }
+
+        using var stream = new FileStream(node.LogFile, FileMode.Open, FileAccess.Read, FileShare.ReadWrite);
+        stream.Seek(Math.Min(node.LogOffset, stream.Length), SeekOrigin.Begin);
+        using var reader = new StreamReader(stream);
+        var lines = new Queue<string>();
+        while (reader.ReadLine() is { } line)
+        {
+            lines.Enqueue(line);
+            if (lines.Count > maxLines)
+            {
+                lines.Dequeue();
+            }
+        }
+
+        return [.. lines];
+    }
+
+    private static void AddNodeCommand(ProcessStartInfo startInfo, string nodeDll, int nodeId, FarmDataDirectory data, int port)
+    {
+        startInfo.ArgumentList.Add(DotnetHost());
+        startInfo.ArgumentList.Add(nodeDll);
+        AddNodeArguments(startInfo, nodeId, data, port);
+    }
+
+    private static void AddNodeArguments(ProcessStartInfo startInfo, int nodeId, FarmDataDirectory data, int port)
+    {
+        startInfo.ArgumentList.Add("--node-id");
+        startInfo.ArgumentList.Add(nodeId.ToString(CultureInfo.InvariantCulture));
+        startInfo.ArgumentList.Add("--data");
+        startInfo.ArgumentList.Add(data.Root);
+        startInfo.ArgumentList.Add("--port");
+        startInfo.ArgumentList.Add(port.ToString(CultureInfo.InvariantCulture));
+    }
+
+    /// <summary>The dotnet host running us (so the node runs on the same runtime), else dotnet on PATH.</summary>
+    private static string DotnetHost()
+    {
+        var self = Environment.ProcessPath;
+        if (self is not null && Path.GetFileNameWithoutExtension(self).Equals("dotnet", StringComparison.OrdinalIgnoreCase))
+        {
+            return self;
+        }
+
+        var root = Environment.GetEnvironmentVariable("DOTNET_ROOT");
+        if (!string.IsNullOrEmpty(root))
+        {
+            var candidate = Path.Combine(root, OperatingSystem.IsWindows() ? "dotnet.exe" : "dotnet");
+            if (File.Exists(candidate))
+            {
+                return candidate;
+            }
+        }
+
+        return FindOnPath(OperatingSystem.IsWindows() ? "dotnet.exe" : "dotnet") ?? "dotnet";
+    }
+
+    private static string? FindOnPath(string program)
+    {
+        var path = Environment.GetEnvironmentVariable("PATH") ?? string.Empty;
+        foreach (var directory in path.Split(Path.PathSeparator, StringSplitOptions.RemoveEmptyEntries))
+        {
+            var candidate = Path.Combine(directory, program);
+            if (File.Exists(candidate))
+            {
+                return candidate;
+            }
+        }
+
+        return null;
+    }
+}

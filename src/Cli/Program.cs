@@ -1,0 +1,24 @@
+using System.CommandLine;
+using Farm.Cli;
+using Farm.Cli.Entities;
+using Farm.Cli.Hosting;
+using Farm.Cli.Messaging;
+
+// The `farm` command. Each group of commands lives in its own folder: Hosting/ (up, down, status),
+// Entities/ (queue, container) and Messaging/ (send, receive, peek). CliContext holds what they
+// share: the global options, finding the farm, and errors as one line plus an exit code.
+var root = new RootCommand("Farm: a self-hosted message-broker farm with Azure Service Bus semantics")
+{
+    CliContext.ConnectionOption,
+    CliContext.DataOption,
+    UpCommand.Create(),
+    DownCommand.Create(),
+    StatusCommand.Create(),
+    QueueCommands.Create(),
+    ContainerCommands.Create(),
+    SendCommand.Create(),
+    ReceiveCommand.Create(),
+    PeekCommand.Create(),
+};
+
+return await CliContext.InvokeAsync(root, args.Length == 0 ? ["--help"] : args);

@@ -1,0 +1,145 @@
+using System.Runtime.CompilerServices;
+using Farm.Contracts.V1;
+
+namespace Farm.Client;
+
+/// <summary>
+/// Manages queues and containers and reports the farm's status, like Azure's
+/// ServiceBusAdministrationClient. Calls go to any gateway, with the client's retries and failover.
+/// </summary>
+public sealed class FarmAdministrationClient : IDisposable
+{
+    private readonly FarmConnection _connection;
+
+    public FarmAdministrationClient(string connectionString, FarmClientOptions? options = null)
+        : this(FarmConnectionString.Parse(connectionString), options)
+    {
+    }
+
+    public FarmAdministrationClient(FarmConnectionString connectionString, FarmClientOptions? options = null)
+    {
+        ArgumentNullException.ThrowIfNull(connectionString);
+        _connection = new FarmConnection(connectionString, options ?? new FarmClientOptions());
+    }
+
+    public FarmConnectionString ConnectionString => _connection.ConnectionString;
+
+    public Task<QueueProperties> CreateQueueAsync(string name, CancellationToken cancellationToken = default)
+        => CreateQueueAsync(new CreateQueueOptions(name), cancellationToken);
+
+    /// <summary>Creates a queue; only the properties assigned on <paramref name="options"/> are sent, the rest take the farm's defaults.</summary>
+    public async Task<QueueProperties> CreateQueueAsync(CreateQueueOptions options, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(options);
+        var request = new CreateQueueRequest
+        {
+            Name = options.Name,
+            Properties = QueueMapper.ToProto(options, onlyAssigned: true),
+            ContainerId = options.ContainerId ?? 0,
+        };
+        var info = await CallAsync(RpcMethods.CreateQueue, request, QueueInfo.Parser, options.Name, cancellationToken).ConfigureAwait(false);
+        return QueueMapper.FromInfo(info);
+    }
+
+    public async Task<QueueProperties> GetQueueAsync(string name, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrWhiteSpace(name);
+        var info = await CallAsync(RpcMethods.GetQueue, new GetQueueRequest { Name = name }, QueueInfo.Parser, name, cancellationToken).ConfigureAwait(false);
+        return QueueMapper.FromInfo(info);
+    }
+
+    public async Task<QueueRuntimeProperties> GetQueueRuntimePropertiesAsync(string name, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrWhiteSpace(name);
+        var info = await CallAsync(RpcMethods.GetQueue, new GetQueueRequest { Name = name }, QueueInfo.Parser, name, cancellationToken).ConfigureAwait(false);
+        return QueueMapper.RuntimeFromInfo(info);
+    }
+
+    /// <summary>Updates the properties assigned on <paramref name="queue"/> since it was fetched (or created); returns the result.</summary>
+    public async Task<QueueProperties> UpdateQueueAsync(QueueProperties queue, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(queue);
+        var request = new UpdateQueueRequest { Name = queue.Name, Properties = QueueMapper.ToProto(queue, onlyAssigned: true) };
+        var info = await CallAsync(RpcMethods.UpdateQueue, request, QueueInfo.Parser, queue.Name, cancellationToken).ConfigureAwait(false);
+        return QueueMapper.FromInfo(info);
+    }
+
+    public async Task DeleteQueueAsync(string name, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrWhiteSpace(name);
+        await CallAsync(RpcMethods.DeleteQueue, new DeleteQueueRequest { Name = name }, DeleteQueueResponse.Parser, name, cancellationToken).ConfigureAwait(false);
+    }
+
+    public async Task<bool> QueueExistsAsync(string name, CancellationToken cancellationToken = default)
+    {
+        try
+        {
+            await GetQueueAsync(name, cancellationToken).ConfigureAwait(false);
+            return true;
+        }
+        catch (FarmException e) when (e.Reason == FarmFailureReason.MessagingEntityNotFound)
+        {
+            return false;
+        }
+    }
+
+    public async Task<IReadOnlyList<QueueProperties>> ListQueuesAsync(CancellationToken cancellationToken = default)
+    {
+        var response = await ListQueueInfosAsync(cancellationToken).ConfigureAwait(false);
+        return response.Queues.Select(QueueMapper.FromInfo).ToList();
+    }
+
+    /// <summary>Every queue with its message counts, in one call.</summary>
+    public async Task<IReadOnlyList<(QueueProperties Properties, QueueRuntimeProperties Runtime)>> ListQueuesWithRuntimePropertiesAsync(CancellationToken cancellationToken = default)
+    {
+        var response = await ListQueueInfosAsync(cancellationToken).ConfigureAwait(false);
+        return response.Queues.Select(q => (QueueMapper.FromInfo(q), QueueMapper.RuntimeFromInfo(q))).ToList();
+    }
+
+    /// <summary>Azure-style enumeration of every queue.</summary>
+    public async IAsyncEnumerable<QueueProperties> GetQueuesAsync([EnumeratorCancellation] CancellationToken cancellationToken = default)
+    {
+        foreach (var queue in await ListQueuesAsync(cancellationToken).ConfigureAwait(false))
+        {
+            yield return queue;
+        }
+    }
+
+    public async IAsyncEnumerable<QueueRuntimeProperties> GetQueuesRuntimePropertiesAsync([EnumeratorCancellation] CancellationToken cancellationToken = default)
+    {
+        var response = await ListQueueInfosAsync(cancellationToken).ConfigureAwait(false);
+        foreach (var queue in response.Queues)
+        {
+            yield return QueueMapper.RuntimeFromInfo(queue);
+        }
+    }
+
+    public async Task<ContainerProperties> CreateContainerAsync(CancellationToken cancellationToken = default)
+    {
+        var info = await CallAsync(RpcMethods.CreateContainer, new CreateContainerRequest(), ContainerInfo.Parser, null, cancellationToken).ConfigureAwait(false);
+        return QueueMapper.FromProto(info);
+    }
+
+    public async Task<IReadOnlyList<ContainerProperties>> GetContainersAsync(CancellationToken cancellationToken = default)
+    {
+        var response = await CallAsync(RpcMethods.ListContainers, new ListContainersRequest(), ListContainersResponse.Parser, null, cancellationToken).ConfigureAwait(false);
+        return response.Containers.Select(QueueMapper.FromProto).ToList();
+    }
+
+    /// <summary>Nodes, containers and entity count of the farm.</summary>
+    public async Task<FarmStatusProperties> GetFarmStatusAsync(CancellationToken cancellationToken = default)
+    {
+        var status = await CallAsync(RpcMethods.GetStatus, new GetStatusRequest(), Contracts.V1.FarmStatus.Parser, null, cancellationToken).ConfigureAwait(false);
+        return QueueMapper.FromProto(status);
+    }
+
+    public void Dispose() => _connection.Dispose();
+
+    private Task<ListQueuesResponse> ListQueueInfosAsync(CancellationToken cancellationToken)
+        => CallAsync(RpcMethods.ListQueues, new ListQueuesRequest(), ListQueuesResponse.Parser, null, cancellationToken);
+
+    private Task<TResponse> CallAsync<TRequest, TResponse>(string method, TRequest request, Google.Protobuf.MessageParser<TResponse> parser, string? entityPath, CancellationToken cancellationToken)
+        where TRequest : Google.Protobuf.IMessage<TRequest>
+        where TResponse : Google.Protobuf.IMessage<TResponse>
+        => _connection.UnaryAsync(method, request, parser, entityPath, cancellationToken);
+}

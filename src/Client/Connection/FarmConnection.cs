@@ -1,0 +1,125 @@
+using Farm.Contracts.Rpc;
+using Google.Protobuf;
+
+namespace Farm.Client;
+
+/// <summary>
+/// The channels to the farm's endpoints and the retry policy, shared by everything a
+/// <see cref="FarmClient"/> creates. Calls go to the current endpoint; when it answers Unavailable
+/// the connection moves on to the next one, so the retry lands elsewhere (failover).
+/// </summary>
+internal sealed class FarmConnection : IDisposable
+{
+    private readonly RpcChannel?[] _channels;
+    private readonly Lock _gate = new();
+    private int _current;
+    private bool _disposed;
+
+    public FarmConnection(FarmConnectionString connectionString, FarmClientOptions options)
+    {
+        ConnectionString = connectionString;
+        Options = options;
+        Retry = new FarmRetryPolicy(options.RetryOptions, options.TimeProvider, connectionString.OperationTimeout);
+        _channels = new RpcChannel?[connectionString.Endpoints.Count];
+    }
+
+    public FarmConnectionString ConnectionString { get; }
+
+    public FarmClientOptions Options { get; }
+
+    public FarmRetryPolicy Retry { get; }
+
+    public TimeProvider TimeProvider => Options.TimeProvider;
+
+    public bool IsDisposed => Volatile.Read(ref _disposed);
+
+    /// <summary>The endpoint calls go to now (index into <see cref="FarmConnectionString.Endpoints"/>).</summary>
+    public int CurrentEndpointIndex
+    {
+        get
+        {
+            lock (_gate)
+            {
+                return _current;
+            }
+        }
+    }
+
+    /// <summary>The channel to the current endpoint, created on first use.</summary>
+    public RpcChannel GetChannel(out int endpointIndex)
+    {
+        lock (_gate)
+        {
+            ObjectDisposedException.ThrowIf(_disposed, this);
+            endpointIndex = _current;
+            return _channels[endpointIndex] ??= new RpcChannel(ConnectionString.Endpoints[endpointIndex]);
+        }
+    }
+
+    /// <summary>The endpoint at <paramref name="endpointIndex"/> did not answer: move on to the next one.</summary>
+    public void ReportUnavailable(int endpointIndex)
+    {
+        lock (_gate)
+        {
+            // Only the first caller to see the failure advances; others already use the next endpoint.
+            if (_current == endpointIndex)
+            {
+                _current = (endpointIndex + 1) % _channels.Length;
+            }
+        }
+    }
+
+    /// <summary>One unary call with retries and failover; failures surface as <see cref="FarmException"/>.</summary>
+    public async Task<TResponse> UnaryAsync<TRequest, TResponse>(string method, TRequest request, MessageParser<TResponse> parser, string? entityPath, CancellationToken cancellationToken)
+        where TRequest : IMessage<TRequest>
+        where TResponse : IMessage<TResponse>
+    {
+        return await Retry.ExecuteAsync(
+            static async (state, token) =>
+            {
+                var (connection, method, request, parser, entityPath) = state;
+                var channel = connection.GetChannel(out var index);
+                var deadline = connection.TimeProvider.GetUtcNow().UtcDateTime + connection.Retry.TryTimeout;
+                try
+                {
+                    return await channel.UnaryAsync(method, request, parser, new CallOptions(Deadline: deadline, CancellationToken: token)).ConfigureAwait(false);
+                }
+                catch (RpcException e)
+                {
+                    if (e.StatusCode == RpcStatusCode.Unavailable)
+                    {
+                        connection.ReportUnavailable(index);
+                    }
+
+                    throw FarmErrors.FromRpc(e, entityPath);
+                }
+                catch (OperationCanceledException e) when (!token.IsCancellationRequested)
+                {
+                    // The channel gave up on its own: the try's deadline passed.
+                    throw new FarmException($"{method} did not complete within {connection.Retry.TryTimeout} (ServiceTimeout)", FarmFailureReason.ServiceTimeout, entityPath, e);
+                }
+            },
+            (this, method, request, parser, entityPath),
+            cancellationToken).ConfigureAwait(false);
+    }
+
+    public void Dispose()
+    {
+        RpcChannel?[] channels;
+        lock (_gate)
+        {
+            if (_disposed)
+            {
+                return;
+            }
+
+            _disposed = true;
+            channels = [.. _channels];
+        }
+
+        foreach (var channel in channels)
+        {
+            channel?.Dispose();
+        }
+    }
+}

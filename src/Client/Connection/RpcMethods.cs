@@ -1,0 +1,23 @@
+namespace Farm.Client;
+
+/// <summary>The gRPC method paths the client calls.</summary>
+internal static class RpcMethods
+{
+    public const string Send = "/farm.v1.Messaging/Send";
+    public const string Receive = "/farm.v1.Messaging/Receive";
+    public const string ReceiveBatch = "/farm.v1.Messaging/ReceiveBatch";
+    public const string Settle = "/farm.v1.Messaging/Settle";
+    public const string RenewLock = "/farm.v1.Messaging/RenewLock";
+    public const string ReceiveDeferred = "/farm.v1.Messaging/ReceiveDeferred";
+    public const string Peek = "/farm.v1.Messaging/Peek";
+    public const string CancelScheduled = "/farm.v1.Messaging/CancelScheduled";
+
+    public const string CreateQueue = "/farm.v1.Management/CreateQueue";
+    public const string GetQueue = "/farm.v1.Management/GetQueue";
+    public const string UpdateQueue = "/farm.v1.Management/UpdateQueue";
+    public const string DeleteQueue = "/farm.v1.Management/DeleteQueue";
+    public const string ListQueues = "/farm.v1.Management/ListQueues";
+    public const string CreateContainer = "/farm.v1.Management/CreateContainer";
+    public const string ListContainers = "/farm.v1.Management/ListContainers";
+    public const string GetStatus = "/farm.v1.Management/GetStatus";
+}

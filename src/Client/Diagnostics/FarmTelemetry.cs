@@ -1,0 +1,90 @@
+using System.Diagnostics;
+using System.Diagnostics.Metrics;
+
+namespace Farm.Client;
+
+/// <summary>
+/// The client's one ActivitySource and one Meter, both named "Farm.Client", with OpenTelemetry
+/// messaging names. Everything checks for listeners first so an unobserved client pays nothing.
+/// </summary>
+internal static class FarmTelemetry
+{
+    public const string Name = "Farm.Client";
+
+    public static readonly ActivitySource Source = new(Name);
+    public static readonly Meter Meter = new(Name);
+
+    private static readonly Counter<long> SentMessages = Meter.CreateCounter<long>("messaging.client.sent.messages", "{message}", "Messages sent.");
+    private static readonly Counter<long> ConsumedMessages = Meter.CreateCounter<long>("messaging.client.consumed.messages", "{message}", "Messages received.");
+    private static readonly Counter<long> Retries = Meter.CreateCounter<long>("farm.client.retries", "{retry}", "Operations retried after a transient failure.");
+    private static readonly Histogram<double> OperationDuration = Meter.CreateHistogram<double>("messaging.client.operation.duration", "s", "Duration of messaging operations.");
+
+    /// <summary>Starts an activity for an operation, or null when nobody listens.</summary>
+    public static Activity? StartOperation(string operation, string entityPath, ActivityKind kind = ActivityKind.Client)
+    {
+        if (!Source.HasListeners())
+        {
+            return null;
+        }
+
+        var activity = Source.StartActivity($"{operation} {entityPath}", kind);
+        if (activity is { IsAllDataRequested: true })
+        {
+            activity.SetTag("messaging.system", "farm");
+            activity.SetTag("messaging.operation.name", operation);
+            activity.SetTag("messaging.destination.name", entityPath);
+        }
+
+        return activity;
+    }
+
+    public static void Failed(Activity? activity, Exception exception)
+    {
+        if (activity is null)
+        {
+            return;
+        }
+
+        activity.SetStatus(ActivityStatusCode.Error, exception.Message);
+        activity.SetTag("error.type", exception is FarmException farm ? farm.Reason.ToString() : exception.GetType().Name);
+    }
+
+    public static void RecordSent(string entityPath, int count, long startTimestamp)
+    {
+        if (SentMessages.Enabled && count > 0)
+        {
+            SentMessages.Add(count, new KeyValuePair<string, object?>("messaging.destination.name", entityPath));
+        }
+
+        RecordDuration("send", entityPath, startTimestamp);
+    }
+
+    public static void RecordConsumed(string entityPath, int count)
+    {
+        if (ConsumedMessages.Enabled && count > 0)
+        {
+            ConsumedMessages.Add(count, new KeyValuePair<string, object?>("messaging.destination.name", entityPath));
+        }
+    }
+
+    public static void RecordRetry(Exception? exception)
+    {
+        if (Retries.Enabled)
+        {
+            Retries.Add(1, new KeyValuePair<string, object?>("error.type", exception is FarmException farm ? farm.Reason.ToString() : exception?.GetType().Name));
+        }
+    }
+
+    public static long Timestamp() => OperationDuration.Enabled ? Stopwatch.GetTimestamp() : 0;
+
+    private static void RecordDuration(string operation, string entityPath, long startTimestamp)
+    {
+        if (startTimestamp != 0 && OperationDuration.Enabled)
+        {
+            OperationDuration.Record(
+                Stopwatch.GetElapsedTime(startTimestamp).TotalSeconds,
+                new KeyValuePair<string, object?>("messaging.operation.name", operation),
+                new KeyValuePair<string, object?>("messaging.destination.name", entityPath));
+        }
+    }
+}

@@ -1,0 +1,259 @@
+using Farm.Contracts.V1;
+using Google.Protobuf.WellKnownTypes;
+
+namespace Farm.Client;
+
+/// <summary>
+/// Receives, peeks and settles messages of one entity, like Azure's ServiceBusReceiver. Receives
+/// flow over one credit-based stream; settlement, lock renewal, peek and deferred receive are
+/// unary calls with retries. Thread-safe.
+/// </summary>
+public sealed class FarmReceiver : IAsyncDisposable
+{
+    private readonly FarmConnection _connection;
+    private readonly Action<IAsyncDisposable>? _onClosed;
+    private readonly ReceiveLink _link;
+    private long _lastPeekedSequenceNumber = -1;
+    private int _closed;
+
+    internal FarmReceiver(FarmConnection connection, string entityPath, FarmReceiverOptions options, Action<IAsyncDisposable>? onClosed)
+    {
+        ArgumentNullException.ThrowIfNull(options);
+        ArgumentOutOfRangeException.ThrowIfNegative(options.PrefetchCount, nameof(options.PrefetchCount));
+        _connection = connection;
+        _onClosed = onClosed;
+        EntityPath = FarmEntityPath.Apply(entityPath, options.SubQueue);
+        ReceiveMode = options.ReceiveMode;
+        PrefetchCount = options.PrefetchCount;
+        _link = new ReceiveLink(connection, EntityPath, WireMode);
+    }
+
+    public string EntityPath { get; }
+
+    public FarmReceiveMode ReceiveMode { get; }
+
+    public int PrefetchCount { get; }
+
+    public bool IsClosed => Volatile.Read(ref _closed) != 0;
+
+    private ReceiveMode WireMode => ReceiveMode == FarmReceiveMode.ReceiveAndDelete ? Contracts.V1.ReceiveMode.ReceiveAndDelete : Contracts.V1.ReceiveMode.PeekLock;
+
+    /// <summary>Waits up to <paramref name="maxWaitTime"/> (default: the try timeout) for a message; null when none came.</summary>
+    public async Task<FarmReceivedMessage?> ReceiveMessageAsync(TimeSpan? maxWaitTime = null, CancellationToken cancellationToken = default)
+    {
+        var messages = await ReceiveMessagesAsync(1, maxWaitTime, cancellationToken).ConfigureAwait(false);
+        return messages.Count == 0 ? null : messages[0];
+    }
+
+    /// <summary>
+    /// Waits up to <paramref name="maxWaitTime"/> (default: the try timeout) for a first message and
+    /// returns it with whatever else is already here, at most <paramref name="maxMessages"/>; empty when none came.
+    /// </summary>
+    public async Task<IReadOnlyList<FarmReceivedMessage>> ReceiveMessagesAsync(int maxMessages, TimeSpan? maxWaitTime = null, CancellationToken cancellationToken = default)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThan(maxMessages, 1);
+        ThrowIfClosed();
+        var wait = ClampWait(maxWaitTime ?? _connection.Retry.TryTimeout);
+
+        using var activity = FarmTelemetry.StartOperation("receive", EntityPath, System.Diagnostics.ActivityKind.Consumer);
+        try
+        {
+            var received = await _link.ReceiveAsync(maxMessages, wait, Math.Max(PrefetchCount, maxMessages), cancellationToken).ConfigureAwait(false);
+            if (PrefetchCount > 0)
+            {
+                // Refill the buffer for what the application just took.
+                await _link.EnsureCreditAsync(PrefetchCount, cancellationToken).ConfigureAwait(false);
+            }
+
+            FarmTelemetry.RecordConsumed(EntityPath, received.Count);
+            return Map(received, settleable: ReceiveMode == FarmReceiveMode.PeekLock);
+        }
+        catch (Exception e)
+        {
+            FarmTelemetry.Failed(activity, e);
+            throw;
+        }
+    }
+
+    /// <summary>Yields messages as they arrive until cancelled.</summary>
+    public async IAsyncEnumerable<FarmReceivedMessage> ReceiveMessagesAsync([System.Runtime.CompilerServices.EnumeratorCancellation] CancellationToken cancellationToken = default)
+    {
+        while (!cancellationToken.IsCancellationRequested)
+        {
+            var batch = await ReceiveMessagesAsync(Math.Max(1, PrefetchCount), null, cancellationToken).ConfigureAwait(false);
+            foreach (var message in batch)
+            {
+                yield return message;
+            }
+        }
+    }
+
+    public async Task<FarmReceivedMessage?> PeekMessageAsync(long? fromSequenceNumber = null, CancellationToken cancellationToken = default)
+    {
+        var messages = await PeekMessagesAsync(1, fromSequenceNumber, cancellationToken).ConfigureAwait(false);
+        return messages.Count == 0 ? null : messages[0];
+    }
+
+    /// <summary>
+    /// Peeks without locking, from <paramref name="fromSequenceNumber"/> or else after the last
+    /// message this receiver peeked (so repeated calls page through the entity).
+    /// </summary>
+    public async Task<IReadOnlyList<FarmReceivedMessage>> PeekMessagesAsync(int maxMessages, long? fromSequenceNumber = null, CancellationToken cancellationToken = default)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThan(maxMessages, 1);
+        ThrowIfClosed();
+        var from = fromSequenceNumber ?? (Interlocked.Read(ref _lastPeekedSequenceNumber) + 1);
+        var request = new PeekRequest { Entity = EntityPath, FromSequenceNumber = Math.Max(0, from), MaxMessages = maxMessages };
+        var response = await _connection.UnaryAsync(RpcMethods.Peek, request, PeekResponse.Parser, EntityPath, cancellationToken).ConfigureAwait(false);
+        if (response.Messages.Count > 0)
+        {
+            Interlocked.Exchange(ref _lastPeekedSequenceNumber, response.Messages[^1].SequenceNumber);
+        }
+
+        return Map(response.Messages, settleable: false);
+    }
+
+    public async Task<FarmReceivedMessage> ReceiveDeferredMessageAsync(long sequenceNumber, CancellationToken cancellationToken = default)
+    {
+        var messages = await ReceiveDeferredMessagesAsync([sequenceNumber], cancellationToken).ConfigureAwait(false);
+        return messages.Count > 0
+            ? messages[0]
+            : throw new FarmException($"Deferred message {sequenceNumber} was not found (MessageNotFound)", FarmFailureReason.MessageNotFound, EntityPath);
+    }
+
+    public async Task<IReadOnlyList<FarmReceivedMessage>> ReceiveDeferredMessagesAsync(IEnumerable<long> sequenceNumbers, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(sequenceNumbers);
+        ThrowIfClosed();
+        var request = new ReceiveDeferredRequest { Entity = EntityPath, Mode = WireMode };
+        request.SequenceNumbers.AddRange(sequenceNumbers);
+        var response = await _connection.UnaryAsync(RpcMethods.ReceiveDeferred, request, ReceiveBatchResponse.Parser, EntityPath, cancellationToken).ConfigureAwait(false);
+        return Map(response.Messages, settleable: ReceiveMode == FarmReceiveMode.PeekLock);
+    }
+
+    public Task CompleteMessageAsync(FarmReceivedMessage message, CancellationToken cancellationToken = default)
+        => SettleAsync(message, Disposition.Complete, null, null, null, cancellationToken);
+
+    /// <summary>Releases the lock so the message is delivered again (its delivery count goes up).</summary>
+    public Task AbandonMessageAsync(FarmReceivedMessage message, IDictionary<string, object?>? propertiesToModify = null, CancellationToken cancellationToken = default)
+        => SettleAsync(message, Disposition.Abandon, null, null, propertiesToModify, cancellationToken);
+
+    /// <summary>Moves the message to the entity's dead-letter queue ("entity/$DeadLetterQueue").</summary>
+    public Task DeadLetterMessageAsync(FarmReceivedMessage message, string? deadLetterReason = null, string? deadLetterErrorDescription = null, IDictionary<string, object?>? propertiesToModify = null, CancellationToken cancellationToken = default)
+        => SettleAsync(message, Disposition.DeadLetter, deadLetterReason, deadLetterErrorDescription, propertiesToModify, cancellationToken);
+
+    /// <summary>Sets the message aside; fetch it again with <see cref="ReceiveDeferredMessageAsync"/> by its sequence number.</summary>
+    public Task DeferMessageAsync(FarmReceivedMessage message, IDictionary<string, object?>? propertiesToModify = null, CancellationToken cancellationToken = default)
+        => SettleAsync(message, Disposition.Defer, null, null, propertiesToModify, cancellationToken);
+
+    /// <summary>Extends the message's lock by the entity's LockDuration; updates <see cref="FarmReceivedMessage.LockedUntil"/>.</summary>
+    public async Task<DateTimeOffset> RenewMessageLockAsync(FarmReceivedMessage message, CancellationToken cancellationToken = default)
+    {
+        EnsureSettleable(message);
+        var request = new RenewLockRequest { Entity = message.EntityPath };
+        request.LockTokens.Add(message.LockToken);
+        var response = await _connection.UnaryAsync(RpcMethods.RenewLock, request, RenewLockResponse.Parser, EntityPath, cancellationToken).ConfigureAwait(false);
+        if (response.LockedUntil.Count == 0)
+        {
+            throw new FarmException($"The lock of message {message.SequenceNumber} was not renewed (MessageLockLost)", FarmFailureReason.MessageLockLost, EntityPath);
+        }
+
+        message.LockedUntil = response.LockedUntil[0].ToDateTimeOffset();
+        return message.LockedUntil;
+    }
+
+    public Task CloseAsync(CancellationToken cancellationToken = default) => DisposeAsync().AsTask();
+
+    /// <summary>Closes the stream; prefetched peek-lock messages are abandoned so others get them at once.</summary>
+    public async ValueTask DisposeAsync()
+    {
+        if (Interlocked.Exchange(ref _closed, 1) != 0)
+        {
+            return;
+        }
+
+        _onClosed?.Invoke(this);
+        var left = await _link.CloseAsync().ConfigureAwait(false);
+        if (ReceiveMode == FarmReceiveMode.PeekLock && left.Count > 0 && !_connection.IsDisposed)
+        {
+            await AbandonBufferedAsync(left).ConfigureAwait(false);
+        }
+
+        await _link.DisposeAsync().ConfigureAwait(false);
+    }
+
+    internal async Task SettleAsync(FarmReceivedMessage message, Disposition disposition, string? reason, string? description, IDictionary<string, object?>? propertiesToModify, CancellationToken cancellationToken)
+    {
+        EnsureSettleable(message);
+        var settlement = new Settlement
+        {
+            LockToken = message.LockToken,
+            Disposition = disposition,
+            DeadLetterReason = reason ?? string.Empty,
+            DeadLetterErrorDescription = description ?? string.Empty,
+        };
+        PropertyValues.CopyTo(propertiesToModify, settlement.PropertiesToModify);
+        var request = new SettleRequest { Entity = message.EntityPath };
+        request.Settlements.Add(settlement);
+
+        var response = await _connection.UnaryAsync(RpcMethods.Settle, request, SettleResponse.Parser, EntityPath, cancellationToken).ConfigureAwait(false);
+        ThrowIfFailed(response, EntityPath);
+    }
+
+    internal static void ThrowIfFailed(SettleResponse response, string entityPath)
+    {
+        foreach (var result in response.Results)
+        {
+            if (!FarmErrors.IsSuccessCode(result.ErrorCode))
+            {
+                throw FarmErrors.FromErrorCode(result.ErrorCode, result.ErrorMessage, entityPath);
+            }
+        }
+    }
+
+    private void EnsureSettleable(FarmReceivedMessage message)
+    {
+        ArgumentNullException.ThrowIfNull(message);
+        ThrowIfClosed();
+        if (ReceiveMode == FarmReceiveMode.ReceiveAndDelete)
+        {
+            throw new InvalidOperationException($"Message {message.SequenceNumber} was received in ReceiveAndDelete mode; it is already settled.");
+        }
+
+        if (!message.IsSettleable)
+        {
+            throw new InvalidOperationException($"Message {message.SequenceNumber} was peeked or received without a lock; only peek-lock messages can be settled or renewed.");
+        }
+    }
+
+    private async Task AbandonBufferedAsync(List<ReceivedMessage> left)
+    {
+        var request = new SettleRequest { Entity = EntityPath };
+        request.Settlements.AddRange(left.Where(m => m.LockToken.Length > 0).Select(m => new Settlement { LockToken = m.LockToken, Disposition = Disposition.Abandon }));
+        try
+        {
+            using var timeout = new CancellationTokenSource(_connection.Retry.TryTimeout, _connection.TimeProvider);
+            await _connection.UnaryAsync(RpcMethods.Settle, request, SettleResponse.Parser, EntityPath, timeout.Token).ConfigureAwait(false);
+        }
+        catch (Exception e) when (e is FarmException or OperationCanceledException or ObjectDisposedException)
+        {
+            // Best effort: if it fails, the locks expire and the broker redelivers the messages.
+        }
+    }
+
+    private List<FarmReceivedMessage> Map(IEnumerable<ReceivedMessage> messages, bool settleable)
+        => messages.Select(m => MessageMapper.FromProto(m, EntityPath, settleable)).ToList();
+
+    private static TimeSpan ClampWait(TimeSpan wait)
+    {
+        if (wait < TimeSpan.Zero)
+        {
+            throw new ArgumentOutOfRangeException(nameof(wait), wait, "maxWaitTime must not be negative.");
+        }
+
+        var max = TimeSpan.FromMilliseconds(int.MaxValue);
+        return wait > max ? max : wait;
+    }
+
+    private void ThrowIfClosed() => ObjectDisposedException.ThrowIf(IsClosed, this);
+}

@@ -1,0 +1,46 @@
+namespace Farm.Client;
+
+public enum FarmReceiveMode
+{
+    /// <summary>Messages are locked for the receiver and settled explicitly (at-least-once).</summary>
+    PeekLock,
+
+    /// <summary>Messages are deleted as they are handed out (at-most-once).</summary>
+    ReceiveAndDelete,
+}
+
+public enum SubQueue
+{
+    None,
+
+    /// <summary>The entity's dead-letter queue, "queue/$DeadLetterQueue".</summary>
+    DeadLetter,
+}
+
+public sealed record FarmReceiverOptions
+{
+    public FarmReceiveMode ReceiveMode { get; init; } = FarmReceiveMode.PeekLock;
+
+    /// <summary>
+    /// Messages to keep buffered ahead of the application. 0: only what a pending receive asks for.
+    /// Prefetched peek-lock messages hold their locks while they wait in the buffer.
+    /// </summary>
+    public int PrefetchCount { get; init; }
+
+    public SubQueue SubQueue { get; init; } = SubQueue.None;
+}
+
+/// <summary>Entity path helpers.</summary>
+public static class FarmEntityPath
+{
+    public const string DeadLetterQueueSuffix = "$DeadLetterQueue";
+
+    /// <summary>"queue/$DeadLetterQueue".</summary>
+    public static string FormatDeadLetterPath(string entityPath) => $"{entityPath.TrimEnd('/')}/{DeadLetterQueueSuffix}";
+
+    internal static string Apply(string entityPath, SubQueue subQueue) => subQueue switch
+    {
+        SubQueue.DeadLetter when !entityPath.EndsWith("/" + DeadLetterQueueSuffix, StringComparison.OrdinalIgnoreCase) => FormatDeadLetterPath(entityPath),
+        _ => entityPath,
+    };
+}

@@ -1,0 +1,349 @@
+using System.Threading.Channels;
+using Farm.Contracts.Rpc;
+using Farm.Contracts.V1;
+
+namespace Farm.Client;
+
+/// <summary>
+/// The "/farm.v1.Messaging/Receive" duplex stream behind a receiver. Credit is the number of
+/// messages the broker may still push; the link keeps <c>buffered + outstanding credit</c> at the
+/// target the receiver asks for, opens the stream lazily on the first credit, and reopens it after a
+/// transient failure with the credit still outstanding (the new stream knows nothing of the old one).
+/// </summary>
+internal sealed class ReceiveLink : IAsyncDisposable
+{
+    private readonly FarmConnection _connection;
+    private readonly string _entityPath;
+    private readonly ReceiveMode _mode;
+    private readonly Channel<ReceivedMessage> _buffer = Channel.CreateUnbounded<ReceivedMessage>(new UnboundedChannelOptions { SingleWriter = true });
+    private readonly Lock _gate = new();
+
+    // One writer at a time on the request stream; also orders the open before any credit.
+    private readonly SemaphoreSlim _writeLock = new(1, 1);
+    private readonly CancellationTokenSource _closing = new();
+    private DuplexCall<ReceiveRequest, ReceiveResponse>? _call;
+    private int _outstanding;
+    private Task? _pump;
+    private TaskCompletionSource? _creditSignal;
+    private TaskCompletionSource<FarmException> _faultSignal = NewFaultSignal();
+
+    public ReceiveLink(FarmConnection connection, string entityPath, ReceiveMode mode)
+    {
+        _connection = connection;
+        _entityPath = entityPath;
+        _mode = mode;
+    }
+
+    public int BufferedCount => _buffer.Reader.Count;
+
+    /// <summary>
+    /// Waits up to <paramref name="maxWait"/> for a first message, then returns up to
+    /// <paramref name="maxMessages"/> of what is buffered. <paramref name="creditTarget"/> is how
+    /// many messages should be buffered or on their way while waiting.
+    /// </summary>
+    public async Task<List<ReceivedMessage>> ReceiveAsync(int maxMessages, TimeSpan maxWait, int creditTarget, CancellationToken cancellationToken)
+    {
+        Task<FarmException> fault;
+        lock (_gate)
+        {
+            fault = _faultSignal.Task;
+        }
+
+        await EnsureCreditAsync(creditTarget, cancellationToken).ConfigureAwait(false);
+        var result = new List<ReceivedMessage>(Math.Min(maxMessages, 64));
+        Drain(result, maxMessages);
+        if (result.Count > 0)
+        {
+            return result;
+        }
+
+        using var timeout = new CancellationTokenSource(maxWait, _connection.TimeProvider);
+        using var linked = CancellationTokenSource.CreateLinkedTokenSource(timeout.Token, cancellationToken, _closing.Token);
+        while (result.Count == 0)
+        {
+            var wait = _buffer.Reader.WaitToReadAsync(linked.Token).AsTask();
+            if (await Task.WhenAny(wait, fault).ConfigureAwait(false) == fault)
+            {
+                var error = await fault.ConfigureAwait(false);
+                throw new FarmException(error.Message, error.Reason, error.EntityPath, error.InnerException);
+            }
+
+            try
+            {
+                await wait.ConfigureAwait(false);
+            }
+            catch (OperationCanceledException) when (!cancellationToken.IsCancellationRequested)
+            {
+                // maxWait passed (or the link closed) with nothing to hand out.
+                return result;
+            }
+
+            Drain(result, maxMessages);
+        }
+
+        return result;
+    }
+
+    /// <summary>Grants credit so that buffered + outstanding reaches <paramref name="target"/>.</summary>
+    public async ValueTask EnsureCreditAsync(int target, CancellationToken cancellationToken)
+    {
+        DuplexCall<ReceiveRequest, ReceiveResponse>? call;
+        int grant;
+        lock (_gate)
+        {
+            grant = target - (_buffer.Reader.Count + _outstanding);
+            if (grant <= 0 || _closing.IsCancellationRequested)
+            {
+                return;
+            }
+
+            _outstanding += grant;
+            call = _call;
+            if (_pump is null || _pump.IsCompleted)
+            {
+                _pump = Task.Run(PumpAsync, CancellationToken.None);
+            }
+            else if (call is null)
+            {
+                _creditSignal?.TrySetResult();
+            }
+        }
+
+        if (call is null)
+        {
+            // The pump opens (or reopens) the stream with all outstanding credit.
+            return;
+        }
+
+        await _writeLock.WaitAsync(cancellationToken).ConfigureAwait(false);
+        try
+        {
+            await call.WriteAsync(new ReceiveRequest { Credit = grant }, cancellationToken).ConfigureAwait(false);
+        }
+        catch (Exception e) when (e is RpcException or IOException or InvalidOperationException or ObjectDisposedException)
+        {
+            // The stream broke; the pump notices on its read side and reopens with the outstanding credit.
+        }
+        finally
+        {
+            _writeLock.Release();
+        }
+    }
+
+    /// <summary>Stops the stream; returns the messages still buffered (their locks are still held).</summary>
+    public async Task<List<ReceivedMessage>> CloseAsync()
+    {
+        Task? pump;
+        lock (_gate)
+        {
+            if (_closing.IsCancellationRequested)
+            {
+                return [];
+            }
+
+            _closing.Cancel();
+            pump = _pump;
+        }
+
+        if (pump is not null)
+        {
+            await pump.ConfigureAwait(false);
+        }
+
+        var left = new List<ReceivedMessage>();
+        while (_buffer.Reader.TryRead(out var message))
+        {
+            left.Add(message);
+        }
+
+        return left;
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        await CloseAsync().ConfigureAwait(false);
+        _closing.Dispose();
+        _writeLock.Dispose();
+    }
+
+    private void Drain(List<ReceivedMessage> into, int max)
+    {
+        var now = _connection.TimeProvider.GetUtcNow();
+        while (into.Count < max && _buffer.Reader.TryRead(out var message))
+        {
+            // A peek-lock message whose lock ran out while buffered is the broker's again (it will be
+            // redelivered); handing it out would only end in MessageLockLost.
+            if (_mode == ReceiveMode.PeekLock && message.LockedUntil is { } until && until.ToDateTimeOffset() <= now)
+            {
+                continue;
+            }
+
+            into.Add(message);
+        }
+    }
+
+    private async Task PumpAsync()
+    {
+        var token = _closing.Token;
+        var failures = 0;
+        while (!token.IsCancellationRequested)
+        {
+            Task? waitForCredit = null;
+            lock (_gate)
+            {
+                if (_outstanding <= 0)
+                {
+                    _creditSignal = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+                    waitForCredit = _creditSignal.Task;
+                }
+            }
+
+            if (waitForCredit is not null)
+            {
+                try
+                {
+                    await waitForCredit.WaitAsync(token).ConfigureAwait(false);
+                }
+                catch (OperationCanceledException)
+                {
+                    return;
+                }
+
+                continue;
+            }
+
+            DuplexCall<ReceiveRequest, ReceiveResponse>? call = null;
+            var endpoint = -1;
+            try
+            {
+                var channel = _connection.GetChannel(out endpoint);
+                call = channel.Duplex<ReceiveRequest, ReceiveResponse>(RpcMethods.Receive, ReceiveResponse.Parser, new CallOptions(CancellationToken: token));
+                await OpenAsync(call, token).ConfigureAwait(false);
+                await foreach (var response in call.ReadAllAsync(token).ConfigureAwait(false))
+                {
+                    failures = 0;
+                    lock (_gate)
+                    {
+                        foreach (var message in response.Messages)
+                        {
+                            _buffer.Writer.TryWrite(message);
+                        }
+
+                        _outstanding = Math.Max(0, _outstanding - response.Messages.Count);
+                    }
+                }
+
+                // The server ended the stream cleanly (e.g. draining for shutdown): reopen elsewhere or later.
+                failures++;
+            }
+            catch (OperationCanceledException) when (token.IsCancellationRequested)
+            {
+                return;
+            }
+            catch (Exception e) when (e is RpcException or FarmException or IOException or ObjectDisposedException)
+            {
+                var error = e switch
+                {
+                    RpcException rpc => FarmErrors.FromRpc(rpc, _entityPath),
+                    FarmException farm => farm,
+                    _ => new FarmException($"The receive stream failed: {e.Message}", FarmFailureReason.ServiceCommunicationProblem, _entityPath, e),
+                };
+                if (error.Reason == FarmFailureReason.ServiceCommunicationProblem && endpoint >= 0)
+                {
+                    _connection.ReportUnavailable(endpoint);
+                }
+
+                failures++;
+                if (!error.IsTransient || failures > _connection.Retry.Options.MaxRetries)
+                {
+                    Fault(error);
+                    return;
+                }
+            }
+            finally
+            {
+                lock (_gate)
+                {
+                    if (ReferenceEquals(_call, call))
+                    {
+                        _call = null;
+                    }
+                }
+
+                if (call is not null)
+                {
+                    await DisposeQuietlyAsync(call).ConfigureAwait(false);
+                }
+            }
+
+            if (failures > 0)
+            {
+                try
+                {
+                    await Task.Delay(Backoff(failures), _connection.TimeProvider, token).ConfigureAwait(false);
+                }
+                catch (OperationCanceledException)
+                {
+                    return;
+                }
+            }
+        }
+    }
+
+    private async Task OpenAsync(DuplexCall<ReceiveRequest, ReceiveResponse> call, CancellationToken token)
+    {
+        await _writeLock.WaitAsync(token).ConfigureAwait(false);
+        try
+        {
+            int credit;
+            lock (_gate)
+            {
+                _call = call;
+                credit = Math.Max(1, _outstanding);
+                _outstanding = credit;
+            }
+
+            await call.WriteAsync(new ReceiveRequest { Open = new ReceiveOpen { Entity = _entityPath, Mode = _mode, Credit = credit } }, token).ConfigureAwait(false);
+        }
+        finally
+        {
+            _writeLock.Release();
+        }
+    }
+
+    private void Fault(FarmException error)
+    {
+        lock (_gate)
+        {
+            // Pending receives throw; the next receive starts a fresh pump with fresh credit.
+            _outstanding = 0;
+            var signal = _faultSignal;
+            _faultSignal = NewFaultSignal();
+            signal.TrySetResult(error);
+        }
+    }
+
+    private TimeSpan Backoff(int failures)
+    {
+        var options = _connection.Retry.Options;
+        var baseDelay = options.Mode == FarmRetryMode.Fixed
+            ? options.Delay
+            : TimeSpan.FromTicks((long)Math.Min(options.MaxDelay.Ticks, options.Delay.Ticks * Math.Pow(2, Math.Min(failures - 1, 20))));
+        var jitter = 0.8 + (Random.Shared.NextDouble() * 0.4);
+        return TimeSpan.FromTicks((long)(Math.Min(baseDelay.Ticks, options.MaxDelay.Ticks) * jitter));
+    }
+
+    private static async ValueTask DisposeQuietlyAsync(DuplexCall<ReceiveRequest, ReceiveResponse> call)
+    {
+        try
+        {
+            await call.DisposeAsync().ConfigureAwait(false);
+        }
+        catch (Exception e) when (e is RpcException or IOException or ObjectDisposedException or OperationCanceledException)
+        {
+            // Cancelling an already broken call may fail; the call is gone either way.
+        }
+    }
+
+    private static TaskCompletionSource<FarmException> NewFaultSignal() => new(TaskCreationOptions.RunContinuationsAsynchronously);
+}

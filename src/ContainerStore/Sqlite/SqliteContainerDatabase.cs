@@ -1,0 +1,218 @@
+using Dapper;
+using Farm.ContainerStore.Containers;
+using Microsoft.Data.Sqlite;
+
+namespace Farm.ContainerStore.Sqlite;
+
+/// <summary>
+/// A container database in one SQLite file. Writes go through one long-lived connection (the
+/// broker is the single writer), reads through pooled connections of their own: in WAL mode a
+/// read sees the last commit and never waits behind a write in progress.
+/// </summary>
+internal sealed class SqliteContainerDatabase : IContainerDatabase
+{
+    private readonly SqliteDatabaseFile _file;
+    private readonly SemaphoreSlim _writeLock = new(1, 1);
+    private SqliteContainerWriter? _writer;
+    private bool _disposed;
+
+    private SqliteContainerDatabase(string connectionString, SqliteDatabaseFile file, SqliteContainerWriter writer)
+    {
+        ConnectionString = connectionString;
+        _file = file;
+        _writer = writer;
+    }
+
+    public string ConnectionString { get; }
+
+    public static async Task<SqliteContainerDatabase> OpenAsync(string connectionString, CancellationToken cancellationToken)
+    {
+        var file = SqliteDatabaseFile.Resolve(connectionString, "container database");
+        var connection = await file.OpenAsync(create: true, cancellationToken).ConfigureAwait(false);
+        try
+        {
+            file.EnableWal(connection);
+            await SqliteMigrator.MigrateAsync(file, connection, SqliteMigrator.ContainerSchema, cancellationToken).ConfigureAwait(false);
+            return new SqliteContainerDatabase(connectionString, file, new SqliteContainerWriter(connection, file.Path));
+        }
+        catch
+        {
+            await connection.DisposeAsync().ConfigureAwait(false);
+            throw;
+        }
+    }
+
+    public Task<long> ReadEpochAsync(CancellationToken cancellationToken = default) =>
+        ReadAsync(connection => connection.ExecuteScalarAsync<long>(new CommandDefinition(SqliteSql.ContainerDb.ReadEpoch, cancellationToken: cancellationToken)), cancellationToken);
+
+    public Task<bool> RaiseEpochAsync(long newEpoch, CancellationToken cancellationToken = default) =>
+        WriteAsync(writer => writer.RaiseEpoch(newEpoch), cancellationToken);
+
+    public Task CommitAsync(long expectedEpoch, ContainerWriteBatch batch, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(batch);
+        return WriteAsync(
+            writer =>
+            {
+                writer.Commit(expectedEpoch, batch);
+                return true;
+            },
+            cancellationToken);
+    }
+
+    public Task<EntityLoad> LoadEntityAsync(long entityId, long nowMs, CancellationToken cancellationToken = default) =>
+        ReadAsync(async connection =>
+        {
+            // One read transaction: the counter, messages and history come from the same snapshot.
+            using var transaction = connection.BeginTransaction(deferred: true);
+            var next = await connection.ExecuteScalarAsync<long?>(new CommandDefinition(
+                SqliteSql.ContainerDb.ReadNextSequence, new { EntityId = entityId }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+
+            var messages = new List<MessageRecord>();
+            using (var command = connection.CreateCommand())
+            {
+                command.Transaction = transaction;
+                command.CommandText = SqliteSql.ContainerDb.LoadMessages;
+                command.Parameters.AddWithValue("@EntityId", entityId);
+                using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
+                while (reader.Read())
+                {
+                    messages.Add(SqliteMessageReader.Read(reader));
+                }
+            }
+
+            var duplicates = await connection.QueryAsync<DuplicateRecord>(new CommandDefinition(
+                SqliteSql.ContainerDb.LoadDuplicates, new { EntityId = entityId, NowMs = nowMs }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            transaction.Commit();
+
+            // Sequence numbers start at 1 for an entity that never had a counter written.
+            return new EntityLoad(entityId, next ?? 1, OrderBySubQueue(messages), duplicates.AsList());
+        }, cancellationToken);
+
+    /// <summary>Rows arrive in sequence order; a stable sort groups them by sub-queue, main first.</summary>
+    private static List<MessageRecord> OrderBySubQueue(List<MessageRecord> messages) =>
+        messages.TrueForAll(m => m.SubQueue == SubQueue.Main) ? messages : [.. messages.OrderBy(m => m.SubQueue)];
+
+    public Task<IReadOnlyDictionary<long, byte[]>> ReadPayloadsAsync(long entityId, IReadOnlyCollection<long> sequenceNumbers, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(sequenceNumbers);
+        return ReadAsync<IReadOnlyDictionary<long, byte[]>>(async connection =>
+        {
+            var payloads = new Dictionary<long, byte[]>(sequenceNumbers.Count);
+            if (sequenceNumbers.Count == 0)
+            {
+                return payloads;
+            }
+
+            using var transaction = connection.BeginTransaction(deferred: true);
+            using var command = connection.CreateCommand();
+            command.Transaction = transaction;
+            command.CommandText = SqliteSql.ContainerDb.ReadPayload;
+            var entity = command.Parameters.AddWithValue("$entity", entityId);
+            var sequence = command.Parameters.AddWithValue("$sequence", 0L);
+            command.Prepare();
+            foreach (var sequenceNumber in sequenceNumbers)
+            {
+                cancellationToken.ThrowIfCancellationRequested();
+                sequence.Value = sequenceNumber;
+                using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
+                if (reader.Read() && !reader.IsDBNull(0))
+                {
+                    payloads[sequenceNumber] = (byte[])reader.GetValue(0);
+                }
+            }
+
+            transaction.Commit();
+            return payloads;
+        }, cancellationToken);
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        await _writeLock.WaitAsync().ConfigureAwait(false);
+        try
+        {
+            if (_disposed)
+            {
+                return;
+            }
+
+            _disposed = true;
+            if (_writer is not null)
+            {
+                await _writer.DisposeAsync().ConfigureAwait(false);
+                _writer = null;
+            }
+
+            _file.ClearPools();
+        }
+        finally
+        {
+            _writeLock.Release();
+        }
+    }
+
+    /// <summary>
+    /// Serializes writers (the broker should already be the only one). A write that finds the file
+    /// unreachable drops the connection; the next write reopens it, and fails if the file is gone.
+    /// </summary>
+    private async Task<T> WriteAsync<T>(Func<SqliteContainerWriter, T> write, CancellationToken cancellationToken)
+    {
+        await _writeLock.WaitAsync(cancellationToken).ConfigureAwait(false);
+        try
+        {
+            ObjectDisposedException.ThrowIf(_disposed, this);
+            cancellationToken.ThrowIfCancellationRequested();
+            var writer = _writer ??= await ReopenWriterAsync(cancellationToken).ConfigureAwait(false);
+            try
+            {
+                // Synchronous on purpose: Microsoft.Data.Sqlite has no truly asynchronous I/O, and
+                // per-row awaits would only cost allocations on the group-commit path.
+                return write(writer);
+            }
+            catch (SqliteException e) when (SqliteDatabaseFile.IsUnavailable(e))
+            {
+                await DropWriterAsync().ConfigureAwait(false);
+                throw _file.Unavailable("write to", e);
+            }
+            catch (StoreUnavailableException)
+            {
+                await DropWriterAsync().ConfigureAwait(false);
+                throw;
+            }
+        }
+        finally
+        {
+            _writeLock.Release();
+        }
+    }
+
+    private async Task<SqliteContainerWriter> ReopenWriterAsync(CancellationToken cancellationToken)
+    {
+        var connection = await _file.OpenAsync(create: false, cancellationToken).ConfigureAwait(false);
+        return new SqliteContainerWriter(connection, _file.Path);
+    }
+
+    private async Task DropWriterAsync()
+    {
+        if (_writer is { } writer)
+        {
+            _writer = null;
+            await writer.DisposeAsync().ConfigureAwait(false);
+        }
+    }
+
+    private async Task<T> ReadAsync<T>(Func<SqliteConnection, Task<T>> read, CancellationToken cancellationToken)
+    {
+        ObjectDisposedException.ThrowIf(_disposed, this);
+        await using var connection = await _file.OpenAsync(create: false, cancellationToken).ConfigureAwait(false);
+        try
+        {
+            return await read(connection).ConfigureAwait(false);
+        }
+        catch (SqliteException e) when (SqliteDatabaseFile.IsUnavailable(e))
+        {
+            throw _file.Unavailable("read", e);
+        }
+    }
+}

@@ -1,0 +1,198 @@
+namespace Farm.ContainerStore.Sqlite;
+
+/// <summary>
+/// Every SQL statement the SQLite provider runs, in one place. The schema itself lives in the
+/// versioned migration files under Migrations/.
+/// </summary>
+internal static class SqliteSql
+{
+    /// <summary>
+    /// The database's clock as Unix milliseconds. SQLite holds 'now' fixed for the whole statement,
+    /// so every use inside one statement sees the same instant.
+    /// </summary>
+    private const string NowMs = "CAST(ROUND((julianday('now') - 2440587.5) * 86400000.0) AS INTEGER)";
+
+    /// <summary>
+    /// Per connection, as these are not stored in the file. synchronous = FULL makes every commit
+    /// durable (WAL fsynced) before it returns: an acknowledged send survives a power cut.
+    /// busy_timeout bounds how long a statement waits for another connection's lock.
+    /// </summary>
+    public static string ConnectionPragmas(int busyTimeoutMs) =>
+        $"PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = {busyTimeoutMs};";
+
+    /// <summary>WAL lets readers run beside the writer; it is stored in the file once set.</summary>
+    public const string EnableWal = "PRAGMA journal_mode = WAL;";
+
+    public static class Schema
+    {
+        public const string CreateVersionTable = """
+            CREATE TABLE IF NOT EXISTS schema_version (
+                version    INTEGER PRIMARY KEY,
+                name       TEXT    NOT NULL,
+                applied_at TEXT    NOT NULL
+            )
+            """;
+
+        public const string CurrentVersion = "SELECT COALESCE(MAX(version), 0) FROM schema_version";
+
+        public const string RecordVersion =
+            "INSERT INTO schema_version (version, name, applied_at) VALUES (@Version, @Name, strftime('%Y-%m-%d %H:%M:%f', 'now'))";
+    }
+
+    public static class FarmDb
+    {
+        private const string NodeColumns = $"""
+            id AS Id, address AS Address, state AS State, process_id AS ProcessId,
+            heartbeat_at AS HeartbeatAtMs, {NowMs} - heartbeat_at AS HeartbeatAgeMs
+            """;
+
+        public const string RegisterNode = $"""
+            INSERT INTO nodes (id, address, state, process_id, heartbeat_at)
+            VALUES (@Id, @Address, @State, @ProcessId, {NowMs})
+            ON CONFLICT (id) DO UPDATE SET
+                address = excluded.address, state = excluded.state,
+                process_id = excluded.process_id, heartbeat_at = excluded.heartbeat_at
+            RETURNING {NodeColumns}
+            """;
+
+        public const string Heartbeat = $"UPDATE nodes SET heartbeat_at = {NowMs} WHERE id = @Id";
+
+        public const string SetNodeState = "UPDATE nodes SET state = @State WHERE id = @Id";
+
+        public const string ListNodes = $"SELECT {NodeColumns} FROM nodes ORDER BY id";
+
+        private const string ContainerColumns = """
+            c.id AS Id, c.connection_string AS ConnectionString, c.owner_node AS OwnerNode, c.epoch AS Epoch,
+            c.lease_expires_at AS LeaseExpiresAtMs, c.owned_since AS OwnedSinceMs,
+            (SELECT COUNT(*) FROM entities e WHERE e.container_id = c.id) AS EntityCount
+            """;
+
+        /// <summary>The real connection string needs the id, so the row is inserted first and named after.</summary>
+        public const string InsertContainer = "INSERT INTO containers (connection_string, epoch) VALUES ('', 0) RETURNING id";
+
+        public const string SetContainerConnectionString = "UPDATE containers SET connection_string = @ConnectionString WHERE id = @Id";
+
+        public const string ListContainers = $"SELECT {ContainerColumns} FROM containers c ORDER BY c.id";
+
+        public const string GetContainer = $"SELECT {ContainerColumns} FROM containers c WHERE c.id = @Id";
+
+        /// <summary>
+        /// The lease decision in one conditional statement, judged by the database's clock: take the
+        /// container when it is unowned, its lease has run out, or the node already holds it. A new
+        /// owner (including the same node coming back after a release) raises the epoch.
+        /// </summary>
+        public const string TryAcquireContainer = $"""
+            UPDATE containers SET
+                epoch = CASE WHEN owner_node IS @NodeId THEN epoch ELSE epoch + 1 END,
+                owned_since = CASE WHEN owner_node IS @NodeId THEN owned_since ELSE {NowMs} END,
+                owner_node = @NodeId,
+                lease_expires_at = {NowMs} + @LeaseMs
+            WHERE id = @Id
+              AND (owner_node IS NULL OR owner_node = @NodeId OR lease_expires_at <= {NowMs})
+            """;
+
+        public const string ReleaseContainer = """
+            UPDATE containers SET owner_node = NULL, lease_expires_at = NULL, owned_since = NULL
+            WHERE id = @Id AND owner_node = @NodeId
+            """;
+
+        private const string EntityColumns = """
+            id AS Id, name AS Name, kind AS Kind, container_id AS ContainerId, properties_json AS PropertiesJson,
+            created_at AS CreatedAtMs, updated_at AS UpdatedAtMs
+            """;
+
+        public const string InsertEntity = $"""
+            INSERT INTO entities (name, name_key, kind, container_id, properties_json, created_at, updated_at)
+            VALUES (@Name, @NameKey, @Kind, @ContainerId, @PropertiesJson, {NowMs}, {NowMs})
+            RETURNING {EntityColumns}
+            """;
+
+        public const string GetEntity = $"SELECT {EntityColumns} FROM entities WHERE name_key = @NameKey";
+
+        public const string ListEntities = $"SELECT {EntityColumns} FROM entities ORDER BY name_key";
+
+        public const string ListEntitiesOfKind = $"SELECT {EntityColumns} FROM entities WHERE kind = @Kind ORDER BY name_key";
+
+        public const string ListEntitiesInContainer = $"SELECT {EntityColumns} FROM entities WHERE container_id = @ContainerId ORDER BY name_key";
+
+        public const string UpdateEntity = $"""
+            UPDATE entities SET properties_json = @PropertiesJson, updated_at = {NowMs}
+            WHERE name_key = @NameKey
+            RETURNING {EntityColumns}
+            """;
+
+        public const string DeleteEntity = "DELETE FROM entities WHERE name_key = @NameKey";
+    }
+
+    public static class ContainerDb
+    {
+        public const string ReadEpoch = "SELECT epoch FROM owner WHERE id = 1";
+
+        public const string RaiseEpoch = "UPDATE owner SET epoch = @Epoch WHERE id = 1 AND epoch < @Epoch";
+
+        public const string ReadNextSequence = "SELECT next_sequence FROM entity_state WHERE entity_id = @EntityId";
+
+        /// <summary>
+        /// Column order is fixed: <see cref="SqliteMessageReader"/> reads by ordinal. Ordered by the
+        /// primary key only: ordering by sub-queue here would make SQLite sort every row, payloads and
+        /// all, in a temporary b-tree; the caller splits sub-queues instead.
+        /// </summary>
+        public const string LoadMessages = """
+            SELECT entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
+                   scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
+                   payload, payload_size
+            FROM messages
+            WHERE entity_id = @EntityId
+            ORDER BY sequence_number
+            """;
+
+        public const string LoadDuplicates = """
+            SELECT entity_id AS EntityId, message_id AS MessageId, expires_at_ms AS ExpiresAtMs
+            FROM duplicates
+            WHERE entity_id = @EntityId AND expires_at_ms > @NowMs
+            ORDER BY message_id
+            """;
+
+        public const string ReadPayload = "SELECT payload FROM messages WHERE entity_id = $entity AND sequence_number = $sequence";
+
+        // The write path below runs through prepared commands with positional '$' parameters.
+        public const string PurgeMessages = "DELETE FROM messages WHERE entity_id = $entity";
+
+        public const string PurgeDuplicates = "DELETE FROM duplicates WHERE entity_id = $entity";
+
+        public const string PurgeEntityState = "DELETE FROM entity_state WHERE entity_id = $entity";
+
+        public const string InsertMessage = """
+            INSERT INTO messages (entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
+                                  scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
+                                  payload, payload_size)
+            VALUES ($entity, $sequence, $subQueue, $state, $deliveryCount, $enqueuedAt,
+                    $scheduledAt, $expiresAt, $messageId, $dlReason, $dlDescription, $dlSource,
+                    $payload, $payloadSize)
+            """;
+
+        /// <summary>A null payload keeps the stored one (and its size).</summary>
+        public const string UpdateMessage = """
+            UPDATE messages SET
+                sub_queue = $subQueue, state = $state, delivery_count = $deliveryCount,
+                dl_reason = $dlReason, dl_description = $dlDescription, dl_source = $dlSource,
+                payload = COALESCE($payload, payload),
+                payload_size = CASE WHEN $payload IS NULL THEN payload_size ELSE $payloadSize END
+            WHERE entity_id = $entity AND sequence_number = $sequence
+            """;
+
+        public const string DeleteMessage = "DELETE FROM messages WHERE entity_id = $entity AND sequence_number = $sequence";
+
+        public const string UpsertSequence = """
+            INSERT INTO entity_state (entity_id, next_sequence) VALUES ($entity, $next)
+            ON CONFLICT (entity_id) DO UPDATE SET next_sequence = excluded.next_sequence
+            """;
+
+        public const string UpsertDuplicate = """
+            INSERT INTO duplicates (entity_id, message_id, expires_at_ms) VALUES ($entity, $messageId, $expiresAt)
+            ON CONFLICT (entity_id, message_id) DO UPDATE SET expires_at_ms = excluded.expires_at_ms
+            """;
+
+        public const string PruneDuplicates = "DELETE FROM duplicates WHERE expires_at_ms < $before";
+    }
+}

@@ -1,0 +1,38 @@
+using System.Globalization;
+using Farm.Broker.Node;
+
+namespace Farm.Gateway.Hosting;
+
+/// <summary>
+/// The node host's command line: <c>--node-id N --data DIR --port P [--host 127.0.0.1]
+/// [--store sqlite] [--farm-connection CS]</c>. The `farm` CLI starts nodes this way.
+/// </summary>
+internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port)
+{
+    public static NodeHostOptions Parse(IConfiguration configuration)
+    {
+        var nodeId = ParseLong(configuration["node-id"] ?? "1", "--node-id", min: 1);
+        var port = (int)ParseLong(configuration["port"] ?? "5480", "--port", min: 0, max: 65535);
+        var node = new NodeOptions
+        {
+            NodeId = nodeId,
+            DataDirectory = Path.GetFullPath(configuration["data"] ?? ".farm"),
+            Store = configuration["store"] ?? "sqlite",
+            FarmConnectionString = configuration["farm-connection"],
+        };
+        if (node.Store != "sqlite")
+        {
+            throw new ArgumentException($"--store {node.Store} is not supported yet; use sqlite.");
+        }
+        return new NodeHostOptions(node, configuration["host"] ?? "127.0.0.1", port);
+    }
+
+    private static long ParseLong(string text, string name, long min, long max = long.MaxValue)
+    {
+        if (!long.TryParse(text, NumberStyles.Integer, CultureInfo.InvariantCulture, out var value) || value < min || value > max)
+        {
+            throw new ArgumentException($"{name} must be a whole number from {min} to {max}; got '{text}'.");
+        }
+        return value;
+    }
+}

@@ -1,0 +1,179 @@
+using Farm.Broker;
+using Farm.Broker.Entities;
+using Farm.Broker.Node;
+using Farm.Broker.Rpc;
+using Farm.ContainerStore.FarmDatabase;
+using Farm.Contracts.V1;
+using Google.Protobuf.WellKnownTypes;
+
+namespace Farm.Gateway.Management;
+
+/// <summary>
+/// farm.v1.Management: entities and containers in the farm database, with runtime counts from
+/// the broker that serves them. In a single-node farm that broker runs in this process.
+/// </summary>
+internal sealed class ManagementService(BrokerNode node)
+{
+    public async Task<QueueInfo> CreateQueueAsync(CreateQueueRequest request, RpcCallContext context)
+    {
+        var ct = context.CancellationToken;
+        if (EntityNames.Validate(request.Name) is { } error)
+        {
+            throw FarmErrors.Invalid(error);
+        }
+        var settings = new QueueSettings().With(request.Properties, request.Name);
+        await ValidateForwardTargetsAsync(settings, ct);
+        var containerId = request.ContainerId;
+        if (containerId == 0)
+        {
+            // New entities go to the container with the fewest entities.
+            var containers = await node.Farm.ListContainersAsync(ct);
+            containerId = containers.OrderBy(c => c.EntityCount).ThenBy(c => c.Id).First().Id;
+        }
+        else if (await node.Farm.GetContainerAsync(containerId, ct) is null)
+        {
+            throw FarmErrors.ContainerNotFound(containerId);
+        }
+        EntityRecord record;
+        try
+        {
+            record = await node.Farm.CreateEntityAsync(request.Name, EntityKinds.Queue, containerId, settings.ToJson(), ct);
+        }
+        catch (EntityAlreadyExistsException)
+        {
+            throw FarmErrors.EntityExists(request.Name);
+        }
+        return await ToInfoAsync(record, ct);
+    }
+
+    private async Task ValidateForwardTargetsAsync(QueueSettings settings, CancellationToken ct)
+    {
+        foreach (var target in new[] { settings.ForwardTo, settings.ForwardDeadLetteredMessagesTo })
+        {
+            if (target is not null && await node.Farm.GetEntityAsync(target, ct) is null)
+            {
+                throw FarmErrors.Invalid($"The forwarding target '{target}' does not exist; create it first.");
+            }
+        }
+    }
+
+    public async Task<QueueInfo> GetQueueAsync(GetQueueRequest request, RpcCallContext context)
+    {
+        var record = await GetRecordAsync(request.Name, context.CancellationToken);
+        return await ToInfoAsync(record, context.CancellationToken);
+    }
+
+    public async Task<QueueInfo> UpdateQueueAsync(UpdateQueueRequest request, RpcCallContext context)
+    {
+        var ct = context.CancellationToken;
+        var record = await GetRecordAsync(request.Name, ct);
+        var settings = QueueSettings.FromJson(record.PropertiesJson).With(request.Properties, record.Name);
+        await ValidateForwardTargetsAsync(settings, ct);
+        var updated = await node.Farm.UpdateEntityAsync(record.Name, settings.ToJson(), ct) ?? throw FarmErrors.EntityNotFound(request.Name);
+        node.RefreshSettings(updated);
+        return await ToInfoAsync(updated, ct);
+    }
+
+    public async Task<DeleteQueueResponse> DeleteQueueAsync(DeleteQueueRequest request, RpcCallContext context)
+    {
+        var record = await GetRecordAsync(request.Name, context.CancellationToken);
+        // The record goes first, so no new operation finds the queue while its messages are purged.
+        await node.Farm.DeleteEntityAsync(record.Name, context.CancellationToken);
+        await node.DropEntityAsync(record);
+        return new DeleteQueueResponse();
+    }
+
+    public async Task<ListQueuesResponse> ListQueuesAsync(ListQueuesRequest request, RpcCallContext context)
+    {
+        var records = await node.Farm.ListEntitiesAsync(EntityKinds.Queue, context.CancellationToken);
+        var response = new ListQueuesResponse();
+        foreach (var record in records.OrderBy(r => r.Name, StringComparer.OrdinalIgnoreCase))
+        {
+            response.Queues.Add(await ToInfoAsync(record, context.CancellationToken));
+        }
+        return response;
+    }
+
+    public async Task<ContainerInfo> CreateContainerAsync(CreateContainerRequest request, RpcCallContext context)
+    {
+        var record = await node.CreateContainerAsync(context.CancellationToken);
+        return ToInfo(record);
+    }
+
+    public async Task<ListContainersResponse> ListContainersAsync(ListContainersRequest request, RpcCallContext context)
+    {
+        var containers = await node.Farm.ListContainersAsync(context.CancellationToken);
+        return new ListContainersResponse { Containers = { containers.Select(ToInfo) } };
+    }
+
+    public async Task<FarmStatus> GetStatusAsync(GetStatusRequest request, RpcCallContext context)
+    {
+        var ct = context.CancellationToken;
+        var nodes = await node.Farm.ListNodesAsync(ct);
+        var containers = await node.Farm.ListContainersAsync(ct);
+        var entities = await node.Farm.ListEntitiesAsync(null, ct);
+        return new FarmStatus
+        {
+            Nodes =
+            {
+                nodes.Select(n => new NodeInfo
+                {
+                    Id = n.Id,
+                    State = n.State,
+                    Address = n.Address,
+                    HeartbeatAge = Duration.FromTimeSpan(n.HeartbeatAge < TimeSpan.Zero ? TimeSpan.Zero : n.HeartbeatAge),
+                    ProcessId = n.ProcessId,
+                }),
+            },
+            Containers = { containers.Select(ToInfo) },
+            EntityCount = entities.Count,
+            Version = typeof(ManagementService).Assembly.GetName().Version?.ToString() ?? "",
+        };
+    }
+
+    private async Task<EntityRecord> GetRecordAsync(string name, CancellationToken ct)
+    {
+        if (EntityNames.Validate(name) is { } error)
+        {
+            throw FarmErrors.Invalid(error);
+        }
+        var record = await node.Farm.GetEntityAsync(name, ct);
+        if (record is null || record.Kind != EntityKinds.Queue)
+        {
+            throw FarmErrors.EntityNotFound(name);
+        }
+        return record;
+    }
+
+    private async Task<QueueInfo> ToInfoAsync(EntityRecord record, CancellationToken ct)
+    {
+        var info = new QueueInfo
+        {
+            Name = record.Name,
+            ContainerId = record.ContainerId,
+            Properties = QueueSettings.FromJson(record.PropertiesJson).ToProto(),
+            CreatedAt = Timestamp.FromDateTime(DateTime.SpecifyKind(record.CreatedAt, DateTimeKind.Utc)),
+            UpdatedAt = Timestamp.FromDateTime(DateTime.SpecifyKind(record.UpdatedAt, DateTimeKind.Utc)),
+        };
+        var queue = await node.LoadAsync(record, ct);
+        info.Counts = queue.GetCounts();
+        return info;
+    }
+
+    private static ContainerInfo ToInfo(ContainerRecord c)
+    {
+        var info = new ContainerInfo
+        {
+            Id = c.Id,
+            OwnerNode = c.OwnerNode ?? 0,
+            Epoch = c.Epoch,
+            EntityCount = c.EntityCount,
+            Store = "sqlite",
+        };
+        if (c.OwnedSince is { } since)
+        {
+            info.OwnedSince = Timestamp.FromDateTime(DateTime.SpecifyKind(since, DateTimeKind.Utc));
+        }
+        return info;
+    }
+}

@@ -1,0 +1,64 @@
+using System.Net;
+using Farm.Broker;
+using Farm.Broker.Messaging;
+using Farm.Broker.Node;
+using Farm.Broker.Rpc;
+using Farm.ContainerStore;
+using Farm.ContainerStore.Sqlite;
+using Farm.Contracts.V1;
+using Farm.Gateway.Hosting;
+using Farm.Gateway.Management;
+using Microsoft.AspNetCore.Hosting.Server;
+using Microsoft.AspNetCore.Hosting.Server.Features;
+
+// A Farm node: the gateway (management API, messaging front door) and the broker in one process,
+// so killing the process kills the node as a unit.
+var builder = WebApplication.CreateSlimBuilder(args);
+NodeHostOptions options;
+try
+{
+    options = NodeHostOptions.Parse(builder.Configuration);
+}
+catch (ArgumentException e)
+{
+    Console.Error.WriteLine($"farm node: {e.Message}");
+    return 2;
+}
+
+builder.Logging.AddFilter("Microsoft.AspNetCore", LogLevel.Warning);
+builder.Logging.AddFilter("Microsoft.Hosting", LogLevel.Warning);
+builder.WebHost.ConfigureKestrel(kestrel => kestrel.ListenGrpc(IPAddress.Parse(options.Host), options.Port));
+builder.Services.AddSingleton(options.Node);
+builder.Services.AddSingleton(new BrokerOptions());
+builder.Services.AddSingleton(TimeProvider.System);
+builder.Services.AddSingleton<IStoreProvider, SqliteStoreProvider>();
+builder.Services.AddSingleton<BrokerNode>();
+builder.Services.AddSingleton<MessagingService>();
+builder.Services.AddSingleton<ManagementService>();
+builder.Services.AddRouting();
+
+var app = builder.Build();
+app.MapMessaging(app.Services.GetRequiredService<MessagingService>());
+app.MapManagement(app.Services.GetRequiredService<ManagementService>());
+app.MapRpcFallbackAndReflection(MessagingReflection.Descriptor, ManagementReflection.Descriptor, MessagesReflection.Descriptor, ErrorsReflection.Descriptor);
+
+await app.StartAsync();
+var address = app.Services.GetRequiredService<IServer>().Features.Get<IServerAddressesFeature>()!.Addresses.First()
+    .Replace("[::]", "127.0.0.1", StringComparison.Ordinal).Replace("0.0.0.0", "127.0.0.1", StringComparison.Ordinal);
+var node = app.Services.GetRequiredService<BrokerNode>();
+try
+{
+    await node.StartAsync(address, app.Lifetime.ApplicationStopping);
+}
+catch (Exception e) when (e is StoreUnavailableException or InvalidOperationException or IOException or UnauthorizedAccessException)
+{
+    Console.Error.WriteLine($"farm node {options.Node.NodeId}: cannot start: {e.Message}");
+    await app.StopAsync();
+    return 1;
+}
+NodeReadyFile.Write(options.Node.DataDirectory, options.Node.NodeId, address);
+Console.WriteLine($"Farm node {options.Node.NodeId} serving at {address}");
+
+await app.WaitForShutdownAsync();
+await node.DisposeAsync();
+return 0;

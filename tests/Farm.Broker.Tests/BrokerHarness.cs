@@ -1,0 +1,114 @@
+using Farm.Broker.Entities;
+using Farm.Broker.Node;
+using Farm.ContainerStore.FarmDatabase;
+using Farm.ContainerStore.Sqlite;
+using Farm.Contracts.V1;
+using Google.Protobuf;
+using Google.Protobuf.WellKnownTypes;
+using Microsoft.Extensions.Logging.Abstractions;
+
+namespace Farm.Broker.Tests;
+
+/// <summary>
+/// A real broker node on real SQLite files in a temp directory, driven by a manual clock.
+/// <see cref="RestartAsync"/> drops the node without a graceful hand-over and starts a new one
+/// on the same files, as a crash and restart would.
+/// </summary>
+internal sealed class BrokerHarness : IAsyncDisposable
+{
+    private readonly string _directory = Path.Combine(Path.GetTempPath(), "farm-broker-tests", Guid.NewGuid().ToString("N"));
+
+    private BrokerHarness()
+    {
+    }
+
+    public ManualTimeProvider Time { get; } = new();
+
+    public BrokerNode Node { get; private set; } = null!;
+
+    public BrokerOptions Options { get; } = new();
+
+    public string DataDirectory => _directory;
+
+    public static async Task<BrokerHarness> StartAsync()
+    {
+        var harness = new BrokerHarness();
+        harness.Node = await harness.StartNodeAsync();
+        return harness;
+    }
+
+    private async Task<BrokerNode> StartNodeAsync()
+    {
+        var node = new BrokerNode(new SqliteStoreProvider(), new NodeOptions { NodeId = 1, DataDirectory = _directory }, Options, Time, NullLogger<BrokerNode>.Instance);
+        await node.StartAsync("http://test", CancellationToken.None);
+        return node;
+    }
+
+    public async Task<QueueEntity> CreateQueueAsync(string name, QueueSettings? settings = null)
+    {
+        var record = await Node.Farm.CreateEntityAsync(name, EntityKinds.Queue, 1, (settings ?? new QueueSettings()).ToJson());
+        return await Node.LoadAsync(record, CancellationToken.None);
+    }
+
+    /// <summary>Reads what a container database holds for an entity, bypassing every broker.</summary>
+    public async Task<Farm.ContainerStore.Containers.EntityLoad> ReadContainerDirectlyAsync(long containerId, long entityId)
+    {
+        var provider = new SqliteStoreProvider();
+        var record = await Node.Farm.GetContainerAsync(containerId) ?? throw new InvalidOperationException("no container");
+        await using var database = await provider.OpenContainerAsync(record.ConnectionString);
+        return await database.LoadEntityAsync(entityId, Time.GetUtcNow().ToUnixTimeMilliseconds());
+    }
+
+    public Task<QueueEntity> QueueAsync(string name) => Node.ResolveQueueAsync(name, CancellationToken.None);
+
+    private readonly List<BrokerNode> _abandoned = [];
+
+    /// <summary>
+    /// Starts a new node on the same files. With <paramref name="crash"/> the old node is not shut
+    /// down (no lease hand-over, no drain): it is abandoned as a killed process would be, and the
+    /// new node fences it off by raising the containers' epochs.
+    /// </summary>
+    public async Task RestartAsync(bool crash = true)
+    {
+        if (crash)
+        {
+            _abandoned.Add(Node);
+        }
+        else
+        {
+            await Node.DisposeAsync();
+        }
+        Node = await StartNodeAsync();
+    }
+
+    public static Message Text(string body, string? messageId = null, TimeSpan? ttl = null, DateTimeOffset? scheduledAt = null)
+    {
+        var message = new Message { Body = ByteString.CopyFromUtf8(body), MessageId = messageId ?? Guid.NewGuid().ToString("N") };
+        if (ttl is { } t)
+        {
+            message.TimeToLive = Duration.FromTimeSpan(t);
+        }
+        if (scheduledAt is { } at)
+        {
+            message.ScheduledEnqueueTime = Timestamp.FromDateTimeOffset(at);
+        }
+        return message;
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        await Node.DisposeAsync();
+        foreach (var node in _abandoned)
+        {
+            await node.DisposeAsync();
+        }
+        try
+        {
+            Directory.Delete(_directory, recursive: true);
+        }
+        catch (IOException)
+        {
+            // A file still open on a slow dispose is not worth failing a test for.
+        }
+    }
+}

@@ -1,0 +1,91 @@
+using Farm.Contracts.Rpc;
+using Farm.Contracts.V1;
+
+namespace Farm.Client.Tests;
+
+public class ErrorMappingTests
+{
+    private static RpcException Rpc(RpcStatusCode status, string? farmError, string detail = "detail")
+        => new(status, detail, farmError is null ? null : new Dictionary<string, string> { [RpcException.FarmErrorTrailer] = farmError });
+
+    [Theory]
+    [InlineData("INVALID_ARGUMENT", FarmFailureReason.InvalidArgument)]
+    [InlineData("MESSAGING_ENTITY_NOT_FOUND", FarmFailureReason.MessagingEntityNotFound)]
+    [InlineData("MESSAGING_ENTITY_ALREADY_EXISTS", FarmFailureReason.MessagingEntityAlreadyExists)]
+    [InlineData("MESSAGE_SIZE_EXCEEDED", FarmFailureReason.MessageSizeExceeded)]
+    [InlineData("MESSAGE_LOCK_LOST", FarmFailureReason.MessageLockLost)]
+    [InlineData("MESSAGE_NOT_FOUND", FarmFailureReason.MessageNotFound)]
+    [InlineData("QUOTA_EXCEEDED", FarmFailureReason.QuotaExceeded)]
+    [InlineData("NOT_OWNER", FarmFailureReason.NotOwner)]
+    [InlineData("STALE_EPOCH", FarmFailureReason.StaleEpoch)]
+    [InlineData("SERVICE_BUSY", FarmFailureReason.ServiceBusy)]
+    [InlineData("STORE_UNAVAILABLE", FarmFailureReason.StoreUnavailable)]
+    [InlineData("NOT_SUPPORTED", FarmFailureReason.NotSupported)]
+    [InlineData("CONTAINER_NOT_FOUND", FarmFailureReason.ContainerNotFound)]
+    [InlineData("SOMETHING_NEW", FarmFailureReason.GeneralError)]
+    public void Trailer_DecidesTheReason(string farmError, FarmFailureReason expected)
+        => Assert.Equal(expected, FarmErrors.FromRpc(Rpc(RpcStatusCode.FailedPrecondition, farmError), "q").Reason);
+
+    [Fact]
+    public void EveryWireErrorCode_HasAMapping()
+    {
+        foreach (var field in typeof(FarmErrorCode).GetFields(System.Reflection.BindingFlags.Public | System.Reflection.BindingFlags.Static))
+        {
+            var name = field.GetCustomAttributes(typeof(Google.Protobuf.Reflection.OriginalNameAttribute), false)
+                .Cast<Google.Protobuf.Reflection.OriginalNameAttribute>().Single().Name;
+            var reason = FarmErrors.FromName(name);
+            if (name == "FARM_ERROR_NONE")
+            {
+                Assert.Null(reason);
+            }
+            else
+            {
+                Assert.NotEqual(FarmFailureReason.GeneralError, reason);
+            }
+        }
+    }
+
+    [Theory]
+    [InlineData(RpcStatusCode.Unavailable, FarmFailureReason.ServiceCommunicationProblem)]
+    [InlineData(RpcStatusCode.DeadlineExceeded, FarmFailureReason.ServiceTimeout)]
+    [InlineData(RpcStatusCode.NotFound, FarmFailureReason.MessagingEntityNotFound)]
+    [InlineData(RpcStatusCode.AlreadyExists, FarmFailureReason.MessagingEntityAlreadyExists)]
+    [InlineData(RpcStatusCode.InvalidArgument, FarmFailureReason.InvalidArgument)]
+    [InlineData(RpcStatusCode.ResourceExhausted, FarmFailureReason.QuotaExceeded)]
+    [InlineData(RpcStatusCode.Internal, FarmFailureReason.GeneralError)]
+    public void WithoutTrailer_StatusDecidesTheReason(RpcStatusCode status, FarmFailureReason expected)
+        => Assert.Equal(expected, FarmErrors.FromRpc(Rpc(status, null), null).Reason);
+
+    [Fact]
+    public void Exception_IsOneReadableLineWithTheServersDetailAndEntity()
+    {
+        var error = FarmErrors.FromRpc(Rpc(RpcStatusCode.NotFound, "MESSAGING_ENTITY_NOT_FOUND", "Queue 'orders' does not exist\nat line 2"), "orders");
+
+        Assert.Equal("Queue 'orders' does not exist at line 2 (MessagingEntityNotFound, entity 'orders')", error.Message);
+        Assert.Equal("orders", error.EntityPath);
+        Assert.IsType<RpcException>(error.InnerException);
+        Assert.False(error.IsTransient);
+    }
+
+    [Fact]
+    public void SettleResult_FailedItem_ThrowsWithTheMappedReason()
+    {
+        var response = new SettleResponse
+        {
+            Results =
+            {
+                new SettleResult { LockToken = "a", ErrorCode = "FARM_ERROR_NONE" },
+                new SettleResult { LockToken = "b", ErrorCode = "MESSAGE_LOCK_LOST", ErrorMessage = "The lock expired" },
+            },
+        };
+
+        var error = Assert.Throws<FarmException>(() => FarmReceiver.ThrowIfFailed(response, "q"));
+
+        Assert.Equal(FarmFailureReason.MessageLockLost, error.Reason);
+        Assert.Contains("The lock expired", error.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public void SettleResult_AllSucceeded_DoesNotThrow()
+        => FarmReceiver.ThrowIfFailed(new SettleResponse { Results = { new SettleResult { LockToken = "a", ErrorCode = "FARM_ERROR_NONE" }, new SettleResult { LockToken = "b" } } }, "q");
+}

@@ -1,0 +1,149 @@
+using Farm.Contracts.Rpc;
+
+namespace Farm.Client.Tests;
+
+public class RetryTests
+{
+    private static readonly FarmRetryOptions NoDelay = new() { MaxRetries = 3, Delay = TimeSpan.Zero, MaxDelay = TimeSpan.Zero };
+
+    [Theory]
+    [InlineData(RpcStatusCode.Unavailable, null, true)]
+    [InlineData(RpcStatusCode.DeadlineExceeded, null, true)]
+    [InlineData(RpcStatusCode.Unavailable, "SERVICE_BUSY", true)]
+    [InlineData(RpcStatusCode.Unavailable, "STORE_UNAVAILABLE", true)]
+    [InlineData(RpcStatusCode.FailedPrecondition, "NOT_OWNER", true)]
+    [InlineData(RpcStatusCode.Aborted, "STALE_EPOCH", true)]
+    [InlineData(RpcStatusCode.NotFound, "MESSAGING_ENTITY_NOT_FOUND", false)]
+    [InlineData(RpcStatusCode.FailedPrecondition, "MESSAGE_LOCK_LOST", false)]
+    [InlineData(RpcStatusCode.InvalidArgument, "INVALID_ARGUMENT", false)]
+    [InlineData(RpcStatusCode.Internal, null, false)]
+    [InlineData(RpcStatusCode.Cancelled, null, false)]
+    public void Classification(RpcStatusCode status, string? farmError, bool transient)
+    {
+        var rpc = new RpcException(status, "x", farmError is null ? null : new Dictionary<string, string> { ["farm-error"] = farmError });
+
+        Assert.Equal(transient, FarmRetryPolicy.IsTransient(rpc));
+        Assert.Equal(transient, FarmRetryPolicy.IsTransient(FarmErrors.FromRpc(rpc, "q")));
+    }
+
+    [Fact]
+    public void OtherExceptions_AreNotRetried()
+    {
+        Assert.False(FarmRetryPolicy.IsTransient(new InvalidOperationException()));
+        Assert.False(FarmRetryPolicy.IsTransient(new OperationCanceledException()));
+    }
+
+    [Fact]
+    public async Task TransientFailures_AreRetriedUntilSuccess()
+    {
+        var policy = new FarmRetryPolicy(NoDelay);
+        var calls = 0;
+
+        var result = await policy.ExecuteAsync(
+            (_, _) =>
+            {
+                calls++;
+                return calls < 3
+                    ? throw new FarmException("busy", FarmFailureReason.ServiceBusy)
+                    : ValueTask.FromResult(42);
+            },
+            0,
+            CancellationToken.None);
+
+        Assert.Equal(42, result);
+        Assert.Equal(3, calls);
+    }
+
+    [Fact]
+    public async Task PermanentFailure_IsNotRetried()
+    {
+        var policy = new FarmRetryPolicy(NoDelay);
+        var calls = 0;
+
+        await Assert.ThrowsAsync<FarmException>(async () => await policy.ExecuteAsync<int, int>(
+            (_, _) =>
+            {
+                calls++;
+                throw new FarmException("gone", FarmFailureReason.MessagingEntityNotFound);
+            },
+            0,
+            CancellationToken.None));
+
+        Assert.Equal(1, calls);
+    }
+
+    [Fact]
+    public async Task TransientFailure_GivesUpAfterMaxRetries()
+    {
+        var policy = new FarmRetryPolicy(NoDelay with { MaxRetries = 2 });
+        var calls = 0;
+
+        var error = await Assert.ThrowsAsync<FarmException>(async () => await policy.ExecuteAsync<int, int>(
+            (_, _) =>
+            {
+                calls++;
+                throw new FarmException("down", FarmFailureReason.ServiceCommunicationProblem);
+            },
+            0,
+            CancellationToken.None));
+
+        Assert.Equal(3, calls);
+        Assert.True(error.IsTransient);
+    }
+
+    [Fact]
+    public async Task ZeroRetries_TriesOnce()
+    {
+        var policy = new FarmRetryPolicy(NoDelay with { MaxRetries = 0 });
+        var calls = 0;
+
+        await Assert.ThrowsAsync<FarmException>(async () => await policy.ExecuteAsync<int, int>(
+            (_, _) =>
+            {
+                calls++;
+                throw new FarmException("down", FarmFailureReason.ServiceCommunicationProblem);
+            },
+            0,
+            CancellationToken.None));
+
+        Assert.Equal(1, calls);
+    }
+
+    [Fact]
+    public void Defaults_MatchAzure()
+    {
+        var options = new FarmRetryOptions();
+
+        Assert.Equal(FarmRetryMode.Exponential, options.Mode);
+        Assert.Equal(3, options.MaxRetries);
+        Assert.Equal(TimeSpan.FromSeconds(0.8), options.Delay);
+        Assert.Equal(TimeSpan.FromSeconds(60), options.MaxDelay);
+        Assert.Equal(TimeSpan.FromSeconds(60), options.TryTimeout);
+    }
+
+    [Fact]
+    public void InvalidOptions_AreRejected()
+        => Assert.Throws<ArgumentOutOfRangeException>(() => new FarmRetryPolicy(new FarmRetryOptions { MaxRetries = -1 }));
+
+    [Fact]
+    public void OperationTimeout_FromConnectionString_OverridesTryTimeout()
+    {
+        using var connection = new FarmConnection(FarmConnectionString.Parse("Endpoint=http://a:1;OperationTimeout=00:00:05"), new FarmClientOptions());
+
+        Assert.Equal(TimeSpan.FromSeconds(5), connection.Retry.TryTimeout);
+    }
+
+    [Fact]
+    public void Unavailable_MovesToTheNextEndpoint_OnceAndWrapsAround()
+    {
+        using var connection = new FarmConnection(FarmConnectionString.Parse("Endpoint=http://a:1,http://b:2,http://c:3"), new FarmClientOptions());
+
+        connection.ReportUnavailable(0);
+        connection.ReportUnavailable(0); // a second caller that saw the same failure changes nothing
+        Assert.Equal(1, connection.CurrentEndpointIndex);
+
+        connection.ReportUnavailable(1);
+        connection.ReportUnavailable(2);
+        Assert.Equal(0, connection.CurrentEndpointIndex);
+    }
+}

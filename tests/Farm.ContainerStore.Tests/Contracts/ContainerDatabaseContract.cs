@@ -1,0 +1,353 @@
+using Farm.ContainerStore.Containers;
+
+namespace Farm.ContainerStore.Tests.Contracts;
+
+/// <summary>
+/// What every provider's container database must do. A provider's test class derives from this
+/// and says how to make a fresh, empty database for one test.
+/// </summary>
+public abstract class ContainerDatabaseContract : IAsyncLifetime
+{
+    private const long Entity = 7;
+    private const long OtherEntity = 8;
+
+    private readonly List<IContainerDatabase> _opened = [];
+    private string? _connectionString;
+
+    protected abstract IStoreProvider Provider { get; }
+
+    /// <summary>A connection string of a container database that only the current test uses.</summary>
+    protected abstract Task<string> NewContainerConnectionStringAsync();
+
+    public virtual Task InitializeAsync() => Task.CompletedTask;
+
+    public virtual async Task DisposeAsync()
+    {
+        foreach (var database in _opened)
+        {
+            await database.DisposeAsync();
+        }
+    }
+
+    [Fact]
+    public async Task Open_NewDatabase_StartsAtEpochZeroAndEmpty()
+    {
+        var database = await OpenAsync();
+
+        Assert.Equal(0, await database.ReadEpochAsync());
+        var load = await database.LoadEntityAsync(Entity, nowMs: 0);
+        Assert.Equal(1, load.NextSequenceNumber);
+        Assert.Empty(load.Messages);
+        Assert.Empty(load.DuplicateHistory);
+    }
+
+    [Fact]
+    public async Task Open_Twice_MigratesOnceAndKeepsData()
+    {
+        var first = await OpenAsync();
+        Assert.True(await first.RaiseEpochAsync(3));
+        await CommitAsync(first, 3, b => b.Inserts.Add(Message(Entity, 1)));
+        await first.DisposeAsync();
+
+        var second = await OpenAsync();
+        var third = await OpenAsync();
+
+        Assert.Equal(3, await second.ReadEpochAsync());
+        Assert.Equal(3, await third.ReadEpochAsync());
+        Assert.Single((await third.LoadEntityAsync(Entity, 0)).Messages);
+    }
+
+    [Fact]
+    public async Task Commit_WithCurrentEpoch_PersistsInsertsCountersAndDuplicatesAcrossReopen()
+    {
+        var database = await OpenOwnedAsync(epoch: 1);
+        var full = Message(Entity, 2) with
+        {
+            State = StoredMessageState.Scheduled,
+            DeliveryCount = 3,
+            ScheduledAtMs = 5_000,
+            ExpiresAtMs = 9_000,
+            MessageId = "m-2",
+        };
+        var deadLettered = Message(Entity, 1) with
+        {
+            SubQueue = SubQueue.DeadLetter,
+            DeadLetterReason = "MaxDeliveryCountExceeded",
+            DeadLetterDescription = "too many deliveries",
+            DeadLetterSource = "orders",
+        };
+        await CommitAsync(database, 1, b =>
+        {
+            b.Inserts.AddRange([Message(Entity, 3), full, deadLettered, Message(OtherEntity, 1)]);
+            b.SequenceCounters[Entity] = 4;
+            b.SequenceCounters[OtherEntity] = 2;
+            b.Duplicates.Add(new DuplicateRecord(Entity, "m-2", ExpiresAtMs: 10_000));
+        });
+
+        var load = await (await ReopenAsync(database)).LoadEntityAsync(Entity, nowMs: 1_000);
+
+        Assert.Equal(4, load.NextSequenceNumber);
+        // Ordered by sub-queue, then sequence number.
+        Assert.Equal([2L, 3L, 1L], load.Messages.Select(m => m.SequenceNumber));
+        Assert.Equal(full with { Payload = null }, load.Messages[0] with { Payload = null });
+        Assert.Equal(full.Payload, load.Messages[0].Payload);
+        Assert.Equal(full.Payload!.Length, load.Messages[0].PayloadSize);
+        Assert.Equal(deadLettered with { Payload = null }, load.Messages[2] with { Payload = null });
+        Assert.Equal([new DuplicateRecord(Entity, "m-2", 10_000)], load.DuplicateHistory);
+    }
+
+    [Fact]
+    public async Task Commit_UpdatesAndDeletes_PersistAcrossReopen()
+    {
+        var database = await OpenOwnedAsync(epoch: 1);
+        await CommitAsync(database, 1, b => b.Inserts.AddRange([Message(Entity, 1), Message(Entity, 2), Message(Entity, 3)]));
+
+        var newPayload = new byte[] { 9, 9, 9 };
+        await CommitAsync(database, 1, b =>
+        {
+            // Payload null keeps the stored payload.
+            b.Updates.Add(new MessageUpdate(Entity, 1, SubQueue.DeadLetter, StoredMessageState.Active, 10, "reason", "description", "source", Payload: null));
+            b.Updates.Add(new MessageUpdate(Entity, 2, SubQueue.Main, StoredMessageState.Deferred, 1, null, null, null, newPayload));
+            b.Deletes.Add(new MessageKey(Entity, 3));
+        });
+
+        var messages = (await (await ReopenAsync(database)).LoadEntityAsync(Entity, 0)).Messages;
+
+        Assert.Equal([2L, 1L], messages.Select(m => m.SequenceNumber));
+        var deferred = messages[0];
+        Assert.Equal((StoredMessageState.Deferred, 1, newPayload.Length), (deferred.State, deferred.DeliveryCount, deferred.PayloadSize));
+        Assert.Equal(newPayload, deferred.Payload);
+        var deadLettered = messages[1];
+        Assert.Equal(
+            (SubQueue.DeadLetter, 10, "reason", "description", "source"),
+            (deadLettered.SubQueue, deadLettered.DeliveryCount, deadLettered.DeadLetterReason, deadLettered.DeadLetterDescription, deadLettered.DeadLetterSource));
+        Assert.Equal(Message(Entity, 1).Payload, deadLettered.Payload);
+    }
+
+    [Fact]
+    public async Task Commit_WithPurge_RemovesOnlyThatEntitysMessagesCounterAndDuplicates()
+    {
+        var database = await OpenOwnedAsync(epoch: 1);
+        await CommitAsync(database, 1, b =>
+        {
+            b.Inserts.AddRange([Message(Entity, 1), Message(Entity, 2), Message(OtherEntity, 1)]);
+            b.SequenceCounters[Entity] = 3;
+            b.SequenceCounters[OtherEntity] = 2;
+            b.Duplicates.Add(new DuplicateRecord(Entity, "a", 10_000));
+            b.Duplicates.Add(new DuplicateRecord(OtherEntity, "a", 10_000));
+        });
+
+        // Purges apply first, so a message inserted in the same batch survives.
+        await CommitAsync(database, 1, b =>
+        {
+            b.PurgedEntities.Add(Entity);
+            b.Inserts.Add(Message(Entity, 5));
+        });
+
+        var reopened = await ReopenAsync(database);
+        var purged = await reopened.LoadEntityAsync(Entity, 0);
+        Assert.Equal(1, purged.NextSequenceNumber);
+        Assert.Equal([5L], purged.Messages.Select(m => m.SequenceNumber));
+        Assert.Empty(purged.DuplicateHistory);
+
+        var other = await reopened.LoadEntityAsync(OtherEntity, 0);
+        Assert.Equal(2, other.NextSequenceNumber);
+        Assert.Single(other.Messages);
+        Assert.Single(other.DuplicateHistory);
+    }
+
+    [Fact]
+    public async Task Commit_WithStaleEpoch_ThrowsAndWritesNothing()
+    {
+        var database = await OpenOwnedAsync(epoch: 2);
+        await CommitAsync(database, 2, b => b.Inserts.Add(Message(Entity, 1)));
+
+        var error = await Assert.ThrowsAsync<StaleEpochException>(() => CommitAsync(database, 1, b =>
+        {
+            b.Inserts.Add(Message(Entity, 2));
+            b.Deletes.Add(new MessageKey(Entity, 1));
+            b.SequenceCounters[Entity] = 3;
+            b.Duplicates.Add(new DuplicateRecord(Entity, "x", 10_000));
+        }));
+
+        Assert.Equal((1, 2), (error.ExpectedEpoch, error.ActualEpoch));
+        var load = await (await ReopenAsync(database)).LoadEntityAsync(Entity, 0);
+        Assert.Equal([1L], load.Messages.Select(m => m.SequenceNumber));
+        Assert.Equal(1, load.NextSequenceNumber);
+        Assert.Empty(load.DuplicateHistory);
+    }
+
+    [Fact]
+    public async Task Commit_ByFormerOwner_AfterNewOwnerRaisedEpoch_ThrowsStaleEpoch()
+    {
+        var formerOwner = await OpenOwnedAsync(epoch: 1);
+        var newOwner = await OpenAsync();
+        Assert.True(await newOwner.RaiseEpochAsync(2));
+
+        await Assert.ThrowsAsync<StaleEpochException>(() => CommitAsync(formerOwner, 1, b => b.Inserts.Add(Message(Entity, 1))));
+        await CommitAsync(newOwner, 2, b => b.Inserts.Add(Message(Entity, 1)));
+
+        Assert.Single((await formerOwner.LoadEntityAsync(Entity, 0)).Messages);
+    }
+
+    [Fact]
+    public async Task Commit_WithDuplicatePrimaryKeyInBatch_FailsWhole()
+    {
+        var database = await OpenOwnedAsync(epoch: 1);
+        await CommitAsync(database, 1, b => b.Inserts.Add(Message(Entity, 1)));
+
+        await Assert.ThrowsAnyAsync<Exception>(() => CommitAsync(database, 1, b =>
+        {
+            b.Inserts.Add(Message(Entity, 2));
+            b.Inserts.Add(Message(Entity, 2));
+            b.SequenceCounters[Entity] = 3;
+            b.Duplicates.Add(new DuplicateRecord(Entity, "x", 10_000));
+        }));
+
+        var load = await database.LoadEntityAsync(Entity, 0);
+        Assert.Equal([1L], load.Messages.Select(m => m.SequenceNumber));
+        Assert.Equal(1, load.NextSequenceNumber);
+        Assert.Empty(load.DuplicateHistory);
+
+        // The failed batch leaves the writer usable.
+        await CommitAsync(database, 1, b => b.Inserts.Add(Message(Entity, 2)));
+        Assert.Equal(2, (await database.LoadEntityAsync(Entity, 0)).Messages.Count);
+    }
+
+    [Fact]
+    public async Task RaiseEpoch_ToLowerEpoch_IsRefusedAndChangesNothing()
+    {
+        var database = await OpenOwnedAsync(epoch: 5);
+
+        Assert.False(await database.RaiseEpochAsync(4));
+        Assert.Equal(5, await database.ReadEpochAsync());
+    }
+
+    [Fact]
+    public async Task RaiseEpoch_ToHigherOrSameEpoch_Succeeds()
+    {
+        var database = await OpenAsync();
+
+        Assert.True(await database.RaiseEpochAsync(5));
+        Assert.True(await database.RaiseEpochAsync(5));
+        Assert.True(await database.RaiseEpochAsync(6));
+        Assert.Equal(6, await (await ReopenAsync(database)).ReadEpochAsync());
+    }
+
+    [Fact]
+    public async Task LoadEntity_ReturnsOnlyDuplicatesNotYetExpired()
+    {
+        var database = await OpenOwnedAsync(epoch: 1);
+        await CommitAsync(database, 1, b =>
+        {
+            b.Duplicates.Add(new DuplicateRecord(Entity, "old", 1_000));
+            b.Duplicates.Add(new DuplicateRecord(Entity, "new", 3_000));
+        });
+
+        var load = await database.LoadEntityAsync(Entity, nowMs: 2_000);
+
+        Assert.Equal([new DuplicateRecord(Entity, "new", 3_000)], load.DuplicateHistory);
+    }
+
+    [Fact]
+    public async Task Commit_DuplicateSeenAgain_ExtendsItsExpiry()
+    {
+        var database = await OpenOwnedAsync(epoch: 1);
+        await CommitAsync(database, 1, b => b.Duplicates.Add(new DuplicateRecord(Entity, "m", 1_000)));
+        await CommitAsync(database, 1, b => b.Duplicates.Add(new DuplicateRecord(Entity, "m", 5_000)));
+
+        var load = await database.LoadEntityAsync(Entity, nowMs: 2_000);
+
+        Assert.Equal([new DuplicateRecord(Entity, "m", 5_000)], load.DuplicateHistory);
+    }
+
+    [Fact]
+    public async Task Commit_WithPruneBefore_DropsOlderDuplicateHistory()
+    {
+        var database = await OpenOwnedAsync(epoch: 1);
+        await CommitAsync(database, 1, b =>
+        {
+            b.Duplicates.Add(new DuplicateRecord(Entity, "old", 1_000));
+            b.Duplicates.Add(new DuplicateRecord(OtherEntity, "old", 1_500));
+            b.Duplicates.Add(new DuplicateRecord(Entity, "new", 3_000));
+        });
+
+        await CommitAsync(database, 1, b => b.PruneDuplicatesBeforeMs = 2_000);
+
+        // nowMs 0 shows everything still stored, expired or not.
+        Assert.Equal(["new"], (await database.LoadEntityAsync(Entity, nowMs: 0)).DuplicateHistory.Select(d => d.MessageId));
+        Assert.Empty((await database.LoadEntityAsync(OtherEntity, nowMs: 0)).DuplicateHistory);
+    }
+
+    [Fact]
+    public async Task ReadPayloads_ReturnsRequestedPayloadsAndSkipsMissingMessages()
+    {
+        var database = await OpenOwnedAsync(epoch: 1);
+        await CommitAsync(database, 1, b => b.Inserts.AddRange([Message(Entity, 1), Message(Entity, 2), Message(Entity, 3), Message(OtherEntity, 4)]));
+
+        var payloads = await database.ReadPayloadsAsync(Entity, [1, 3, 4, 99]);
+
+        Assert.Equal([1L, 3L], payloads.Keys.Order());
+        Assert.Equal(Message(Entity, 3).Payload, payloads[3]);
+        Assert.Empty(await database.ReadPayloadsAsync(Entity, []));
+    }
+
+    [Fact]
+    public async Task Commit_ManyRowsInOneBatch_AllLand()
+    {
+        var database = await OpenOwnedAsync(epoch: 1);
+        await CommitAsync(database, 1, b =>
+        {
+            for (var sequence = 1; sequence <= 500; sequence++)
+            {
+                b.Inserts.Add(Message(Entity, sequence));
+            }
+
+            b.SequenceCounters[Entity] = 501;
+        });
+
+        var load = await (await ReopenAsync(database)).LoadEntityAsync(Entity, 0);
+
+        Assert.Equal(Enumerable.Range(1, 500).Select(i => (long)i), load.Messages.Select(m => m.SequenceNumber));
+        Assert.Equal(501, load.NextSequenceNumber);
+    }
+
+    /// <summary>Opens the test's database (the same one every time within a test).</summary>
+    protected async Task<IContainerDatabase> OpenAsync()
+    {
+        _connectionString ??= await NewContainerConnectionStringAsync();
+        var database = await Provider.OpenContainerAsync(_connectionString);
+        _opened.Add(database);
+        return database;
+    }
+
+    protected static MessageRecord Message(long entityId, long sequenceNumber) => new()
+    {
+        EntityId = entityId,
+        SequenceNumber = sequenceNumber,
+        EnqueuedAtMs = 1_700_000_000_000 + sequenceNumber,
+        Payload = Enumerable.Range(0, 16).Select(i => (byte)(i + sequenceNumber)).ToArray(),
+        PayloadSize = 16,
+    };
+
+    protected static Task CommitAsync(IContainerDatabase database, long epoch, Action<ContainerWriteBatch> fill)
+    {
+        var batch = new ContainerWriteBatch();
+        fill(batch);
+        return database.CommitAsync(epoch, batch);
+    }
+
+    private async Task<IContainerDatabase> OpenOwnedAsync(long epoch)
+    {
+        var database = await OpenAsync();
+        Assert.True(await database.RaiseEpochAsync(epoch));
+        return database;
+    }
+
+    /// <summary>Closes the handle and opens the database afresh, so reads come from the file.</summary>
+    private async Task<IContainerDatabase> ReopenAsync(IContainerDatabase database)
+    {
+        await database.DisposeAsync();
+        return await OpenAsync();
+    }
+}

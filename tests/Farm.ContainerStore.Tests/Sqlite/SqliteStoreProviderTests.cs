@@ -1,0 +1,141 @@
+using Dapper;
+using Farm.ContainerStore.Containers;
+using Farm.ContainerStore.Sqlite;
+using Microsoft.Data.Sqlite;
+
+namespace Farm.ContainerStore.Tests.Sqlite;
+
+/// <summary>What is particular to SQLite: files, paths, and what happens when a file goes bad.</summary>
+public sealed class SqliteStoreProviderTests : IDisposable
+{
+    private readonly SqliteTestDirectory _directory = new();
+    private readonly SqliteStoreProvider _provider = new();
+
+    public void Dispose() => _directory.Dispose();
+
+    [Fact]
+    public void NewContainerConnectionString_PutsTheFileInContainersBesideTheFarmDatabase()
+    {
+        var farm = $"Data Source={_directory.File("farm.db")};Cache=Shared";
+
+        var container = new SqliteConnectionStringBuilder(_provider.NewContainerConnectionString(farm, 42));
+
+        Assert.Equal(Path.Combine(_directory.Path, "containers", "container-42.db"), container.DataSource);
+        Assert.Equal(SqliteCacheMode.Shared, container.Cache);
+    }
+
+    [Fact]
+    public async Task OpenContainer_CreatesTheContainersDirectory()
+    {
+        var connectionString = _provider.NewContainerConnectionString(_directory.ConnectionString("farm.db"), 3);
+
+        await using var database = await _provider.OpenContainerAsync(connectionString);
+
+        Assert.True(File.Exists(Path.Combine(_directory.Path, "containers", "container-3.db")));
+        Assert.Equal(connectionString, database.ConnectionString);
+    }
+
+    [Fact]
+    public async Task Open_Twice_RecordsEachMigrationOnce()
+    {
+        var connectionString = _directory.ConnectionString("farm.db");
+        await (await _provider.OpenFarmStoreAsync(connectionString)).DisposeAsync();
+        await (await _provider.OpenFarmStoreAsync(connectionString)).DisposeAsync();
+
+        await using var connection = new SqliteConnection(connectionString);
+        var versions = (await connection.QueryAsync<long>("SELECT version FROM schema_version ORDER BY version")).ToList();
+        var mode = await connection.ExecuteScalarAsync<string>("PRAGMA journal_mode");
+
+        Assert.Equal([1L], versions);
+        Assert.Equal("wal", mode);
+    }
+
+    [Fact]
+    public async Task Open_PathUnderARegularFile_ThrowsStoreUnavailableNamingThePath()
+    {
+        var blocker = _directory.File("not-a-directory");
+        await File.WriteAllTextAsync(blocker, "x");
+        var path = Path.Combine(blocker, "farm.db");
+
+        var error = await Assert.ThrowsAsync<StoreUnavailableException>(() => _provider.OpenFarmStoreAsync($"Data Source={path}"));
+
+        Assert.Contains(path, error.Message);
+    }
+
+    [Fact]
+    public async Task Open_PathThatIsADirectory_ThrowsStoreUnavailableNamingThePath()
+    {
+        var path = Directory.CreateDirectory(_directory.File("a-directory.db")).FullName;
+
+        var error = await Assert.ThrowsAsync<StoreUnavailableException>(() => _provider.OpenContainerAsync($"Data Source={path}"));
+
+        Assert.Contains(path, error.Message);
+        Assert.Contains("directory", error.Message);
+    }
+
+    [Fact]
+    public async Task Open_FileThatIsNotASqliteDatabase_ThrowsStoreUnavailableNamingThePath()
+    {
+        var path = _directory.File("garbage.db");
+        await File.WriteAllTextAsync(path, new string('x', 8192));
+
+        var farmError = await Assert.ThrowsAsync<StoreUnavailableException>(() => _provider.OpenFarmStoreAsync($"Data Source={path}"));
+        var containerError = await Assert.ThrowsAsync<StoreUnavailableException>(() => _provider.OpenContainerAsync($"Data Source={path}"));
+
+        Assert.Contains(path, farmError.Message);
+        Assert.Contains("not a SQLite database", containerError.Message);
+    }
+
+    [Theory]
+    [InlineData("")]
+    [InlineData("Data Source=:memory:")]
+    [InlineData("Nonsense Keyword=1")]
+    public async Task Open_ConnectionStringWithoutAFile_ThrowsStoreUnavailable(string connectionString)
+    {
+        await Assert.ThrowsAsync<StoreUnavailableException>(() => _provider.OpenFarmStoreAsync(connectionString));
+    }
+
+    [Fact]
+    public async Task Commit_AfterTheFileWasDeleted_ThrowsStoreUnavailable()
+    {
+        var path = _directory.File("container.db");
+        await using var database = await _provider.OpenContainerAsync($"Data Source={path}");
+        Assert.True(await database.RaiseEpochAsync(1));
+
+        File.Delete(path);
+
+        var error = await Assert.ThrowsAsync<StoreUnavailableException>(() => database.CommitAsync(1, Batch(1)));
+        Assert.Contains(path, error.Message);
+        // The writer does not quietly create an empty database in the file's place either.
+        await Assert.ThrowsAsync<StoreUnavailableException>(() => database.CommitAsync(1, Batch(2)));
+        Assert.False(File.Exists(path));
+    }
+
+    [Fact]
+    public async Task Commit_WhileAnotherProcessHoldsTheWriteLock_ThrowsStoreUnavailableInsteadOfHanging()
+    {
+        var path = _directory.File("container.db");
+        await using var database = await _provider.OpenContainerAsync($"Data Source={path};Default Timeout=1");
+        Assert.True(await database.RaiseEpochAsync(1));
+
+        await using (var intruder = new SqliteConnection($"Data Source={path};Pooling=False"))
+        {
+            await intruder.OpenAsync();
+            using var transaction = intruder.BeginTransaction(deferred: false);
+
+            var error = await Assert.ThrowsAsync<StoreUnavailableException>(() => database.CommitAsync(1, Batch(1)));
+            Assert.Contains("locked", error.Message);
+        }
+
+        // Once the lock is gone the same handle writes again.
+        await database.CommitAsync(1, Batch(1));
+        Assert.Single((await database.LoadEntityAsync(1, 0)).Messages);
+    }
+
+    private static ContainerWriteBatch Batch(long sequenceNumber)
+    {
+        var batch = new ContainerWriteBatch();
+        batch.Inserts.Add(new MessageRecord { EntityId = 1, SequenceNumber = sequenceNumber, EnqueuedAtMs = 1, Payload = [1, 2, 3], PayloadSize = 3 });
+        return batch;
+    }
+}

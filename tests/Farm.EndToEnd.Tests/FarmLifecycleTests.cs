@@ -1,0 +1,76 @@
+using System.Text.Json;
+
+namespace Farm.EndToEnd.Tests;
+
+/// <summary>`farm up`, `farm down` and `farm status` on a data directory.</summary>
+[Collection(FarmCollection.Name)]
+public sealed class FarmLifecycleTests
+{
+    [Fact]
+    public async Task Up_WritesFarmJson_StatusShowsTheNode_DownStopsIt()
+    {
+        await using var farm = await LocalFarm.StartAsync();
+
+        using (var record = JsonDocument.Parse(await File.ReadAllTextAsync(Path.Combine(farm.DataDirectory, "farm.json"))))
+        {
+            Assert.Equal(farm.ConnectionString, record.RootElement.GetProperty("connection_string").GetString());
+            Assert.Equal("running", record.RootElement.GetProperty("state").GetString());
+            var node = Assert.Single(record.RootElement.GetProperty("nodes").EnumerateArray());
+            Assert.Equal(1, node.GetProperty("id").GetInt32());
+            Assert.Equal(farm.Address, node.GetProperty("address").GetString());
+            Assert.True(LocalFarm.IsRunning(node.GetProperty("pid").GetInt32()));
+        }
+
+        var status = await farm.RunAsync("status", "--json");
+        Assert.True(status.ExitCode == 0, status.ToString());
+        using (var json = JsonDocument.Parse(status.Stdout))
+        {
+            var node = Assert.Single(json.RootElement.GetProperty("nodes").EnumerateArray());
+            Assert.Equal(1, node.GetProperty("id").GetInt64());
+            Assert.Equal(farm.Address, node.GetProperty("address").GetString()!.TrimEnd('/'));
+            Assert.True(json.RootElement.GetProperty("containers").GetArrayLength() >= 1);
+        }
+
+        var table = await farm.RunAsync("status");
+        Assert.True(table.ExitCode == 0, table.ToString());
+        Assert.Contains("NODE", table.Stdout, StringComparison.Ordinal);
+        Assert.Contains("CONTAINER", table.Stdout, StringComparison.Ordinal);
+
+        await farm.DownAsync(kill: false);
+        using (var record = JsonDocument.Parse(await File.ReadAllTextAsync(Path.Combine(farm.DataDirectory, "farm.json"))))
+        {
+            Assert.Equal("stopped", record.RootElement.GetProperty("state").GetString());
+        }
+
+        var afterDown = await farm.RunAsync("status");
+        CliErrorTests.AssertOneLineError(afterDown, 4);
+    }
+
+    [Fact]
+    public async Task Up_RefusesWhileTheFarmRuns_AndDownTwiceIsHarmless()
+    {
+        await using var farm = await LocalFarm.StartAsync();
+        var pids = farm.NodePids();
+
+        var second = await farm.RunAsync("up", "--detach", "--port", "0");
+        Assert.True(second.ExitCode == 1, second.ToString());
+        Assert.Contains("already running", second.Stderr, StringComparison.Ordinal);
+        Assert.Equal(pids.Order(), farm.NodePids().Order());
+
+        await farm.DownAsync(kill: true);
+        var again = await farm.RunAsync("down");
+        Assert.True(again.ExitCode == 0, again.ToString());
+    }
+
+    [Fact]
+    public async Task Up_WithThreeNodes_IsRefusedForNow()
+    {
+        await using var farm = LocalFarm.Create();
+
+        var result = await farm.RunAsync("up", "--nodes", "3", "--detach", "--port", "0");
+
+        CliErrorTests.AssertOneLineError(result, 2);
+        Assert.Contains("--nodes", result.Stderr, StringComparison.Ordinal);
+        Assert.False(File.Exists(Path.Combine(farm.DataDirectory, "farm.json")));
+    }
+}

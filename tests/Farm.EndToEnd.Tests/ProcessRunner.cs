@@ -1,0 +1,79 @@
+using System.Diagnostics;
+
+namespace Farm.EndToEnd.Tests;
+
+/// <summary>What a finished process printed and how it exited.</summary>
+internal sealed record ProcessResult(int ExitCode, string Stdout, string Stderr, TimeSpan Elapsed)
+{
+    /// <summary>The non-empty lines written to stderr.</summary>
+    public IReadOnlyList<string> StderrLines => Stderr.Split('\n', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries);
+
+    public override string ToString() => $"exit {ExitCode} after {Elapsed.TotalSeconds:0.0} s{Environment.NewLine}stdout: {Stdout}{Environment.NewLine}stderr: {Stderr}";
+}
+
+/// <summary>Runs a program to completion with a deadline, capturing its output.</summary>
+internal static class ProcessRunner
+{
+    public static async Task<ProcessResult> RunAsync(string fileName, IEnumerable<string> arguments, TimeSpan timeout, string? workingDirectory = null, IReadOnlyDictionary<string, string?>? environment = null)
+    {
+        var startInfo = new ProcessStartInfo(fileName)
+        {
+            RedirectStandardOutput = true,
+            RedirectStandardError = true,
+            RedirectStandardInput = true,
+            UseShellExecute = false,
+            WorkingDirectory = workingDirectory ?? Environment.CurrentDirectory,
+        };
+        foreach (var argument in arguments)
+        {
+            startInfo.ArgumentList.Add(argument);
+        }
+
+        foreach (var (name, value) in environment ?? new Dictionary<string, string?>())
+        {
+            if (value is null)
+            {
+                startInfo.Environment.Remove(name);
+            }
+            else
+            {
+                startInfo.Environment[name] = value;
+            }
+        }
+
+        var clock = Stopwatch.StartNew();
+        using var process = Process.Start(startInfo) ?? throw new InvalidOperationException($"Could not start {fileName}.");
+        process.StandardInput.Close();
+        var stdout = process.StandardOutput.ReadToEndAsync();
+        var stderr = process.StandardError.ReadToEndAsync();
+
+        using var deadline = new CancellationTokenSource(timeout);
+        try
+        {
+            await process.WaitForExitAsync(deadline.Token);
+        }
+        catch (OperationCanceledException)
+        {
+            process.Kill(entireProcessTree: true);
+            await process.WaitForExitAsync();
+            throw new TimeoutException($"{fileName} {string.Join(' ', startInfo.ArgumentList)} did not finish within {timeout}: stdout: {await stdout} stderr: {await stderr}");
+        }
+
+        return new ProcessResult(process.ExitCode, await stdout, await stderr, clock.Elapsed);
+    }
+
+    /// <summary>Waits for a condition, checking it every 50 ms, until the deadline.</summary>
+    public static async Task WaitUntilAsync(Func<bool> condition, TimeSpan timeout, string what)
+    {
+        var clock = Stopwatch.StartNew();
+        while (!condition())
+        {
+            if (clock.Elapsed > timeout)
+            {
+                throw new TimeoutException($"Timed out after {timeout} waiting until {what}.");
+            }
+
+            await Task.Delay(50);
+        }
+    }
+}
