@@ -442,4 +442,40 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
         Assert.Equal("QUOTA_EXCEEDED", error.FarmError);
         Assert.Equal(5, queue.GetCounts().Active);
     }
+
+    [Fact]
+    public async Task ForwardTo_SendsStraightToTheTarget()
+    {
+        var target = await _farm.CreateQueueAsync("target");
+        var source = await _farm.CreateQueueAsync("source", new QueueSettings { ForwardTo = "target" });
+        var service = new Messaging.MessagingService(_farm.Node);
+
+        await service.SendAsync(new SendRequest { Entity = "source", Messages = { BrokerHarness.Text("routed") } },
+            new Rpc.RpcCallContext(new Microsoft.AspNetCore.Http.DefaultHttpContext(), "/farm.v1.Messaging/Send", default));
+
+        Assert.Equal(["routed"], target.Peek(false, 0, 10).Select(Body));
+        Assert.Empty(source.Peek(false, 0, 10));
+    }
+
+    [Fact]
+    public async Task ForwardDeadLetteredMessagesTo_MovesDeadLettersToTheTarget_WithTheirReason()
+    {
+        var target = await _farm.CreateQueueAsync("errors");
+        var source = await _farm.CreateQueueAsync("work", new QueueSettings { ForwardDeadLetteredMessagesTo = "errors" });
+        await source.SendAsync([BrokerHarness.Text("bad")]);
+        var message = Assert.Single(await source.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
+        var settlement = Settle(message, Disposition.DeadLetter);
+        settlement.DeadLetterReason = "Invalid";
+        await source.SettleAsync(false, [settlement]);
+
+        await WaitUntilAsync(() =>
+        {
+            _farm.Time.Advance(_farm.Options.SweepInterval);
+            return target.Peek(false, 0, 10).Count == 1 && source.Peek(true, 0, 10).Count == 0;
+        });
+
+        var forwarded = Assert.Single(target.Peek(false, 0, 10));
+        Assert.Equal("bad", Body(forwarded));
+        Assert.Equal("Invalid", forwarded.Message.ApplicationProperties["DeadLetterReason"].StringValue);
+    }
 }

@@ -85,20 +85,25 @@ public sealed class DuplexCallTests(RpcTestServer server) : IClassFixture<RpcTes
     }
 
     [Fact]
-    public async Task Duplex_Deadline_DeadlineExceeded()
+    public async Task Duplex_DeadlinePasses_DeadlineExceededAndHandlerCancelled()
     {
+        var clock = new ManualTimeProvider();
+        using var channel = new RpcChannel(server.Address, new RpcChannelOptions { TimeProvider = clock });
         var entity = $"hold:{Guid.NewGuid()}";
-        await using var call = server.Channel.Duplex<ReceiveRequest, ReceiveResponse>(RpcTestServer.ReceiveMethod, ReceiveResponse.Parser,
-            new CallOptions(Deadline: DateTime.UtcNow.AddMilliseconds(300)));
+        await using var call = channel.Duplex<ReceiveRequest, ReceiveResponse>(RpcTestServer.ReceiveMethod, ReceiveResponse.Parser,
+            new CallOptions(Deadline: clock.GetUtcNow().UtcDateTime.AddMinutes(1)));
         await call.WriteAsync(new ReceiveRequest { Open = new ReceiveOpen { Entity = entity, Credit = 1 } });
+        await server.WhenStarted(entity).WaitAsync(Patience);
 
-        var error = await Assert.ThrowsAsync<RpcException>(async () =>
+        var reading = Assert.ThrowsAsync<RpcException>(async () =>
         {
-            await foreach (var unused in call.ReadAllAsync().WithCancellation(new CancellationTokenSource(Patience).Token))
+            await foreach (var unused in call.ReadAllAsync())
             {
             }
         });
+        clock.Advance(TimeSpan.FromMinutes(1));
 
+        var error = await reading.WaitAsync(Patience);
         Assert.Equal(RpcStatusCode.DeadlineExceeded, error.StatusCode);
         await server.WhenCancelled(entity).WaitAsync(Patience);
     }

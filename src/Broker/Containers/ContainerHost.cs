@@ -19,6 +19,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     private readonly ILogger _logger;
     private readonly ITimer _sweepTimer;
     private int _lost;
+    private Func<string, CancellationToken, Task<QueueEntity>> _resolve = null!;
 
     private ContainerHost(ContainerRecord record, IContainerDatabase database, CommitQueue commits, TimeProvider time, BrokerOptions options, ILogger logger)
     {
@@ -51,7 +52,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     /// </summary>
     public static async Task<ContainerHost> OpenAsync(
         ContainerRecord record, Func<IContainerDatabase> openDatabase, TimeProvider time, BrokerOptions options,
-        Action<long> onLost, ILogger logger, CancellationToken cancellationToken)
+        Func<string, CancellationToken, Task<QueueEntity>> resolve, Action<long> onLost, ILogger logger, CancellationToken cancellationToken)
     {
         var database = openDatabase();
         if (!await database.RaiseEpochAsync(record.Epoch, cancellationToken).ConfigureAwait(false))
@@ -67,7 +68,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             host?.MarkLost();
             onLost(id);
         }, logger);
-        host = new ContainerHost(record, database, commits, time, options, logger);
+        host = new ContainerHost(record, database, commits, time, options, logger) { _resolve = resolve };
         return host;
     }
 
@@ -88,7 +89,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
                 return loaded;
             }
             var settings = QueueSettings.FromJson(record.PropertiesJson);
-            var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options);
+            var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options) { Resolve = _resolve };
             var load = await Database.LoadEntityAsync(record.Id, _time.GetUtcNow().ToUnixTimeMilliseconds(), cancellationToken).ConfigureAwait(false);
             entity.Load(load);
             _entities[record.Id] = entity;

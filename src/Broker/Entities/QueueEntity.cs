@@ -169,6 +169,7 @@ internal sealed partial class QueueEntity
         {
             _main.SignalArrived();
         }
+        StartForwarding();
     }
 
     /// <summary>Returns true when messages became available.</summary>

@@ -106,7 +106,7 @@ public sealed partial class BrokerNode : IAsyncDisposable
             return;
         }
         var database = await _provider.OpenContainerAsync(lease.ConnectionString, cancellationToken).ConfigureAwait(false);
-        var host = await ContainerHost.OpenAsync(lease, () => database, _time, Options, OnContainerLost, _logger, cancellationToken).ConfigureAwait(false);
+        var host = await ContainerHost.OpenAsync(lease, () => database, _time, Options, ResolveQueueAsync, OnContainerLost, _logger, cancellationToken).ConfigureAwait(false);
         _containers[containerId] = host;
         LogContainerTaken(_logger, containerId, lease.Epoch);
     }

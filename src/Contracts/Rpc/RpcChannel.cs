@@ -5,7 +5,7 @@ using Google.Protobuf;
 namespace Farm.Contracts.Rpc;
 
 /// <summary>
-/// A gRPC client channel over HTTP/2 cleartext (prior knowledge), built on HttpClient.
+/// A gRPC client channel over HTTP/2 cleartext (prior knowledge), built on SocketsHttpHandler.
 /// Farm carries the standard gRPC wire protocol itself because the registry this project builds
 /// against does not serve Grpc.Net.Client's dependencies; any gRPC client (grpc-js, grpcurl)
 /// talks to Farm's servers unchanged.

@@ -1,0 +1,155 @@
+using System.Globalization;
+
+namespace Farm.Perf;
+
+/// <summary>How receivers take messages off the queue.</summary>
+internal enum ReceiveStyle
+{
+    /// <summary>FarmReceiver loops: receive up to a batch from the prefetch buffer, complete each message.</summary>
+    Receiver,
+
+    /// <summary>FarmProcessor with MaxConcurrentCalls = --concurrency and auto-complete.</summary>
+    Processor,
+}
+
+/// <summary>
+/// The load generator's command line. The defaults are the best configuration measured on the
+/// reference machine (2 cores); see perf/README.md.
+/// </summary>
+internal sealed record PerfOptions
+{
+    public const string Usage = """
+        usage: Farm.Perf single-queue [options]
+          --connection CS     farm to drive (default: start a single node on a temporary data directory)
+          --duration 20s      measured time (units ms, s, m), after the warm-up
+          --warmup 5s         load before measuring, not counted
+          --size 1024         message body bytes
+          --senders 2         concurrent senders (each its own FarmSender)
+          --inflight 4        send calls in flight per sender
+          --batch 100         messages per send call (one atomic batch)
+          --receivers 2       concurrent receivers
+          --prefetch 500      receiver prefetch (credit kept on the stream)
+          --receive-style receiver|processor
+          --concurrency 64    completes in flight per receiver (receiver) or MaxConcurrentCalls (processor)
+          --peer-batch 100    rows per SQLite transaction in the storage peer
+          --no-peer           skip the storage peer
+          --out FILE          JSON result (default perf/results/single-queue.json)
+        """;
+
+    public string Scenario { get; init; } = "single-queue";
+
+    public string? Connection { get; init; }
+
+    public TimeSpan Duration { get; init; } = TimeSpan.FromSeconds(20);
+
+    public TimeSpan Warmup { get; init; } = TimeSpan.FromSeconds(5);
+
+    public int Size { get; init; } = 1024;
+
+    public int Senders { get; init; } = 2;
+
+    public int InFlight { get; init; } = 4;
+
+    public int Batch { get; init; } = 100;
+
+    public int Receivers { get; init; } = 2;
+
+    public int Prefetch { get; init; } = 500;
+
+    public ReceiveStyle ReceiveStyle { get; init; } = ReceiveStyle.Receiver;
+
+    public int Concurrency { get; init; } = 64;
+
+    public int PeerBatch { get; init; } = 100;
+
+    public bool RunPeer { get; init; } = true;
+
+    public string? Out { get; init; }
+
+    /// <summary>Parses the arguments; throws <see cref="ArgumentException"/> naming what was wrong.</summary>
+    public static PerfOptions Parse(IReadOnlyList<string> args)
+    {
+        if (args.Count == 0 || args[0].StartsWith('-'))
+        {
+            throw new ArgumentException("name a scenario first: single-queue");
+        }
+
+        var options = new PerfOptions { Scenario = args[0] };
+        if (options.Scenario != "single-queue")
+        {
+            throw new ArgumentException($"unknown scenario '{options.Scenario}'; the scenarios are: single-queue");
+        }
+
+        for (var i = 1; i < args.Count; i++)
+        {
+            var name = args[i];
+            if (name == "--no-peer")
+            {
+                options = options with { RunPeer = false };
+                continue;
+            }
+
+            if (i + 1 >= args.Count)
+            {
+                throw new ArgumentException($"{name} needs a value");
+            }
+
+            var value = args[++i];
+            options = name switch
+            {
+                "--connection" => options with { Connection = value },
+                "--duration" => options with { Duration = ParseDuration(name, value) },
+                "--warmup" => options with { Warmup = ParseDuration(name, value, allowZero: true) },
+                "--size" => options with { Size = ParseInt(name, value, 0, 200 * 1024) },
+                "--senders" => options with { Senders = ParseInt(name, value, 0, 1024) },
+                "--inflight" => options with { InFlight = ParseInt(name, value, 1, 1024) },
+                "--batch" => options with { Batch = ParseInt(name, value, 1, 4500) },
+                "--receivers" => options with { Receivers = ParseInt(name, value, 1, 1024) },
+                "--prefetch" => options with { Prefetch = ParseInt(name, value, 0, 100_000) },
+                "--receive-style" => options with { ReceiveStyle = ParseStyle(value) },
+                "--concurrency" => options with { Concurrency = ParseInt(name, value, 1, 10_000) },
+                "--peer-batch" => options with { PeerBatch = ParseInt(name, value, 1, 100_000) },
+                "--out" => options with { Out = value },
+                _ => throw new ArgumentException($"unknown option '{name}'"),
+            };
+        }
+
+        return options;
+    }
+
+    private static int ParseInt(string name, string value, int min, int max)
+    {
+        if (!int.TryParse(value, NumberStyles.Integer, CultureInfo.InvariantCulture, out var result) || result < min || result > max)
+        {
+            throw new ArgumentException($"{name} must be a whole number from {min} to {max}; got '{value}'");
+        }
+
+        return result;
+    }
+
+    private static ReceiveStyle ParseStyle(string value) => value switch
+    {
+        "receiver" => ReceiveStyle.Receiver,
+        "processor" => ReceiveStyle.Processor,
+        _ => throw new ArgumentException($"--receive-style must be receiver or processor; got '{value}'"),
+    };
+
+    /// <summary>"20s", "500ms", "2m", or plain seconds.</summary>
+    private static TimeSpan ParseDuration(string name, string value, bool allowZero = false)
+    {
+        var (number, unit) = value switch
+        {
+            _ when value.EndsWith("ms", StringComparison.Ordinal) => (value[..^2], 0.001),
+            _ when value.EndsWith('s') => (value[..^1], 1.0),
+            _ when value.EndsWith('m') => (value[..^1], 60.0),
+            _ => (value, 1.0),
+        };
+        if (!double.TryParse(number, NumberStyles.Float, CultureInfo.InvariantCulture, out var amount)
+            || amount < 0 || (amount == 0 && !allowZero) || amount * unit > 24 * 3600)
+        {
+            throw new ArgumentException($"{name} must be a duration such as 20s, 500ms or 2m; got '{value}'");
+        }
+
+        return TimeSpan.FromSeconds(amount * unit);
+    }
+}

@@ -1,0 +1,111 @@
+using Farm.ContainerStore.Containers;
+using Farm.Contracts.V1;
+
+namespace Farm.Broker.Entities;
+
+// Auto-forwarding of messages already stored: dead letters when ForwardDeadLetteredMessagesTo is
+// set, and messages that were in the queue before ForwardTo was set (new sends with ForwardTo go
+// straight to the target). At-least-once: the target commits first, then the source deletes; a
+// crash in between leaves a copy in both, never in neither.
+internal sealed partial class QueueEntity
+{
+    private int _forwarding;
+
+    /// <summary>Finds another entity by name; set by the container host.</summary>
+    public Func<string, CancellationToken, Task<QueueEntity>>? Resolve { get; set; }
+
+    /// <summary>Starts forwarding in the background if there is anything to forward and no run is going.</summary>
+    private void StartForwarding()
+    {
+        var settings = Settings;
+        if (Resolve is null || Volatile.Read(ref _forwarding) == 1)
+        {
+            return;
+        }
+        var target = settings.ForwardTo is not null && _main.Available.Count > 0 ? (settings.ForwardTo, false)
+            : settings.ForwardDeadLetteredMessagesTo is not null && _deadLetter.Available.Count > 0 ? (settings.ForwardDeadLetteredMessagesTo, true)
+            : default;
+        if (target.Item1 is null || Interlocked.Exchange(ref _forwarding, 1) == 1)
+        {
+            return;
+        }
+        _ = Task.Run(async () =>
+        {
+            try
+            {
+                await ForwardAsync(target.Item1, target.Item2).ConfigureAwait(false);
+            }
+            catch (Exception)
+            {
+                // The messages went back to their sub-queue; the next sweep tries again.
+            }
+            finally
+            {
+                Volatile.Write(ref _forwarding, 0);
+            }
+        });
+    }
+
+    private async Task ForwardAsync(string targetName, bool fromDeadLetter)
+    {
+        var sub = SubQueueOf(fromDeadLetter);
+        var taken = new List<StoredMessage>();
+        lock (_gate)
+        {
+            ThrowIfDeleted();
+            while (taken.Count < _options.MaxMessagesPerReceive && sub.Available.Count > 0)
+            {
+                var sequence = sub.Available.Min;
+                sub.Available.Remove(sequence);
+                var message = sub.Messages[sequence];
+                message.Settling = true;
+                taken.Add(message);
+            }
+        }
+        if (taken.Count == 0)
+        {
+            return;
+        }
+        try
+        {
+            var target = await Resolve!(targetName, CancellationToken.None).ConfigureAwait(false);
+            var copies = taken.Select(m => ForwardCopy(m, fromDeadLetter)).ToList();
+            await target.SendAsync(copies).ConfigureAwait(false);
+        }
+        catch (Exception)
+        {
+            taken.ForEach(Unsettle);
+            throw;
+        }
+        var keys = taken.Select(m => new MessageKey(Id, m.SequenceNumber)).ToList();
+        await _commits.CommitAsync(
+            batch => batch.Deletes.AddRange(keys),
+            onCommitted: () =>
+            {
+                lock (_gate)
+                {
+                    taken.ForEach(sub.Remove);
+                }
+            },
+            onFailed: _ => taken.ForEach(Unsettle)).ConfigureAwait(false);
+    }
+
+    /// <summary>Dead letters carry their reason along as application properties, as Azure Service Bus does.</summary>
+    private static Message ForwardCopy(StoredMessage message, bool fromDeadLetter)
+    {
+        if (!fromDeadLetter)
+        {
+            return message.Message;
+        }
+        var copy = message.Message.Clone();
+        if (message.DeadLetterReason is { } reason)
+        {
+            copy.ApplicationProperties["DeadLetterReason"] = new PropertyValue { StringValue = reason };
+        }
+        if (message.DeadLetterDescription is { } description)
+        {
+            copy.ApplicationProperties["DeadLetterErrorDescription"] = new PropertyValue { StringValue = description };
+        }
+        return copy;
+    }
+}
