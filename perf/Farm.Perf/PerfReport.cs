@@ -1,0 +1,62 @@
+namespace Farm.Perf;
+
+/// <summary>The JSON result of one run (snake_case names; see perf/README.md).</summary>
+internal sealed record PerfReport(
+    string Scenario,
+    FarmFigures Farm,
+    PeerFigures? Peer,
+    double? RatioFarmToPeer,
+    MachineInfo Machine,
+    DateTimeOffset Timestamp,
+    string Command);
+
+internal sealed record FarmFigures(
+    double MsgsPerSec,
+    double SentPerSec,
+    double P50Ms,
+    double P90Ms,
+    double P99Ms,
+    double P999Ms,
+    long Messages,
+    double DurationS,
+    RunSettings Settings,
+    Verification Verification);
+
+internal sealed record RunSettings(
+    int Senders,
+    int Receivers,
+    int Batch,
+    int Prefetch,
+    int Size,
+    int Inflight,
+    string ReceiveStyle,
+    int Concurrency,
+    double WarmupS,
+    bool ExternalFarm);
+
+/// <summary>The exactly-once check over the whole run (warm-up, window and drain).</summary>
+internal sealed record Verification(
+    bool Passed,
+    long Attempted,
+    long Acknowledged,
+    long ReceivedUnique,
+    long Deliveries,
+    long Lost,
+    long Duplicates,
+    long Foreign,
+    long UnacknowledgedButDelivered,
+    long SendErrors,
+    long CompleteErrors,
+    long ReceiveErrors,
+    long LeftInQueue,
+    IReadOnlyList<string> Problems);
+
+internal sealed record PeerFigures(
+    string Name,
+    double MsgsPerSec,
+    long Messages,
+    double DurationS,
+    double CommitsPerSec,
+    PeerSettings Settings);
+
+internal sealed record PeerSettings(int Batch, int Size, string JournalMode, string Synchronous);
