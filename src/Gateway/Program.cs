@@ -42,7 +42,16 @@ app.MapMessaging(app.Services.GetRequiredService<MessagingService>());
 app.MapManagement(app.Services.GetRequiredService<ManagementService>());
 app.MapRpcFallbackAndReflection(MessagingReflection.Descriptor, ManagementReflection.Descriptor, MessagesReflection.Descriptor, ErrorsReflection.Descriptor);
 
-await app.StartAsync();
+try
+{
+    await app.StartAsync();
+}
+catch (IOException e)
+{
+    // Kestrel reports a taken port as an IOException; say so in one line instead of a crash dump.
+    Console.Error.WriteLine($"farm node {options.Node.NodeId}: cannot listen on {options.Host}:{options.Port}: {e.Message}");
+    return 1;
+}
 var address = app.Services.GetRequiredService<IServer>().Features.Get<IServerAddressesFeature>()!.Addresses.First()
     .Replace("[::]", "127.0.0.1", StringComparison.Ordinal).Replace("0.0.0.0", "127.0.0.1", StringComparison.Ordinal);
 var node = app.Services.GetRequiredService<BrokerNode>();

@@ -92,15 +92,41 @@ public static class NodeLauncher
         return new LaunchedNode(nodeId, process, logFile, logOffset);
     }
 
-    /// <summary>Starts a node as our child, sharing our terminal: its log lines show as they come.</summary>
+    /// <summary>
+    /// Starts a node as our child in our process group (a Ctrl+C reaches it too). Its log lines go
+    /// to our stderr as they come, so stdout carries only the connection string.
+    /// </summary>
     public static LaunchedNode StartForeground(string nodeDll, int nodeId, FarmDataDirectory data, int port)
     {
-        var startInfo = new ProcessStartInfo(DotnetHost()) { UseShellExecute = false };
+        var startInfo = new ProcessStartInfo(DotnetHost())
+        {
+            UseShellExecute = false,
+            RedirectStandardOutput = true,
+            RedirectStandardError = true,
+        };
         startInfo.ArgumentList.Add(nodeDll);
         AddNodeArguments(startInfo, nodeId, data, port);
-        var process = Process.Start(startInfo)
-            ?? throw new CliException(ExitCodes.Error, $"Could not start node {nodeId}.");
+
+        var process = new Process { StartInfo = startInfo };
+        process.OutputDataReceived += (_, e) => ForwardLine(e.Data);
+        process.ErrorDataReceived += (_, e) => ForwardLine(e.Data);
+        if (!process.Start())
+        {
+            process.Dispose();
+            throw new CliException(ExitCodes.Error, $"Could not start node {nodeId}.");
+        }
+
+        process.BeginOutputReadLine();
+        process.BeginErrorReadLine();
         return new LaunchedNode(nodeId, process, logFile: null, logOffset: 0);
+    }
+
+    private static void ForwardLine(string? line)
+    {
+        if (line is not null)
+        {
+            Console.Error.WriteLine(line);
+        }
     }
 
     /// <summary>The last lines a node wrote in this run, for an error report.</summary>

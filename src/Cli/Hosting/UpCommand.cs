@@ -1,6 +1,8 @@
 using System.CommandLine;
 using System.Diagnostics;
 using System.Globalization;
+using System.Net;
+using System.Net.Sockets;
 
 namespace Farm.Cli.Hosting;
 
@@ -73,6 +75,7 @@ public static class UpCommand
         var nodeDll = NodeLauncher.FindNodeDll();
         using var dataLock = data.AcquireLock();
         RefuseIfRunning(data);
+        RefuseIfPortsTaken(port, nodeCount);
         RemoveStaleNodeFiles(data);
 
         var launched = new List<LaunchedNode>();
@@ -153,6 +156,29 @@ public static class UpCommand
         if (running.Count > 0)
         {
             throw new CliException(ExitCodes.Error, $"A farm is already running on {data.Root} ({string.Join("; ", running)}); stop it with ./farm down first.");
+        }
+    }
+
+    /// <summary>A taken port would only show as a node crash; say so up front instead.</summary>
+    private static void RefuseIfPortsTaken(int port, int nodeCount)
+    {
+        if (port == 0)
+        {
+            return;
+        }
+
+        for (var nodePort = port; nodePort < port + nodeCount; nodePort++)
+        {
+            try
+            {
+                var listener = new TcpListener(IPAddress.Loopback, nodePort);
+                listener.Start();
+                listener.Stop();
+            }
+            catch (SocketException)
+            {
+                throw new CliException(ExitCodes.Error, string.Create(CultureInfo.InvariantCulture, $"Port {nodePort} is already in use (another farm?); pick a free one with --port, or --port 0 for any."));
+            }
         }
     }
 
@@ -238,9 +264,17 @@ public static class UpCommand
         var exitCode = ExitCodes.Ok;
         if (first == anyExited)
         {
+            // Exit code 0 is a node that was asked to stop (e.g. 'farm down' from another terminal).
             var dead = launched.First(n => n.Process.HasExited);
-            await Console.Error.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"error: node {dead.NodeId} exited with code {dead.Process.ExitCode}; stopping the farm."));
-            exitCode = ExitCodes.Error;
+            if (dead.Process.ExitCode == 0)
+            {
+                await Console.Error.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"Node {dead.NodeId} stopped; stopping the farm."));
+            }
+            else
+            {
+                await Console.Error.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"error: node {dead.NodeId} exited with code {dead.Process.ExitCode}; stopping the farm."));
+                exitCode = ExitCodes.Error;
+            }
         }
         else
         {
