@@ -76,6 +76,23 @@ public sealed class CliErrorTests
         AssertOneLineError(result, BadInput);
     }
 
+    [Fact]
+    public async Task Up_OnAFarmDatabaseThatCannotBeOpened_FailsClearly_AndLeavesTheFileAlone()
+    {
+        await using var farm = LocalFarm.Create();
+        var database = Path.Combine(farm.DataDirectory, "farm.db");
+        await File.WriteAllTextAsync(database, "this is not a database");
+
+        var result = await farm.RunAsync("up", "--detach", "--port", "0");
+
+        Assert.NotEqual(0, result.ExitCode);
+        Assert.Contains("not a SQLite database", result.Stderr, StringComparison.Ordinal);
+        Assert.Contains(database, result.Stderr, StringComparison.Ordinal);
+        Assert.DoesNotContain("   at ", result.Stderr, StringComparison.Ordinal);
+        Assert.Equal("this is not a database", await File.ReadAllTextAsync(database));
+        Assert.DoesNotContain(farm.NodePids(), LocalFarm.IsRunning);
+    }
+
     internal static void AssertOneLineError(ProcessResult result, int exitCode)
     {
         Assert.True(result.ExitCode == exitCode, $"expected exit code {exitCode}: {result}");

@@ -1,0 +1,234 @@
+using System.Collections.Concurrent;
+using Farm.Client;
+using Farm.Contracts.Rpc;
+using Farm.Contracts.V1;
+using Google.Protobuf;
+using Google.Protobuf.WellKnownTypes;
+
+namespace Farm.EndToEnd.Tests;
+
+/// <summary>One real farm process, driven through the client SDK and the raw gRPC contract.</summary>
+public sealed class SdkFarmFixture : IAsyncLifetime
+{
+    internal LocalFarm Farm { get; private set; } = null!;
+
+    public async Task InitializeAsync() => Farm = await LocalFarm.StartAsync();
+
+    public async Task DisposeAsync() => await Farm.DisposeAsync();
+}
+
+[Collection(FarmCollection.Name)]
+public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<SdkFarmFixture>
+{
+    private static readonly TimeSpan Patience = TimeSpan.FromSeconds(30);
+
+    private string Connection => fixture.Farm.ConnectionString;
+
+    private static string NewQueueName() => "q-" + Guid.NewGuid().ToString("N")[..12];
+
+    private async Task<string> CreateQueueAsync(Action<CreateQueueOptions>? configure = null)
+    {
+        var name = NewQueueName();
+        var options = new CreateQueueOptions(name);
+        configure?.Invoke(options);
+        using var admin = new FarmAdministrationClient(Connection);
+        await admin.CreateQueueAsync(options);
+        return name;
+    }
+
+    [Fact]
+    public async Task Message_RoundTrips_WithEveryKindOfProperty()
+    {
+        var queue = await CreateQueueAsync();
+        await using var client = new FarmClient(Connection);
+        await using var sender = client.CreateSender(queue);
+        var sent = new FarmMessage("hello")
+        {
+            MessageId = "id-1",
+            CorrelationId = "corr",
+            Subject = "subject",
+            ContentType = "text/plain",
+            To = "to",
+            ReplyTo = "reply",
+            TimeToLive = TimeSpan.FromHours(1),
+        };
+        var when = new DateTimeOffset(2026, 5, 4, 3, 2, 1, TimeSpan.Zero);
+        var id = Guid.NewGuid();
+        sent.ApplicationProperties["s"] = "text";
+        sent.ApplicationProperties["i"] = 42;
+        sent.ApplicationProperties["l"] = 1L << 40;
+        sent.ApplicationProperties["d"] = 2.5;
+        sent.ApplicationProperties["b"] = true;
+        sent.ApplicationProperties["bytes"] = new byte[] { 1, 2, 3 };
+        sent.ApplicationProperties["t"] = when;
+        sent.ApplicationProperties["span"] = TimeSpan.FromSeconds(90);
+        sent.ApplicationProperties["g"] = id;
+
+        var sequence = await sender.SendMessageAsync(sent);
+        await using var receiver = client.CreateReceiver(queue);
+        var received = await receiver.ReceiveMessageAsync(Patience);
+
+        Assert.NotNull(received);
+        Assert.Equal(sequence, received.SequenceNumber);
+        Assert.Equal("hello", received.Body.ToString());
+        Assert.Equal(("id-1", "corr", "subject", "text/plain", "to", "reply"),
+            (received.MessageId, received.CorrelationId, received.Subject, received.ContentType, received.To, received.ReplyTo));
+        Assert.Equal(TimeSpan.FromHours(1), received.TimeToLive);
+        Assert.Equal("text", received.ApplicationProperties["s"]);
+        Assert.Equal(42, received.ApplicationProperties["i"]);
+        Assert.Equal(1L << 40, received.ApplicationProperties["l"]);
+        Assert.Equal(2.5, received.ApplicationProperties["d"]);
+        Assert.Equal(true, received.ApplicationProperties["b"]);
+        Assert.Equal(new byte[] { 1, 2, 3 }, received.ApplicationProperties["bytes"]);
+        Assert.Equal(when, received.ApplicationProperties["t"]);
+        Assert.Equal(TimeSpan.FromSeconds(90), received.ApplicationProperties["span"]);
+        Assert.Equal(id, received.ApplicationProperties["g"]);
+        Assert.Equal(1, received.DeliveryCount);
+        await receiver.CompleteMessageAsync(received);
+        Assert.Null(await receiver.PeekMessageAsync());
+    }
+
+    [Fact]
+    public async Task Processor_HandlesEveryMessageOnce_AndCompletesThem()
+    {
+        const int count = 300;
+        var queue = await CreateQueueAsync();
+        await using var client = new FarmClient(Connection);
+        await using var sender = client.CreateSender(queue);
+        for (var i = 0; i < count; i += 100)
+        {
+            await sender.SendMessagesAsync(Enumerable.Range(i, 100).Select(n => new FarmMessage($"m{n}") { MessageId = $"m{n}" }));
+        }
+
+        var seen = new ConcurrentDictionary<string, int>();
+        var allSeen = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var processor = client.CreateProcessor(queue, new FarmProcessorOptions { MaxConcurrentCalls = 4 });
+        processor.ProcessMessageAsync += args =>
+        {
+            seen.AddOrUpdate(args.Message.MessageId!, 1, (_, n) => n + 1);
+            if (seen.Count == count)
+            {
+                allSeen.TrySetResult();
+            }
+            return Task.CompletedTask;
+        };
+        processor.ProcessErrorAsync += args =>
+        {
+            allSeen.TrySetException(args.Exception);
+            return Task.CompletedTask;
+        };
+        await processor.StartProcessingAsync();
+        await allSeen.Task.WaitAsync(TimeSpan.FromSeconds(60));
+        await processor.StopProcessingAsync();
+
+        Assert.All(seen.Values, n => Assert.Equal(1, n));
+        await ProcessRunner.WaitUntilAsync(
+            () => fixture.Farm.GetQueueCountsAsync(queue).GetAwaiter().GetResult().TotalMessageCount == 0,
+            Patience, "the processor's completions to empty the queue");
+    }
+
+    [Theory]
+    [InlineData(0)]
+    [InlineData(-5)]
+    public async Task ZeroOrNegativeLockDuration_IsRejected_AndCreatesNothing(int seconds)
+    {
+        var name = NewQueueName();
+        using var channel = new RpcChannel(new Uri(fixture.Farm.Address));
+        var request = new CreateQueueRequest
+        {
+            Name = name,
+            Properties = new Farm.Contracts.V1.QueueProperties { LockDuration = Duration.FromTimeSpan(TimeSpan.FromSeconds(seconds)) },
+        };
+
+        var error = await Assert.ThrowsAsync<RpcException>(() =>
+            channel.UnaryAsync("/farm.v1.Management/CreateQueue", request, QueueInfo.Parser));
+
+        Assert.Equal(RpcStatusCode.InvalidArgument, error.StatusCode);
+        Assert.Contains("LockDuration", error.Detail);
+        using var admin = new FarmAdministrationClient(Connection);
+        Assert.False(await admin.QueueExistsAsync(name));
+    }
+
+    [Fact]
+    public async Task ZeroMaxDeliveryCount_AndTooShortDuplicateWindow_AreRejected()
+    {
+        using var channel = new RpcChannel(new Uri(fixture.Farm.Address));
+
+        var deliveries = await Assert.ThrowsAsync<RpcException>(() => channel.UnaryAsync("/farm.v1.Management/CreateQueue",
+            new CreateQueueRequest { Name = NewQueueName(), Properties = new Farm.Contracts.V1.QueueProperties { MaxDeliveryCount = 0 } }, QueueInfo.Parser));
+        var window = await Assert.ThrowsAsync<RpcException>(() => channel.UnaryAsync("/farm.v1.Management/CreateQueue",
+            new CreateQueueRequest { Name = NewQueueName(), Properties = new Farm.Contracts.V1.QueueProperties { DuplicateDetectionHistoryTimeWindow = Duration.FromTimeSpan(TimeSpan.FromSeconds(1)) } }, QueueInfo.Parser));
+
+        Assert.Contains("MaxDeliveryCount", deliveries.Detail);
+        Assert.Contains("DuplicateDetectionHistoryTimeWindow", window.Detail);
+    }
+
+    [Fact]
+    public async Task OversizedMessage_IsRejected_NamingTheLimit_AndNothingIsStored()
+    {
+        var queue = await CreateQueueAsync();
+        using var channel = new RpcChannel(new Uri(fixture.Farm.Address));
+        var request = new SendRequest
+        {
+            Entity = queue,
+            Messages = { new Message { Body = ByteString.CopyFrom(new byte[300 * 1024]) } },
+        };
+
+        var error = await Assert.ThrowsAsync<RpcException>(() => channel.UnaryAsync("/farm.v1.Messaging/Send", request, SendResponse.Parser));
+
+        Assert.Equal("MESSAGE_SIZE_EXCEEDED", error.FarmError);
+        Assert.Contains("262144 bytes", error.Detail);
+        Assert.Equal(0, (await fixture.Farm.GetQueueCountsAsync(queue)).TotalMessageCount);
+    }
+
+    [Fact]
+    public async Task SettlingWithAnUnknownLockToken_FailsWithLockLost_AndTheMessageStays()
+    {
+        var queue = await CreateQueueAsync();
+        await using var client = new FarmClient(Connection);
+        await using var sender = client.CreateSender(queue);
+        await sender.SendMessageAsync(new FarmMessage("keep me"));
+        using var channel = new RpcChannel(new Uri(fixture.Farm.Address));
+
+        var response = await channel.UnaryAsync("/farm.v1.Messaging/Settle",
+            new SettleRequest { Entity = queue, Settlements = { new Settlement { LockToken = Guid.NewGuid().ToString() } } },
+            SettleResponse.Parser);
+
+        Assert.Equal("MESSAGE_LOCK_LOST", Assert.Single(response.Results).ErrorCode);
+        Assert.Equal(1, (await fixture.Farm.GetQueueCountsAsync(queue)).ActiveMessageCount);
+    }
+
+    [Fact]
+    public async Task SendingToAnUnknownQueue_FailsWithEntityNotFound()
+    {
+        await using var client = new FarmClient(Connection);
+        await using var sender = client.CreateSender("no-such-queue");
+
+        var error = await Assert.ThrowsAsync<FarmException>(() => sender.SendMessageAsync(new FarmMessage("x")));
+
+        Assert.Equal(FarmFailureReason.MessagingEntityNotFound, error.Reason);
+        Assert.Contains("no-such-queue", error.Message);
+    }
+
+    [Fact]
+    public async Task DeadLetterQueue_IsAddressableByPath_WithTheReason()
+    {
+        var queue = await CreateQueueAsync();
+        await using var client = new FarmClient(Connection);
+        await using var sender = client.CreateSender(queue);
+        await sender.SendMessageAsync(new FarmMessage("bad"));
+        await using var receiver = client.CreateReceiver(queue);
+        var message = await receiver.ReceiveMessageAsync(Patience);
+        Assert.NotNull(message);
+        await receiver.DeadLetterMessageAsync(message, "Invalid", "no customer");
+
+        await using var deadLetters = client.CreateReceiver(queue + "/$DeadLetterQueue");
+        var dead = await deadLetters.ReceiveMessageAsync(Patience);
+
+        Assert.NotNull(dead);
+        Assert.Equal("bad", dead.Body.ToString());
+        Assert.Equal("Invalid", dead.DeadLetterReason);
+        Assert.Equal("no customer", dead.DeadLetterErrorDescription);
+        await deadLetters.CompleteMessageAsync(dead);
+    }
+}
