@@ -22,15 +22,17 @@ internal sealed record PerfOptions
         usage: Farm.Perf single-queue [options]
           --connection CS     farm to drive (default: start a single node on a temporary data directory)
           --duration 20s      measured time (units ms, s, m), after the warm-up
-          --warmup 5s         load before measuring, not counted
+          --warmup 20s        load before measuring, not counted (the node JITs and tiers up)
           --size 1024         message body bytes
           --senders 2         concurrent senders (each its own FarmSender)
-          --inflight 4        send calls in flight per sender
-          --batch 100         messages per send call (one atomic batch)
+          --inflight 1        send calls in flight per sender
+          --batch 50          messages per send call (one atomic batch)
           --receivers 2       concurrent receivers
           --prefetch 500      receiver prefetch (credit kept on the stream)
           --receive-style receiver|processor
-          --concurrency 64    completes in flight per receiver (receiver) or MaxConcurrentCalls (processor)
+          --concurrency 128   completes in flight per receiver (receiver) or MaxConcurrentCalls (processor)
+          --complete sdk|batch  sdk: FarmReceiver.CompleteMessageAsync per message (the figure to quote);
+                              batch: one raw Settle call per received batch, bypassing the SDK (an experiment)
           --peer-batch 100    rows per SQLite transaction in the storage peer
           --no-peer           skip the storage peer
           --out FILE          JSON result (default perf/results/single-queue.json)
@@ -42,15 +44,15 @@ internal sealed record PerfOptions
 
     public TimeSpan Duration { get; init; } = TimeSpan.FromSeconds(20);
 
-    public TimeSpan Warmup { get; init; } = TimeSpan.FromSeconds(5);
+    public TimeSpan Warmup { get; init; } = TimeSpan.FromSeconds(20);
 
     public int Size { get; init; } = 1024;
 
     public int Senders { get; init; } = 2;
 
-    public int InFlight { get; init; } = 4;
+    public int InFlight { get; init; } = 1;
 
-    public int Batch { get; init; } = 100;
+    public int Batch { get; init; } = 50;
 
     public int Receivers { get; init; } = 2;
 
@@ -58,7 +60,10 @@ internal sealed record PerfOptions
 
     public ReceiveStyle ReceiveStyle { get; init; } = ReceiveStyle.Receiver;
 
-    public int Concurrency { get; init; } = 64;
+    public int Concurrency { get; init; } = 128;
+
+    /// <summary>False: <c>--complete batch</c>, the raw batched-settlement experiment (receiver style only).</summary>
+    public bool CompleteWithSdk { get; init; } = true;
 
     public int PeerBatch { get; init; } = 100;
 
@@ -108,10 +113,16 @@ internal sealed record PerfOptions
                 "--prefetch" => options with { Prefetch = ParseInt(name, value, 0, 100_000) },
                 "--receive-style" => options with { ReceiveStyle = ParseStyle(value) },
                 "--concurrency" => options with { Concurrency = ParseInt(name, value, 1, 10_000) },
+                "--complete" => options with { CompleteWithSdk = ParseComplete(value) },
                 "--peer-batch" => options with { PeerBatch = ParseInt(name, value, 1, 100_000) },
                 "--out" => options with { Out = value },
                 _ => throw new ArgumentException($"unknown option '{name}'"),
             };
+        }
+
+        if (!options.CompleteWithSdk && options.ReceiveStyle == ReceiveStyle.Processor)
+        {
+            throw new ArgumentException("--complete batch works with --receive-style receiver only");
         }
 
         return options;
@@ -132,6 +143,13 @@ internal sealed record PerfOptions
         "receiver" => ReceiveStyle.Receiver,
         "processor" => ReceiveStyle.Processor,
         _ => throw new ArgumentException($"--receive-style must be receiver or processor; got '{value}'"),
+    };
+
+    private static bool ParseComplete(string value) => value switch
+    {
+        "sdk" => true,
+        "batch" => false,
+        _ => throw new ArgumentException($"--complete must be sdk or batch; got '{value}'"),
     };
 
     /// <summary>"20s", "500ms", "2m", or plain seconds.</summary>

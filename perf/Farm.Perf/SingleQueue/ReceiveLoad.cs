@@ -23,6 +23,7 @@ internal sealed class ReceiveLoad(PerfOptions options, string connectionString, 
         await using var client = new FarmClient(connectionString);
         await using var receiver = client.CreateReceiver(queue, new FarmReceiverOptions { PrefetchCount = options.Prefetch });
         using var slots = new SemaphoreSlim(options.Concurrency, options.Concurrency);
+        using var batchSettler = options.CompleteWithSdk ? null : new BatchSettler(connectionString, queue);
         while (!stop.IsCancellationRequested)
         {
             IReadOnlyList<FarmReceivedMessage> messages;
@@ -37,6 +38,18 @@ internal sealed class ReceiveLoad(PerfOptions options, string connectionString, 
             catch (FarmException e)
             {
                 state.OnReceiveError(e);
+                continue;
+            }
+
+            if (batchSettler is not null)
+            {
+                foreach (var message in messages)
+                {
+                    state.OnReceived(message);
+                }
+
+                await slots.WaitAsync(CancellationToken.None).ConfigureAwait(false);
+                _ = CompleteBatchAsync(batchSettler, messages, slots);
                 continue;
             }
 
@@ -62,6 +75,22 @@ internal sealed class ReceiveLoad(PerfOptions options, string connectionString, 
             await receiver.CompleteMessageAsync(message, CancellationToken.None).ConfigureAwait(false);
         }
         catch (Exception e) when (e is FarmException or InvalidOperationException)
+        {
+            state.OnSettleError(e);
+        }
+        finally
+        {
+            slots.Release();
+        }
+    }
+
+    private async Task CompleteBatchAsync(BatchSettler settler, IReadOnlyList<FarmReceivedMessage> messages, SemaphoreSlim slots)
+    {
+        try
+        {
+            await settler.CompleteAsync(messages).ConfigureAwait(false);
+        }
+        catch (InvalidOperationException e)
         {
             state.OnSettleError(e);
         }
