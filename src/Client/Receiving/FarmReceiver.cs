@@ -13,6 +13,7 @@ public sealed class FarmReceiver : IAsyncDisposable
     private readonly FarmConnection _connection;
     private readonly Action<IAsyncDisposable>? _onClosed;
     private readonly ReceiveLink _link;
+    private readonly SettleBatcher _settler;
     private long _lastPeekedSequenceNumber = -1;
     private int _closed;
 
@@ -26,6 +27,7 @@ public sealed class FarmReceiver : IAsyncDisposable
         ReceiveMode = options.ReceiveMode;
         PrefetchCount = options.PrefetchCount;
         _link = new ReceiveLink(connection, EntityPath, WireMode);
+        _settler = new SettleBatcher(EntityPath, request => _connection.UnaryAsync(RpcMethods.Settle, request, SettleResponse.Parser, EntityPath, CancellationToken.None));
     }
 
     public string EntityPath { get; }
@@ -193,11 +195,21 @@ public sealed class FarmReceiver : IAsyncDisposable
             DeadLetterErrorDescription = description ?? string.Empty,
         };
         PropertyValues.CopyTo(propertiesToModify, settlement.PropertiesToModify);
-        var request = new SettleRequest { Entity = message.EntityPath };
-        request.Settlements.Add(settlement);
+        if (!string.Equals(message.EntityPath, EntityPath, StringComparison.OrdinalIgnoreCase))
+        {
+            // Not this receiver's entity: its own call, not the batch.
+            var request = new SettleRequest { Entity = message.EntityPath };
+            request.Settlements.Add(settlement);
+            var response = await _connection.UnaryAsync(RpcMethods.Settle, request, SettleResponse.Parser, EntityPath, cancellationToken).ConfigureAwait(false);
+            ThrowIfFailed(response, EntityPath);
+            return;
+        }
 
-        var response = await _connection.UnaryAsync(RpcMethods.Settle, request, SettleResponse.Parser, EntityPath, cancellationToken).ConfigureAwait(false);
-        ThrowIfFailed(response, EntityPath);
+        var result = await _settler.SettleAsync(settlement, cancellationToken).ConfigureAwait(false);
+        if (!FarmErrors.IsSuccessCode(result.ErrorCode))
+        {
+            throw FarmErrors.FromErrorCode(result.ErrorCode, result.ErrorMessage, EntityPath);
+        }
     }
 
     internal static void ThrowIfFailed(SettleResponse response, string entityPath)

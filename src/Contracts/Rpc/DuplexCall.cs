@@ -50,13 +50,13 @@ public sealed class DuplexCall<TRequest, TResponse> : IAsyncDisposable
             throw _ended;
         }
 
-        var frame = GrpcFraming.Frame(message);
+        var size = message.CalculateSize();
         using var linked = cancellationToken.CanBeCanceled ? CancellationTokenSource.CreateLinkedTokenSource(_call.Token, cancellationToken) : null;
         var token = linked?.Token ?? _call.Token;
         try
         {
             var stream = await _content.Stream.WaitAsync(token).ConfigureAwait(false);
-            await stream.WriteAsync(frame, token).ConfigureAwait(false);
+            await GrpcFraming.WriteMessageAsync(stream, message, size, token).ConfigureAwait(false);
             // Each message is sent now, not when some buffer fills: a credit request must not wait.
             await stream.FlushAsync(token).ConfigureAwait(false);
         }

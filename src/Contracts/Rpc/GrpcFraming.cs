@@ -6,13 +6,24 @@ namespace Farm.Contracts.Rpc;
 /// <summary>Length-prefixed gRPC messages on a client's HTTP streams.</summary>
 internal static class GrpcFraming
 {
-    public static byte[] Frame(IMessage message)
+    /// <summary>
+    /// Writes one framed message. The frame lives in a pooled buffer only for the write: a batch
+    /// of a hundred 1 KB messages would otherwise land on the large object heap on every call.
+    /// </summary>
+    public static async ValueTask WriteMessageAsync(Stream stream, IMessage message, int size, CancellationToken cancellationToken)
     {
-        var size = message.CalculateSize();
-        var frame = new byte[GrpcProtocol.FrameHeaderSize + size];
-        GrpcProtocol.WriteFrameHeader(frame, size);
-        message.WriteTo(frame.AsSpan(GrpcProtocol.FrameHeaderSize));
-        return frame;
+        var length = GrpcProtocol.FrameHeaderSize + size;
+        var buffer = ArrayPool<byte>.Shared.Rent(length);
+        try
+        {
+            GrpcProtocol.WriteFrameHeader(buffer, size);
+            message.WriteTo(buffer.AsSpan(GrpcProtocol.FrameHeaderSize, size));
+            await stream.WriteAsync(buffer.AsMemory(0, length), cancellationToken).ConfigureAwait(false);
+        }
+        finally
+        {
+            ArrayPool<byte>.Shared.Return(buffer);
+        }
     }
 
     /// <summary>Reads the next message, or returns null at the end of the stream.</summary>

@@ -15,7 +15,7 @@ public sealed partial class RpcChannel
         using var call = new RpcCall(this, options);
         try
         {
-            var content = new ByteArrayContent(GrpcFraming.Frame(request));
+            var content = new GrpcMessageContent(request);
             using var httpRequest = CreateRequest(method, content, call, options);
             using var response = await _invoker.SendAsync(httpRequest, call.Token).ConfigureAwait(false);
             if (GrpcResponse.IsTrailersOnly(response, out var trailersOnlyError))
