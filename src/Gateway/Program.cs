@@ -8,6 +8,7 @@ using Farm.ContainerStore.Sqlite;
 using Farm.Contracts.V1;
 using Farm.Gateway.Hosting;
 using Farm.Gateway.Management;
+using Farm.Gateway.Routing;
 using Microsoft.AspNetCore.Hosting.Server;
 using Microsoft.AspNetCore.Hosting.Server.Features;
 
@@ -34,11 +35,13 @@ builder.Services.AddSingleton(TimeProvider.System);
 builder.Services.AddSingleton<IStoreProvider, SqliteStoreProvider>();
 builder.Services.AddSingleton<BrokerNode>();
 builder.Services.AddSingleton<MessagingService>();
+builder.Services.AddSingleton<OwnerChannels>();
+builder.Services.AddSingleton<MessagingRouter>();
 builder.Services.AddSingleton<ManagementService>();
 builder.Services.AddRouting();
 
 var app = builder.Build();
-app.MapMessaging(app.Services.GetRequiredService<MessagingService>());
+app.Services.GetRequiredService<MessagingRouter>().Map(app);
 app.MapManagement(app.Services.GetRequiredService<ManagementService>());
 app.MapRpcFallbackAndReflection(MessagingReflection.Descriptor, ManagementReflection.Descriptor, MessagesReflection.Descriptor, ErrorsReflection.Descriptor);
 

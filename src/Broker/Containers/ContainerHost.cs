@@ -30,12 +30,16 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         _time = time;
         _options = options;
         _logger = logger;
+        TakenAt = time.GetUtcNow();
         _sweepTimer = time.CreateTimer(_ => Sweep(), null, options.SweepInterval, options.SweepInterval);
     }
 
     public long Id { get; }
 
     public long Epoch { get; }
+
+    /// <summary>When this broker took the container (its clock); rebalancing leaves young ones alone.</summary>
+    public DateTimeOffset TakenAt { get; }
 
     public IContainerDatabase Database { get; }
 

@@ -15,7 +15,7 @@ namespace Farm.Broker.Node;
 public sealed partial class BrokerNode : IAsyncDisposable
 {
     private readonly ConcurrentDictionary<long, ContainerHost> _containers = new();
-    private readonly ConcurrentDictionary<string, (long ContainerId, long EntityId)> _entityIndex = new(StringComparer.OrdinalIgnoreCase);
+    private readonly ConcurrentDictionary<string, EntityRecord> _entityIndex = new(StringComparer.OrdinalIgnoreCase);
     private readonly IStoreProvider _provider;
     private readonly NodeOptions _nodeOptions;
     private readonly TimeProvider _time;
@@ -63,26 +63,25 @@ public sealed partial class BrokerNode : IAsyncDisposable
             await CreateContainerAsync(farm, cancellationToken).ConfigureAwait(false);
             containers = await farm.ListContainersAsync(cancellationToken).ConfigureAwait(false);
         }
-        foreach (var container in containers)
+        foreach (var container in containers.Where(c => c.OwnerNode == NodeId))
         {
-            if (container.OwnerNode == NodeId)
-            {
-                // Left by an earlier life of this node (crash): let go so taking it again raises the
-                // epoch, fencing out anything that earlier process might still write.
-                await farm.ReleaseContainerAsync(container.Id, NodeId, cancellationToken).ConfigureAwait(false);
-            }
-            await TakeContainerAsync(farm, container.Id, cancellationToken).ConfigureAwait(false);
+            // Left by an earlier life of this node (a crash): let go, so whoever takes it next
+            // raises the epoch and fences out anything that earlier process might still write.
+            await farm.ReleaseContainerAsync(container.Id, NodeId, cancellationToken).ConfigureAwait(false);
         }
+        // One pass now, so a node that is the farm's only one serves as soon as it says it is up.
+        await OwnershipPassAsync(farm, cancellationToken).ConfigureAwait(false);
         _farm = farm;
-        _heartbeat = Task.Run(() => HeartbeatLoopAsync(_stopping.Token), CancellationToken.None);
+        _heartbeat = Task.Run(() => OwnershipLoopAsync(_stopping.Token), CancellationToken.None);
         LogStarted(_logger, NodeId, address, _containers.Count);
     }
 
     /// <summary>Creates a container record and its database, and takes it.</summary>
     public async Task<ContainerRecord> CreateContainerAsync(CancellationToken cancellationToken)
     {
+        // Created unowned: the ownership passes give it to the node whose share has room.
         var record = await CreateContainerAsync(Farm, cancellationToken).ConfigureAwait(false);
-        await TakeContainerAsync(Farm, record.Id, cancellationToken).ConfigureAwait(false);
+        await OwnershipPassAsync(Farm, cancellationToken).ConfigureAwait(false);
         return (await Farm.GetContainerAsync(record.Id, cancellationToken).ConfigureAwait(false))!;
     }
 
@@ -97,18 +96,20 @@ public sealed partial class BrokerNode : IAsyncDisposable
         return record;
     }
 
-    private async Task TakeContainerAsync(IFarmStore farm, long containerId, CancellationToken cancellationToken)
+    /// <summary>Leases a container and fences it with the new epoch; false when another node holds it.</summary>
+    private async Task<bool> TakeContainerAsync(IFarmStore farm, long containerId, CancellationToken cancellationToken)
     {
         var lease = await farm.TryAcquireContainerAsync(containerId, NodeId, _nodeOptions.LeaseDuration, cancellationToken).ConfigureAwait(false);
         if (lease is null)
         {
             LogContainerHeld(_logger, containerId);
-            return;
+            return false;
         }
         var database = await _provider.OpenContainerAsync(lease.ConnectionString, cancellationToken).ConfigureAwait(false);
         var host = await ContainerHost.OpenAsync(lease, () => database, _time, Options, ResolveQueueAsync, OnContainerLost, _logger, cancellationToken).ConfigureAwait(false);
         _containers[containerId] = host;
         LogContainerTaken(_logger, containerId, lease.Epoch);
+        return true;
     }
 
     private void OnContainerLost(long containerId)
@@ -120,34 +121,6 @@ public sealed partial class BrokerNode : IAsyncDisposable
         }
     }
 
-    private async Task HeartbeatLoopAsync(CancellationToken cancellationToken)
-    {
-        using var timer = new PeriodicTimer(_nodeOptions.HeartbeatInterval, _time);
-        while (await timer.WaitForNextTickAsync(cancellationToken).ConfigureAwait(false))
-        {
-            try
-            {
-                await Farm.HeartbeatAsync(NodeId, cancellationToken).ConfigureAwait(false);
-                foreach (var containerId in _containers.Keys)
-                {
-                    var lease = await Farm.TryAcquireContainerAsync(containerId, NodeId, _nodeOptions.LeaseDuration, cancellationToken).ConfigureAwait(false);
-                    if (lease is null || (_containers.TryGetValue(containerId, out var host) && lease.Epoch != host.Epoch))
-                    {
-                        OnContainerLost(containerId);
-                    }
-                }
-            }
-            catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
-            {
-                return;
-            }
-            catch (Exception e)
-            {
-                LogHeartbeatFailed(_logger, e);
-            }
-        }
-    }
-
     internal bool TryGetContainer(long containerId, out ContainerHost host) => _containers.TryGetValue(containerId, out host!);
 
     /// <summary>The containers this node serves now.</summary>
@@ -155,37 +128,53 @@ public sealed partial class BrokerNode : IAsyncDisposable
 
     /// <summary>
     /// Finds a queue by name and loads it if needed. Throws NotFound for an unknown queue and
-    /// NOT_OWNER when its container is served elsewhere.
+    /// NOT_OWNER (naming the owner when it is known and alive) when its container is served elsewhere.
     /// </summary>
     internal async Task<QueueEntity> ResolveQueueAsync(string name, CancellationToken cancellationToken)
     {
-        if (_entityIndex.TryGetValue(name, out var known)
-            && _containers.TryGetValue(known.ContainerId, out var knownHost)
-            && knownHost.TryGetEntity(known.EntityId, out var cached))
+        var record = await FindEntityAsync(name, cancellationToken).ConfigureAwait(false);
+        if (_containers.TryGetValue(record.ContainerId, out var host) && host.TryGetEntity(record.Id, out var cached))
         {
             return cached;
+        }
+        if (host is not null)
+        {
+            // About to load it: read the record afresh, another node may have changed it since it was cached.
+            record = await Farm.GetEntityAsync(name, cancellationToken).ConfigureAwait(false) ?? throw FarmErrors.EntityNotFound(name);
+        }
+        return await LoadAsync(record, cancellationToken).ConfigureAwait(false);
+    }
+
+    /// <summary>The entity's record, cached by name: routing must not cost a database query per call.</summary>
+    internal async Task<EntityRecord> FindEntityAsync(string name, CancellationToken cancellationToken)
+    {
+        if (_entityIndex.TryGetValue(name, out var known))
+        {
+            return known;
         }
         var record = await Farm.GetEntityAsync(name, cancellationToken).ConfigureAwait(false);
         if (record is null || record.Kind != EntityKinds.Queue)
         {
-            _entityIndex.TryRemove(name, out _);
             throw FarmErrors.EntityNotFound(name);
         }
-        return await LoadAsync(record, cancellationToken).ConfigureAwait(false);
+        _entityIndex[name] = record;
+        return record;
     }
+
+    /// <summary>Forgets what this node cached about an entity (it was deleted or changed elsewhere).</summary>
+    internal void ForgetEntity(string name) => _entityIndex.TryRemove(name, out _);
+
+    /// <summary>True when this node serves the container the entity lives in.</summary>
+    internal bool IsLocal(EntityRecord record) => _containers.ContainsKey(record.ContainerId);
 
     internal async Task<QueueEntity> LoadAsync(EntityRecord record, CancellationToken cancellationToken)
     {
         if (!_containers.TryGetValue(record.ContainerId, out var host))
         {
-            var container = await Farm.GetContainerAsync(record.ContainerId, cancellationToken).ConfigureAwait(false);
-            var owner = container?.OwnerNode is { } ownerId
-                ? (await Farm.ListNodesAsync(cancellationToken).ConfigureAwait(false)).FirstOrDefault(n => n.Id == ownerId)?.Address
-                : null;
-            throw FarmErrors.NotOwner(record.Name, owner);
+            throw FarmErrors.NotOwner(record.Name, OwnerAddressOf(record.ContainerId));
         }
         var entity = await host.LoadEntityAsync(record, cancellationToken).ConfigureAwait(false);
-        _entityIndex[record.Name] = (record.ContainerId, record.Id);
+        _entityIndex[record.Name] = record;
         return entity;
     }
 
@@ -202,6 +191,7 @@ public sealed partial class BrokerNode : IAsyncDisposable
     /// <summary>Applies new settings to a loaded queue (the farm database already has them).</summary>
     internal void RefreshSettings(EntityRecord record)
     {
+        _entityIndex[record.Name] = record;
         if (_containers.TryGetValue(record.ContainerId, out var host) && host.TryGetEntity(record.Id, out var entity))
         {
             entity.Settings = QueueSettings.FromJson(record.PropertiesJson);

@@ -15,8 +15,23 @@ public sealed class NodeOptions
     public string? FarmConnectionString { get; set; }
 
     /// <summary>How long a container lease lasts without renewal (database clock).</summary>
-    public TimeSpan LeaseDuration { get; set; } = TimeSpan.FromSeconds(10);
+    public TimeSpan LeaseDuration { get; set; } = TimeSpan.FromSeconds(3);
 
-    /// <summary>How often the node heartbeats and renews its leases.</summary>
-    public TimeSpan HeartbeatInterval { get; set; } = TimeSpan.FromSeconds(2);
+    /// <summary>How often the node heartbeats, renews its leases and looks at the farm's containers.</summary>
+    public TimeSpan HeartbeatInterval { get; set; } = TimeSpan.FromMilliseconds(500);
+
+    /// <summary>A node whose heartbeat is older than this (database clock) counts as dead.</summary>
+    public TimeSpan NodeTimeout { get; set; } = TimeSpan.FromSeconds(3);
+
+    /// <summary>
+    /// An orphaned container (no owner, or a dead one) goes to a node with room under its fair
+    /// share at once; after this long any live node takes it, so availability beats balance.
+    /// </summary>
+    public TimeSpan OrphanGrace { get; set; } = TimeSpan.FromSeconds(1);
+
+    /// <summary>A container stays at least this long with a node before rebalancing moves it, so ownership never flaps.</summary>
+    public TimeSpan MinimumStay { get; set; } = TimeSpan.FromSeconds(10);
+
+    /// <summary>At most one planned move per this interval per node.</summary>
+    public TimeSpan RebalanceInterval { get; set; } = TimeSpan.FromSeconds(5);
 }

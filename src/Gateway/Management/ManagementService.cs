@@ -3,17 +3,42 @@ using Farm.Broker.Entities;
 using Farm.Broker.Node;
 using Farm.Broker.Rpc;
 using Farm.ContainerStore.FarmDatabase;
+using Farm.Contracts.Rpc;
 using Farm.Contracts.V1;
+using Farm.Gateway.Routing;
+using Google.Protobuf;
 using Google.Protobuf.WellKnownTypes;
 
 namespace Farm.Gateway.Management;
 
 /// <summary>
 /// farm.v1.Management: entities and containers in the farm database, with runtime counts from
-/// the broker that serves them. In a single-node farm that broker runs in this process.
+/// the broker that serves them. Calls about one queue's runtime (get with counts, update, delete)
+/// run on the node that owns the queue's container: another node forwards them there.
 /// </summary>
-internal sealed class ManagementService(BrokerNode node)
+internal sealed class ManagementService(BrokerNode node, OwnerChannels channels)
 {
+    private const string Prefix = ManagementEndpoints.Prefix;
+
+    /// <summary>
+    /// Runs <paramref name="here"/> when this node serves the queue (or the call was forwarded
+    /// here); otherwise forwards the call to the owner. An owner that is not known yet (a
+    /// failover in progress) is an Unavailable the client retries.
+    /// </summary>
+    private async Task<TResponse> OnOwnerAsync<TRequest, TResponse>(
+        EntityRecord record, string method, TRequest request, RpcCallContext context, MessageParser<TResponse> parser, Func<Task<TResponse>> here)
+        where TRequest : IMessage<TRequest>
+        where TResponse : IMessage<TResponse>
+    {
+        if (node.IsLocal(record) || context.GetHeader(OwnerChannels.DirectHeader) is not null)
+        {
+            return await here();
+        }
+        var owner = node.OwnerAddressOf(record.ContainerId) ?? throw FarmErrors.NotOwner(record.Name, null);
+        return await channels.Get(owner).UnaryAsync(method, request, parser,
+            new CallOptions(OwnerChannels.DirectHeaders, CancellationToken: context.CancellationToken));
+    }
+
     public async Task<QueueInfo> CreateQueueAsync(CreateQueueRequest request, RpcCallContext context)
     {
         var ct = context.CancellationToken;
@@ -43,7 +68,10 @@ internal sealed class ManagementService(BrokerNode node)
         {
             throw FarmErrors.EntityExists(request.Name);
         }
-        return await ToInfoAsync(record, ct);
+        // New and empty; its container may be served by another node, which loads it on first use.
+        var info = ToInfoWithoutCounts(record);
+        info.Counts = new MessageCounts();
+        return info;
     }
 
     private async Task ValidateForwardTargetsAsync(QueueSettings settings, CancellationToken ct)
@@ -60,27 +88,36 @@ internal sealed class ManagementService(BrokerNode node)
     public async Task<QueueInfo> GetQueueAsync(GetQueueRequest request, RpcCallContext context)
     {
         var record = await GetRecordAsync(request.Name, context.CancellationToken);
-        return await ToInfoAsync(record, context.CancellationToken);
+        return await OnOwnerAsync(record, Prefix + "GetQueue", request, context, QueueInfo.Parser,
+            () => ToInfoAsync(record, context.CancellationToken));
     }
 
     public async Task<QueueInfo> UpdateQueueAsync(UpdateQueueRequest request, RpcCallContext context)
     {
         var ct = context.CancellationToken;
         var record = await GetRecordAsync(request.Name, ct);
-        var settings = QueueSettings.FromJson(record.PropertiesJson).With(request.Properties, record.Name);
-        await ValidateForwardTargetsAsync(settings, ct);
-        var updated = await node.Farm.UpdateEntityAsync(record.Name, settings.ToJson(), ct) ?? throw FarmErrors.EntityNotFound(request.Name);
-        node.RefreshSettings(updated);
-        return await ToInfoAsync(updated, ct);
+        return await OnOwnerAsync(record, Prefix + "UpdateQueue", request, context, QueueInfo.Parser, async () =>
+        {
+            var settings = QueueSettings.FromJson(record.PropertiesJson).With(request.Properties, record.Name);
+            await ValidateForwardTargetsAsync(settings, ct);
+            var updated = await node.Farm.UpdateEntityAsync(record.Name, settings.ToJson(), ct) ?? throw FarmErrors.EntityNotFound(request.Name);
+            node.RefreshSettings(updated);
+            return await ToInfoAsync(updated, ct);
+        });
     }
 
     public async Task<DeleteQueueResponse> DeleteQueueAsync(DeleteQueueRequest request, RpcCallContext context)
     {
         var record = await GetRecordAsync(request.Name, context.CancellationToken);
-        // The record goes first, so no new operation finds the queue while its messages are purged.
-        await node.Farm.DeleteEntityAsync(record.Name, context.CancellationToken);
-        await node.DropEntityAsync(record);
-        return new DeleteQueueResponse();
+        var response = await OnOwnerAsync(record, Prefix + "DeleteQueue", request, context, DeleteQueueResponse.Parser, async () =>
+        {
+            // The record goes first, so no new operation finds the queue while its messages are purged.
+            await node.Farm.DeleteEntityAsync(record.Name, context.CancellationToken);
+            await node.DropEntityAsync(record);
+            return new DeleteQueueResponse();
+        });
+        node.ForgetEntity(record.Name);
+        return response;
     }
 
     public async Task<ListQueuesResponse> ListQueuesAsync(ListQueuesRequest request, RpcCallContext context)
@@ -89,7 +126,16 @@ internal sealed class ManagementService(BrokerNode node)
         var response = new ListQueuesResponse();
         foreach (var record in records.OrderBy(r => r.Name, StringComparer.OrdinalIgnoreCase))
         {
-            response.Queues.Add(await ToInfoAsync(record, context.CancellationToken));
+            try
+            {
+                response.Queues.Add(await OnOwnerAsync(record, Prefix + "GetQueue", new GetQueueRequest { Name = record.Name }, context, QueueInfo.Parser,
+                    () => ToInfoAsync(record, context.CancellationToken)));
+            }
+            catch (RpcException e) when (e.StatusCode == RpcStatusCode.Unavailable)
+            {
+                // Its owner is unreachable right now (a failover): list it without counts.
+                response.Queues.Add(ToInfoWithoutCounts(record));
+            }
         }
         return response;
     }
@@ -147,7 +193,15 @@ internal sealed class ManagementService(BrokerNode node)
 
     private async Task<QueueInfo> ToInfoAsync(EntityRecord record, CancellationToken ct)
     {
-        var info = new QueueInfo
+        var info = ToInfoWithoutCounts(record);
+        var queue = await node.LoadAsync(record, ct);
+        info.Counts = queue.GetCounts();
+        return info;
+    }
+
+    private static QueueInfo ToInfoWithoutCounts(EntityRecord record)
+    {
+        return new QueueInfo
         {
             Name = record.Name,
             ContainerId = record.ContainerId,
@@ -155,9 +209,6 @@ internal sealed class ManagementService(BrokerNode node)
             CreatedAt = Timestamp.FromDateTime(DateTime.SpecifyKind(record.CreatedAt, DateTimeKind.Utc)),
             UpdatedAt = Timestamp.FromDateTime(DateTime.SpecifyKind(record.UpdatedAt, DateTimeKind.Utc)),
         };
-        var queue = await node.LoadAsync(record, ct);
-        info.Counts = queue.GetCounts();
-        return info;
     }
 
     private static ContainerInfo ToInfo(ContainerRecord c)

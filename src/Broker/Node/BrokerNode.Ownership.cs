@@ -1,0 +1,147 @@
+using Farm.Broker.Containers;
+using Farm.ContainerStore.FarmDatabase;
+using Microsoft.Extensions.Logging;
+
+namespace Farm.Broker.Node;
+
+// Membership and container ownership. Every node runs the same loop against the farm database:
+// heartbeat, renew its leases, then compare what it owns with its fair share of the containers
+// over the live nodes (ranked by id, so every node computes the same shares). It takes orphaned
+// containers (no owner, or an owner whose heartbeat lapsed) up to its share, any orphan after
+// OrphanGrace, and gives one container back gracefully when it holds more than its share while
+// another live node holds less. Liveness and leases use the database's clock.
+public sealed partial class BrokerNode
+{
+    private readonly Dictionary<long, DateTimeOffset> _orphanSeen = [];
+    private DateTimeOffset _lastRelease = DateTimeOffset.MinValue;
+
+    /// <summary>Container id -> owner address, as of the last ownership pass; for routing.</summary>
+    private volatile IReadOnlyDictionary<long, (long Owner, long Epoch, string? Address)> _owners =
+        new Dictionary<long, (long, long, string?)>();
+
+    /// <summary>The address of the live node that owns a container, or null when unknown or dead.</summary>
+    internal string? OwnerAddressOf(long containerId) =>
+        _owners.TryGetValue(containerId, out var owner) ? owner.Address : null;
+
+    private async Task OwnershipPassAsync(IFarmStore farm, CancellationToken cancellationToken)
+    {
+        await farm.HeartbeatAsync(NodeId, cancellationToken).ConfigureAwait(false);
+        foreach (var (containerId, host) in _containers)
+        {
+            var lease = await farm.TryAcquireContainerAsync(containerId, NodeId, _nodeOptions.LeaseDuration, cancellationToken).ConfigureAwait(false);
+            if (lease is null || lease.Epoch != host.Epoch)
+            {
+                OnContainerLost(containerId);
+            }
+        }
+
+        var nodes = await farm.ListNodesAsync(cancellationToken).ConfigureAwait(false);
+        var containers = await farm.ListContainersAsync(cancellationToken).ConfigureAwait(false);
+        var live = nodes
+            .Where(n => n.State == NodeStates.Active && (n.Id == NodeId || n.HeartbeatAge < _nodeOptions.NodeTimeout))
+            .OrderBy(n => n.Id)
+            .ToList();
+        var liveIds = live.Select(n => n.Id).ToHashSet();
+        _owners = containers.ToDictionary(
+            c => c.Id,
+            c => (c.OwnerNode ?? 0, c.Epoch, c.OwnerNode is { } o && liveIds.Contains(o) ? live.First(n => n.Id == o).Address : null));
+
+        var owned = containers.GroupBy(c => c.OwnerNode ?? 0).ToDictionary(g => g.Key, g => g.Count());
+        int ShareOf(long nodeId)
+        {
+            var rank = live.FindIndex(n => n.Id == nodeId);
+            return rank < 0 ? 0 : containers.Count / live.Count + (rank < containers.Count % live.Count ? 1 : 0);
+        }
+
+        var now = _time.GetUtcNow();
+        var myShare = ShareOf(NodeId);
+        var mine = _containers.Count;
+        foreach (var container in containers.OrderBy(c => c.Id))
+        {
+            var orphaned = container.OwnerNode is not { } owner || !liveIds.Contains(owner);
+            if (!orphaned)
+            {
+                _orphanSeen.Remove(container.Id);
+                continue;
+            }
+            if (_containers.ContainsKey(container.Id))
+            {
+                continue;
+            }
+            if (!_orphanSeen.TryGetValue(container.Id, out var seen))
+            {
+                _orphanSeen[container.Id] = seen = now;
+            }
+            if (mine < myShare || now - seen >= _nodeOptions.OrphanGrace)
+            {
+                if (await TakeContainerAsync(farm, container.Id, cancellationToken).ConfigureAwait(false))
+                {
+                    mine++;
+                    _orphanSeen.Remove(container.Id);
+                }
+            }
+        }
+
+        var someoneShort = live.Any(n => n.Id != NodeId && owned.GetValueOrDefault(n.Id) < ShareOf(n.Id));
+        if (mine > myShare && someoneShort && now - _lastRelease >= _nodeOptions.RebalanceInterval)
+        {
+            var candidate = _containers.Values
+                .Where(h => now - h.TakenAt >= _nodeOptions.MinimumStay)
+                .OrderByDescending(h => h.TakenAt)
+                .FirstOrDefault();
+            if (candidate is not null)
+            {
+                _lastRelease = now;
+                LogRebalancing(_logger, candidate.Id, mine, myShare);
+                await ReleaseContainerAsync(farm, candidate.Id).ConfigureAwait(false);
+            }
+        }
+    }
+
+    /// <summary>
+    /// Hands a container back on purpose: stop serving its entities, let the commit queue drain,
+    /// then release the lease so another node takes it (raising the epoch) at once.
+    /// </summary>
+    internal async Task ReleaseContainerAsync(IFarmStore farm, long containerId)
+    {
+        if (!_containers.TryRemove(containerId, out var host))
+        {
+            return;
+        }
+        await host.DisposeAsync().ConfigureAwait(false);
+        await farm.ReleaseContainerAsync(containerId, NodeId).ConfigureAwait(false);
+        LogContainerReleased(_logger, containerId);
+    }
+
+    private async Task OwnershipLoopAsync(CancellationToken cancellationToken)
+    {
+        using var timer = new PeriodicTimer(_nodeOptions.HeartbeatInterval, _time);
+        try
+        {
+            while (await timer.WaitForNextTickAsync(cancellationToken).ConfigureAwait(false))
+            {
+                try
+                {
+                    await OwnershipPassAsync(Farm, cancellationToken).ConfigureAwait(false);
+                }
+                catch (Exception e) when (e is not OperationCanceledException)
+                {
+                    LogOwnershipPassFailed(_logger, e);
+                }
+            }
+        }
+        catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
+        {
+            // Stopping.
+        }
+    }
+
+    [LoggerMessage(Level = LogLevel.Information, Message = "Handing container {ContainerId} to a node with fewer: this node holds {Mine}, its share is {Share}")]
+    private static partial void LogRebalancing(ILogger logger, long containerId, int mine, int share);
+
+    [LoggerMessage(Level = LogLevel.Information, Message = "Released container {ContainerId}")]
+    private static partial void LogContainerReleased(ILogger logger, long containerId);
+
+    [LoggerMessage(Level = LogLevel.Warning, Message = "Ownership pass failed")]
+    private static partial void LogOwnershipPassFailed(ILogger logger, Exception exception);
+}
