@@ -4,6 +4,7 @@ using Farm.Broker.Messaging;
 using Farm.Broker.Node;
 using Farm.Broker.Rpc;
 using Farm.ContainerStore;
+using Farm.ContainerStore.Postgres;
 using Farm.ContainerStore.Sqlite;
 using Farm.Contracts.V1;
 using Farm.Gateway.Hosting;
@@ -32,7 +33,12 @@ builder.WebHost.ConfigureKestrel(kestrel => kestrel.ListenGrpc(IPAddress.Parse(o
 builder.Services.AddSingleton(options.Node);
 builder.Services.AddSingleton(new BrokerOptions());
 builder.Services.AddSingleton(TimeProvider.System);
-builder.Services.AddSingleton<IStoreProvider, SqliteStoreProvider>();
+builder.Services.AddSingleton<IStoreProvider>(options.Node.Store switch
+{
+    NodeHostOptions.Postgres => new PostgresStoreProvider(),
+    NodeHostOptions.Sqlite => new SqliteStoreProvider(),
+    var store => throw new InvalidOperationException($"No store provider is named '{store}'."),
+});
 builder.Services.AddSingleton<BrokerNode>();
 builder.Services.AddSingleton<MessagingService>();
 builder.Services.AddSingleton<OwnerChannels>();

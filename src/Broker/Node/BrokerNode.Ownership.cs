@@ -23,6 +23,11 @@ public sealed partial class BrokerNode
     internal string? OwnerAddressOf(long containerId) =>
         _owners.TryGetValue(containerId, out var owner) ? owner.Address : null;
 
+    /// <summary>The container's epoch as this node last saw it (its own when it serves it).</summary>
+    internal long EpochOf(long containerId) =>
+        _containers.TryGetValue(containerId, out var host) ? host.Epoch
+        : _owners.TryGetValue(containerId, out var owner) ? owner.Epoch : 0;
+
     private async Task OwnershipPassAsync(IFarmStore farm, CancellationToken cancellationToken)
     {
         await farm.HeartbeatAsync(NodeId, cancellationToken).ConfigureAwait(false);

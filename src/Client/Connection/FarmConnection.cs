@@ -8,7 +8,7 @@ namespace Farm.Client;
 /// <see cref="FarmClient"/> creates. Calls go to the current endpoint; when it answers Unavailable
 /// the connection moves on to the next one, so the retry lands elsewhere (failover).
 /// </summary>
-internal sealed class FarmConnection : IDisposable
+internal sealed partial class FarmConnection : IDisposable
 {
     private readonly RpcChannel?[] _channels;
     private readonly Lock _gate = new();
@@ -78,17 +78,18 @@ internal sealed class FarmConnection : IDisposable
             static async (state, token) =>
             {
                 var (connection, method, request, parser, entityPath) = state;
-                var channel = connection.GetChannel(out var index);
                 var deadline = connection.TimeProvider.GetUtcNow().UtcDateTime + connection.Retry.TryTimeout;
+                Route route = default;
                 try
                 {
-                    return await channel.UnaryAsync(method, request, parser, new CallOptions(Deadline: deadline, CancellationToken: token)).ConfigureAwait(false);
+                    route = await connection.RouteAsync(method, entityPath, token).ConfigureAwait(false);
+                    return await route.Channel.UnaryAsync(method, request, parser, new CallOptions(route.Headers, deadline, token)).ConfigureAwait(false);
                 }
                 catch (RpcException e)
                 {
-                    if (e.StatusCode == RpcStatusCode.Unavailable)
+                    if (route.Channel is not null)
                     {
-                        connection.ReportUnavailable(index);
+                        connection.ReportFailure(route, e);
                     }
 
                     throw FarmErrors.FromRpc(e, entityPath);
@@ -121,5 +122,7 @@ internal sealed class FarmConnection : IDisposable
         {
             channel?.Dispose();
         }
+
+        DisposeBrokerChannels();
     }
 }

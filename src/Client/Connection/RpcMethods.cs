@@ -11,6 +11,7 @@ internal static class RpcMethods
     public const string ReceiveDeferred = "/farm.v1.Messaging/ReceiveDeferred";
     public const string Peek = "/farm.v1.Messaging/Peek";
     public const string CancelScheduled = "/farm.v1.Messaging/CancelScheduled";
+    public const string Lookup = "/farm.v1.Messaging/Lookup";
 
     public const string CreateQueue = "/farm.v1.Management/CreateQueue";
     public const string GetQueue = "/farm.v1.Management/GetQueue";

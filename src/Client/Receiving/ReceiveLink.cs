@@ -213,11 +213,11 @@ internal sealed class ReceiveLink : IAsyncDisposable
             }
 
             DuplexCall<ReceiveRequest, ReceiveResponse>? call = null;
-            var endpoint = -1;
+            FarmConnection.Route route = default;
             try
             {
-                var channel = _connection.GetChannel(out endpoint);
-                call = channel.Duplex<ReceiveRequest, ReceiveResponse>(RpcMethods.Receive, ReceiveResponse.Parser, new CallOptions(CancellationToken: token));
+                route = await _connection.RouteAsync(RpcMethods.Receive, _entityPath, token).ConfigureAwait(false);
+                call = route.Channel.Duplex<ReceiveRequest, ReceiveResponse>(RpcMethods.Receive, ReceiveResponse.Parser, new CallOptions(route.Headers, CancellationToken: token));
                 await OpenAsync(call, token).ConfigureAwait(false);
                 await foreach (var response in call.ReadAllAsync(token).ConfigureAwait(false))
                 {
@@ -248,9 +248,10 @@ internal sealed class ReceiveLink : IAsyncDisposable
                     FarmException farm => farm,
                     _ => new FarmException($"The receive stream failed: {e.Message}", FarmFailureReason.ServiceCommunicationProblem, _entityPath, e),
                 };
-                if (error.Reason == FarmFailureReason.ServiceCommunicationProblem && endpoint >= 0)
+                if (route.Channel is not null)
                 {
-                    _connection.ReportUnavailable(endpoint);
+                    _connection.ReportFailure(route, e as RpcException
+                        ?? new RpcException(RpcStatusCode.Unavailable, error.Message));
                 }
 
                 failures++;

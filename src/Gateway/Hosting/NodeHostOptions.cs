@@ -5,10 +5,13 @@ namespace Farm.Gateway.Hosting;
 
 /// <summary>
 /// The node host's command line: <c>--node-id N --data DIR --port P [--host 127.0.0.1]
-/// [--store sqlite] [--farm-connection CS]</c>. The `farm` CLI starts nodes this way.
+/// [--store sqlite|postgres] [--farm-connection CS]</c>. The `farm` CLI starts nodes this way.
 /// </summary>
 internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port)
 {
+    public const string Sqlite = "sqlite";
+    public const string Postgres = "postgres";
+
     public static NodeHostOptions Parse(IConfiguration configuration)
     {
         var nodeId = ParseLong(configuration["node-id"] ?? "1", "--node-id", min: 1);
@@ -17,12 +20,18 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port)
         {
             NodeId = nodeId,
             DataDirectory = Path.GetFullPath(configuration["data"] ?? ".farm"),
-            Store = configuration["store"] ?? "sqlite",
+            Store = (configuration["store"] ?? Sqlite).Trim().ToLowerInvariant(),
             FarmConnectionString = configuration["farm-connection"],
         };
-        if (node.Store != "sqlite")
+        if (node.Store is not (Sqlite or Postgres))
         {
-            throw new ArgumentException($"--store {node.Store} is not supported yet; use sqlite.");
+            throw new ArgumentException($"--store {node.Store} is not supported; use {Sqlite} or {Postgres}.");
+        }
+        // SQLite finds its farm file in the data directory; a PostgreSQL farm lives on a server only the operator can name.
+        if (node.Store == Postgres && string.IsNullOrWhiteSpace(node.FarmConnectionString))
+        {
+            throw new ArgumentException(
+                "--store postgres needs --farm-connection with the farm database's Npgsql connection string (Host=...;Database=...;Username=...;Password=...).");
         }
         return new NodeHostOptions(node, configuration["host"] ?? "127.0.0.1", port);
     }

@@ -127,6 +127,22 @@ internal sealed class MessagingRouter(MessagingService local, BrokerNode node, O
         await upstream.ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
     }
 
+    /// <summary>Names the broker that serves an entity, for clients in redirect mode.</summary>
+    public async Task<LookupResponse> LookupAsync(LookupRequest request, RpcCallContext context)
+    {
+        if (!EntityNames.TryParsePath(request.Entity, out var name, out _, out var error))
+        {
+            throw FarmErrors.Invalid(error!);
+        }
+        var record = await node.FindEntityAsync(name, context.CancellationToken).ConfigureAwait(false);
+        var owner = node.IsLocal(record) ? node.Address : node.OwnerAddressOf(record.ContainerId);
+        if (owner is null)
+        {
+            throw FarmErrors.NotOwner(name, null);
+        }
+        return new LookupResponse { OwnerAddress = owner, ContainerId = record.ContainerId, Epoch = node.EpochOf(record.ContainerId) };
+    }
+
     private static async IAsyncEnumerable<ReceiveRequest> Prepend(ReceiveRequest first, IAsyncEnumerator<ReceiveRequest> rest)
     {
         yield return first;
@@ -146,5 +162,6 @@ internal sealed class MessagingRouter(MessagingService local, BrokerNode node, O
         endpoints.MapUnary<ReceiveDeferredRequest, ReceiveBatchResponse>(P + "ReceiveDeferred", ReceiveDeferredRequest.Parser, ReceiveDeferredAsync);
         endpoints.MapUnary<PeekRequest, PeekResponse>(P + "Peek", PeekRequest.Parser, PeekAsync);
         endpoints.MapUnary<CancelScheduledRequest, CancelScheduledResponse>(P + "CancelScheduled", CancelScheduledRequest.Parser, CancelScheduledAsync);
+        endpoints.MapUnary<LookupRequest, LookupResponse>(P + "Lookup", LookupRequest.Parser, LookupAsync);
     }
 }

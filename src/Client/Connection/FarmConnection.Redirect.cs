@@ -1,0 +1,86 @@
+using System.Collections.Concurrent;
+using Farm.Contracts.Rpc;
+using Farm.Contracts.V1;
+
+namespace Farm.Client;
+
+// Redirect mode (EnableRedirect=true, SBWS's name for it): messaging calls skip the gateway hop.
+// The client asks a gateway once which broker serves the entity (Lookup), then calls that broker
+// directly, marked "farm-direct" so it answers NOT_OWNER instead of forwarding. When the entity
+// moves (NOT_OWNER, naming the new owner when it knows) or the broker cannot be reached, the
+// cached owner is dropped and the retry policy's next attempt looks it up again.
+internal sealed partial class FarmConnection
+{
+    private const string DirectHeader = "farm-direct";
+    private static readonly IReadOnlyDictionary<string, string> DirectHeaders = new Dictionary<string, string> { [DirectHeader] = "1" };
+
+    private readonly ConcurrentDictionary<string, string> _owners = new(StringComparer.OrdinalIgnoreCase);
+    private readonly ConcurrentDictionary<string, RpcChannel> _brokers = new(StringComparer.OrdinalIgnoreCase);
+
+    /// <summary>A route for one messaging call: the channel to use, the headers to send, and what to learn from a failure.</summary>
+    internal readonly record struct Route(RpcChannel Channel, IReadOnlyDictionary<string, string>? Headers, int GatewayIndex, string? EntityName);
+
+    private static bool IsMessaging(string method) =>
+        method.StartsWith("/farm.v1.Messaging/", StringComparison.Ordinal) && method != RpcMethods.Lookup;
+
+    private static string EntityNameOf(string entityPath) => entityPath.Split('/', 2)[0];
+
+    /// <summary>The gateway, or in redirect mode the broker that serves the entity (looked up on first use).</summary>
+    internal async ValueTask<Route> RouteAsync(string method, string? entityPath, CancellationToken cancellationToken)
+    {
+        if (!ConnectionString.EnableRedirect || entityPath is null || !IsMessaging(method))
+        {
+            return new Route(GetChannel(out var index), null, index, null);
+        }
+        var name = EntityNameOf(entityPath);
+        if (!_owners.TryGetValue(name, out var owner))
+        {
+            var gateway = GetChannel(out var index);
+            var deadline = TimeProvider.GetUtcNow().UtcDateTime + Retry.TryTimeout;
+            try
+            {
+                var lookup = await gateway.UnaryAsync(RpcMethods.Lookup, new LookupRequest { Entity = name }, LookupResponse.Parser,
+                    new CallOptions(Deadline: deadline, CancellationToken: cancellationToken)).ConfigureAwait(false);
+                owner = lookup.OwnerAddress;
+            }
+            catch (RpcException e) when (e.StatusCode == RpcStatusCode.Unavailable && e.FarmError is null)
+            {
+                ReportUnavailable(index);
+                throw;
+            }
+            _owners[name] = owner;
+        }
+        ObjectDisposedException.ThrowIf(IsDisposed, this);
+        return new Route(_brokers.GetOrAdd(owner, a => new RpcChannel(new Uri(a))), DirectHeaders, -1, name);
+    }
+
+    /// <summary>Learns from a failed call: a gateway that is down, or an owner that moved or died.</summary>
+    internal void ReportFailure(Route route, RpcException error)
+    {
+        if (route.EntityName is null)
+        {
+            if (error.StatusCode == RpcStatusCode.Unavailable && route.GatewayIndex >= 0)
+            {
+                ReportUnavailable(route.GatewayIndex);
+            }
+            return;
+        }
+        if (error.FarmError == "NOT_OWNER" && error.Trailers.TryGetValue(RpcException.FarmOwnerTrailer, out var newOwner) && newOwner.Length > 0)
+        {
+            _owners[route.EntityName] = newOwner;
+        }
+        else if (error.StatusCode == RpcStatusCode.Unavailable || error.FarmError is "NOT_OWNER" or "STALE_EPOCH" or "MESSAGING_ENTITY_NOT_FOUND")
+        {
+            _owners.TryRemove(route.EntityName, out _);
+        }
+    }
+
+    private void DisposeBrokerChannels()
+    {
+        foreach (var channel in _brokers.Values)
+        {
+            channel.Dispose();
+        }
+        _brokers.Clear();
+    }
+}
