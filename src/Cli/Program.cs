@@ -4,7 +4,7 @@ using Farm.Cli.Entities;
 using Farm.Cli.Hosting;
 using Farm.Cli.Messaging;
 
-// The `farm` command. Each group of commands lives in its own folder: Hosting/ (up, down, status),
+// The `farm` command. Each group of commands lives in its own folder: Hosting/ (up, down, status, node),
 // Entities/ (queue, container) and Messaging/ (send, receive, peek). CliContext holds what they
 // share: the global options, finding the farm, and errors as one line plus an exit code.
 var root = new RootCommand("Farm: a self-hosted message-broker farm with Azure Service Bus semantics")
@@ -14,6 +14,7 @@ var root = new RootCommand("Farm: a self-hosted message-broker farm with Azure S
     UpCommand.Create(),
     DownCommand.Create(),
     StatusCommand.Create(),
+    NodeCommands.Create(),
     QueueCommands.Create(),
     ContainerCommands.Create(),
     SendCommand.Create(),

@@ -75,6 +75,8 @@ catch (Exception e) when (e is StoreUnavailableException or InvalidOperationExce
     return 1;
 }
 NodeReadyFile.Write(options.Node.DataDirectory, options.Node.NodeId, address);
+// A drained node has handed every container over: it leaves the farm by stopping.
+_ = node.Drained.ContinueWith(_ => app.Lifetime.StopApplication(), TaskScheduler.Default);
 Console.WriteLine($"Farm node {options.Node.NodeId} serving at {address}");
 
 await app.WaitForShutdownAsync();

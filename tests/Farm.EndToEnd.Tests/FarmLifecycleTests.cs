@@ -62,12 +62,14 @@ public sealed class FarmLifecycleTests
         Assert.True(again.ExitCode == 0, again.ToString());
     }
 
-    [Fact]
-    public async Task Up_WithThreeNodes_IsRefusedForNow()
+    [Theory]
+    [InlineData("0")]
+    [InlineData("10")]
+    public async Task Up_WithNodesOutsideOneToNine_IsRefused(string nodes)
     {
         await using var farm = LocalFarm.Create();
 
-        var result = await farm.RunAsync("up", "--nodes", "3", "--detach", "--port", "0");
+        var result = await farm.RunAsync("up", "--nodes", nodes, "--detach", "--port", "0");
 
         CliErrorTests.AssertOneLineError(result, 2);
         Assert.Contains("--nodes", result.Stderr, StringComparison.Ordinal);

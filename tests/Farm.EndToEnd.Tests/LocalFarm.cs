@@ -1,4 +1,5 @@
 using System.Diagnostics;
+using System.Globalization;
 using System.Text.Json;
 using Farm.Client;
 
@@ -23,17 +24,20 @@ internal sealed class LocalFarm : IAsyncDisposable
     /// <summary>The node's address (http://127.0.0.1:port) from the connection string.</summary>
     public string Address => ConnectionString["Endpoint=".Length..].Split(';', ',')[0];
 
+    /// <summary>Every node's address, in node order, from the connection string.</summary>
+    public IReadOnlyList<string> Endpoints => ConnectionString["Endpoint=".Length..].Split(';')[0].Split(',');
+
     /// <summary>A data directory with no farm on it yet.</summary>
     public static LocalFarm Create() =>
         new(Directory.CreateTempSubdirectory("farm-e2e-").FullName);
 
-    /// <summary>A farm that is up (detached).</summary>
-    public static async Task<LocalFarm> StartAsync()
+    /// <summary>A farm of <paramref name="nodes"/> node processes that is up (detached).</summary>
+    public static async Task<LocalFarm> StartAsync(int nodes = 1)
     {
         var farm = Create();
         try
         {
-            await farm.UpAsync();
+            await farm.UpAsync(nodes);
             return farm;
         }
         catch
@@ -60,10 +64,12 @@ internal sealed class LocalFarm : IAsyncDisposable
                 ["DOTNET_CLI_TELEMETRY_OPTOUT"] = "1",
             });
 
-    /// <summary>`farm up --detach --port 0`; asserts it succeeded and keeps the connection string.</summary>
-    public async Task UpAsync()
+    /// <summary>`farm up --detach --port 0 [--nodes N]`; asserts it succeeded and keeps the connection string.</summary>
+    public async Task UpAsync(int nodes = 1)
     {
-        var result = await RunAsync("up", "--detach", "--port", "0");
+        var result = nodes == 1
+            ? await RunAsync("up", "--detach", "--port", "0")
+            : await RunAsync("up", "--detach", "--port", "0", "--nodes", nodes.ToString(CultureInfo.InvariantCulture));
         Assert.True(result.ExitCode == 0, $"farm up --detach failed: {result}");
         var lines = result.Stdout.Split('\n', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries);
         Assert.True(lines.Length == 1, $"farm up --detach should print only the connection string: {result}");
@@ -80,6 +86,79 @@ internal sealed class LocalFarm : IAsyncDisposable
         foreach (var pid in pids)
         {
             Assert.False(IsRunning(pid), $"node pid {pid} is still running after farm down");
+        }
+    }
+
+    /// <summary>`farm node kill N` (SIGKILL); asserts it succeeded and the process is gone.</summary>
+    public async Task KillNodeAsync(int nodeId)
+    {
+        var pid = NodePid(nodeId) ?? throw new InvalidOperationException($"farm.json names no pid for node {nodeId}.");
+        await RunNodeCommandAsync("kill", nodeId);
+        Assert.False(IsRunning(pid), $"node {nodeId} (pid {pid}) still runs after farm node kill");
+    }
+
+    /// <summary>`farm node start N`; asserts it succeeded and returns the node's new pid.</summary>
+    public async Task<int> StartNodeAsync(int nodeId)
+    {
+        await RunNodeCommandAsync("start", nodeId);
+        var pid = NodePid(nodeId) ?? throw new InvalidOperationException($"farm node start {nodeId} recorded no pid.");
+        Assert.True(IsRunning(pid), $"node {nodeId} (pid {pid}) is not running after farm node start");
+        return pid;
+    }
+
+    /// <summary>`farm node pause N` (SIGSTOP); asserts it succeeded.</summary>
+    public Task PauseNodeAsync(int nodeId) => RunNodeCommandAsync("pause", nodeId);
+
+    /// <summary>`farm node resume N` (SIGCONT); asserts it succeeded.</summary>
+    public Task ResumeNodeAsync(int nodeId) => RunNodeCommandAsync("resume", nodeId);
+
+    private async Task RunNodeCommandAsync(string verb, int nodeId)
+    {
+        var result = await RunAsync("node", verb, nodeId.ToString(CultureInfo.InvariantCulture));
+        Assert.True(result.ExitCode == 0, $"farm node {verb} {nodeId} failed: {result}");
+    }
+
+    /// <summary>Node N's pid as farm.json records it; null when it has none (killed, stopped, or no such node).</summary>
+    public int? NodePid(int nodeId)
+    {
+        var farmFile = Path.Combine(DataDirectory, "farm.json");
+        if (!File.Exists(farmFile))
+        {
+            return null;
+        }
+
+        using var document = JsonDocument.Parse(File.ReadAllText(farmFile));
+        foreach (var node in document.RootElement.GetProperty("nodes").EnumerateArray())
+        {
+            if (node.GetProperty("id").GetInt32() == nodeId)
+            {
+                return node.TryGetProperty("pid", out var pid) && pid.ValueKind == JsonValueKind.Number ? pid.GetInt32() : null;
+            }
+        }
+
+        return null;
+    }
+
+    /// <summary>`farm status --json`, parsed; asserts it succeeded.</summary>
+    public async Task<JsonDocument> StatusJsonAsync()
+    {
+        var result = await RunAsync("status", "--json");
+        Assert.True(result.ExitCode == 0, $"farm status --json failed: {result}");
+        return JsonDocument.Parse(result.Stdout);
+    }
+
+    /// <summary>The state letter in /proc/PID/stat (R, S, T for stopped by SIGSTOP, Z, ...); null when the process is gone.</summary>
+    public static char? ProcessStateLetter(int pid)
+    {
+        try
+        {
+            var text = File.ReadAllText($"/proc/{pid}/stat");
+            var afterName = text.LastIndexOf(')');
+            return afterName >= 0 && afterName + 2 < text.Length ? text[afterName + 2] : null;
+        }
+        catch (IOException)
+        {
+            return null;
         }
     }
 

@@ -13,6 +13,9 @@ namespace Farm.Broker.Node;
 public sealed partial class BrokerNode
 {
     private readonly Dictionary<long, DateTimeOffset> _orphanSeen = [];
+
+    /// <summary>Containers this node let go of on purpose, and when: it does not take them straight back.</summary>
+    private readonly System.Collections.Concurrent.ConcurrentDictionary<long, DateTimeOffset> _releasedAt = new();
     private DateTimeOffset _lastRelease = DateTimeOffset.MinValue;
 
     /// <summary>Container id -> owner address, as of the last ownership pass; for routing.</summary>
@@ -58,6 +61,12 @@ public sealed partial class BrokerNode
             return rank < 0 ? 0 : containers.Count / live.Count + (rank < containers.Count % live.Count ? 1 : 0);
         }
 
+        if (_draining)
+        {
+            await DrainStepAsync(farm).ConfigureAwait(false);
+            return;
+        }
+
         var now = _time.GetUtcNow();
         var myShare = ShareOf(NodeId);
         var mine = _containers.Count;
@@ -77,6 +86,13 @@ public sealed partial class BrokerNode
             {
                 _orphanSeen[container.Id] = seen = now;
             }
+            if (_releasedAt.TryGetValue(container.Id, out var released) && now - released < _nodeOptions.MinimumStay
+                && now - seen < _nodeOptions.MinimumStay)
+            {
+                // Handed over on purpose (a move or rebalance): leave it to the node it is meant for,
+                // unless nobody has taken it for a long while.
+                continue;
+            }
             if (mine < myShare || now - seen >= _nodeOptions.OrphanGrace)
             {
                 if (await TakeContainerAsync(farm, container.Id, cancellationToken).ConfigureAwait(false))
@@ -90,9 +106,10 @@ public sealed partial class BrokerNode
         var someoneShort = live.Any(n => n.Id != NodeId && owned.GetValueOrDefault(n.Id) < ShareOf(n.Id));
         if (mine > myShare && someoneShort && now - _lastRelease >= _nodeOptions.RebalanceInterval)
         {
+            // The longest-held goes: containers that just arrived (a failover, an operator's move) stay put.
             var candidate = _containers.Values
                 .Where(h => now - h.TakenAt >= _nodeOptions.MinimumStay)
-                .OrderByDescending(h => h.TakenAt)
+                .OrderBy(h => h.TakenAt)
                 .FirstOrDefault();
             if (candidate is not null)
             {
@@ -113,6 +130,7 @@ public sealed partial class BrokerNode
         {
             return;
         }
+        _releasedAt[containerId] = _time.GetUtcNow();
         await host.DisposeAsync().ConfigureAwait(false);
         await farm.ReleaseContainerAsync(containerId, NodeId).ConfigureAwait(false);
         LogContainerReleased(_logger, containerId);

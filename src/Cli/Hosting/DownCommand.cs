@@ -4,8 +4,9 @@ using System.Globalization;
 namespace Farm.Cli.Hosting;
 
 /// <summary>
-/// `farm down [--kill]`: stops the local farm's nodes, SIGTERM first (graceful, killed after
-/// 15 s) or SIGKILL at once with --kill to simulate a crash. The data stays.
+/// `farm down [--kill]`: stops every node of the local farm, SIGTERM first (graceful, killed after
+/// 15 s; a paused node is resumed first so it can handle it) or SIGKILL at once with --kill to
+/// simulate a crash. The data stays.
 /// </summary>
 public static class DownCommand
 {

@@ -8,7 +8,7 @@ namespace Farm.Cli.Hosting;
 /// &lt;data&gt;/farm.json            what 'farm up' started (connection string, node pids); read by every command
 /// &lt;data&gt;/nodes/node-N.json    written by node N once it serves (id, pid, address, startedAt)
 /// &lt;data&gt;/logs/node-N.log      stdout + stderr of a detached node
-/// &lt;data&gt;/farm.lock            held while 'farm up' or 'farm down' runs
+/// &lt;data&gt;/farm.lock            held while 'farm up', 'farm down' or 'farm node' changes the farm
 /// </code>
 /// Everything else under it (the databases) belongs to the nodes.
 /// </summary>
@@ -51,10 +51,34 @@ public sealed class FarmDataDirectory(string root)
     }
 
     /// <summary>
-    /// Takes the directory's lock so two 'farm up' / 'farm down' on the same data cannot interleave.
-    /// .NET maps FileShare.None to an advisory flock on Unix; the lock goes with the process.
+    /// Takes the directory's lock so two commands that change the farm ('farm up', 'farm down',
+    /// 'farm node ...') on the same data cannot interleave. .NET maps FileShare.None to an advisory
+    /// flock on Unix; the lock goes with the process.
     /// </summary>
     public FileStream AcquireLock()
+        => TryAcquireLock() ?? throw LockHeld();
+
+    /// <summary>The lock, waiting up to <paramref name="wait"/> while another command holds it.</summary>
+    public async Task<FileStream> AcquireLockAsync(TimeSpan wait, CancellationToken cancellationToken)
+    {
+        var clock = System.Diagnostics.Stopwatch.StartNew();
+        while (true)
+        {
+            if (TryAcquireLock() is { } held)
+            {
+                return held;
+            }
+
+            if (clock.Elapsed >= wait)
+            {
+                throw LockHeld();
+            }
+
+            await Task.Delay(TimeSpan.FromMilliseconds(100), cancellationToken);
+        }
+    }
+
+    private FileStream? TryAcquireLock()
     {
         Directory.CreateDirectory(Root);
         try
@@ -63,7 +87,10 @@ public sealed class FarmDataDirectory(string root)
         }
         catch (IOException)
         {
-            throw new CliException(ExitCodes.Error, $"Another 'farm up' or 'farm down' is running on {Root}; wait for it to finish.");
+            return null;
         }
     }
+
+    private CliException LockHeld()
+        => new(ExitCodes.Error, $"Another farm command (up, down or node) is changing the farm on {Root}; wait for it to finish.");
 }

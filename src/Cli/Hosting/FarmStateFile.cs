@@ -9,12 +9,31 @@ public enum FarmState
     Stopped,
 }
 
-/// <summary>One node as 'farm up' recorded it in farm.json.</summary>
-public sealed record FarmNodeEntry(int Id, int? Pid, string Address);
+/// <summary>
+/// One node as 'farm up' (or 'farm node start') recorded it in farm.json: its id, its pid (null
+/// once it was stopped or killed), its address, the port it listens on (kept when it is started
+/// again, so the connection string stays true) and its log file (null when it ran in the foreground).
+/// </summary>
+public sealed record FarmNodeEntry(int Id, int? Pid, string Address, int? Port = null, string? LogFile = null)
+{
+    /// <summary>The port to start this node on again: the recorded one, else the one in its address.</summary>
+    public int ListenPort()
+    {
+        if (Port is { } port && port > 0)
+        {
+            return port;
+        }
+
+        return Uri.TryCreate(Address, UriKind.Absolute, out var uri) && uri.Port > 0
+            ? uri.Port
+            : throw new CliException(ExitCodes.Error, $"farm.json names no port for node {Id} (address '{Address}').");
+    }
+}
 
 /// <summary>
 /// The contents of &lt;data&gt;/farm.json, the local farm's record for the other commands:
-/// <c>{"connection_string": "Endpoint=http://127.0.0.1:5480", "state": "running", "nodes": [{"id": 1, "pid": 1234, "address": "http://127.0.0.1:5480"}], ...}</c>.
+/// <c>{"connection_string": "Endpoint=http://127.0.0.1:5480,http://127.0.0.1:5481", "state": "running",
+/// "nodes": [{"id": 1, "pid": 1234, "address": "http://127.0.0.1:5480", "port": 5480, "log_file": "..."}, ...], ...}</c>.
 /// Snake_case, stable: scripts may read it.
 /// </summary>
 public sealed record FarmStateRecord
@@ -66,6 +85,12 @@ public static class FarmStateFile
             throw new CliException(ExitCodes.Error, $"{data.FarmFile} is not a valid farm record ({ex.Message}); delete it if no farm is running there.");
         }
     }
+
+    /// <summary>The record, or an error naming how to start a farm when there is none.</summary>
+    public static FarmStateRecord Read(FarmDataDirectory data)
+        => TryRead(data) ?? throw new CliException(
+            ExitCodes.Unreachable,
+            $"No farm on {data.Root}: start one with ./farm up --detach (or pass --data DIR / set {CliContext.HomeEnvironmentVariable}).");
 
     public static void Write(FarmDataDirectory data, FarmStateRecord record)
     {

@@ -22,6 +22,11 @@ public static class NodeProcesses
     private const int SIGKILL = 9;
     private const int SIGTERM = 15;
 
+    // SIGSTOP and SIGCONT differ between Linux and the BSDs (macOS).
+    private static int SIGSTOP => OperatingSystem.IsLinux() ? 19 : 17;
+
+    private static int SIGCONT => OperatingSystem.IsLinux() ? 18 : 19;
+
     /// <summary>
     /// True when the pid is a running (not zombie) process that looks like a Farm node, so a pid
     /// reused by another program after a reboot is not mistaken for the farm.
@@ -76,12 +81,84 @@ public static class NodeProcesses
         return afterName < 0 || afterName + 2 >= stat.Length || stat[afterName + 2] != 'Z';
     }
 
-    /// <summary>Sends SIGTERM (or SIGKILL) to every pid, then waits until all are gone.</summary>
+    /// <summary>
+    /// How the process looks from here: running, paused (state T in /proc/PID/stat: stopped by
+    /// SIGSTOP) or exited. Where /proc cannot be read, a live process counts as running.
+    /// </summary>
+    public static NodeProcessState StateOf(int pid)
+    {
+        if (!IsAlive(pid))
+        {
+            return NodeProcessState.Exited;
+        }
+
+        var stat = ReadProcFile(pid, "stat");
+        var afterName = stat?.LastIndexOf(')') ?? -1;
+        if (stat is null || afterName < 0 || afterName + 2 >= stat.Length)
+        {
+            return NodeProcessState.Running;
+        }
+
+        return stat[afterName + 2] is 'T' or 't' ? NodeProcessState.Paused : NodeProcessState.Running;
+    }
+
+    /// <summary>SIGSTOP: the process freezes (no heartbeats, no writes) until SIGCONT.</summary>
+    public static Task PauseAsync(int pid, CancellationToken cancellationToken)
+    {
+        RefuseOnWindows("pause");
+        Signal(pid, SIGSTOP);
+        return WaitForStateAsync(pid, NodeProcessState.Paused, cancellationToken);
+    }
+
+    /// <summary>SIGCONT: a paused process runs again.</summary>
+    public static Task ResumeAsync(int pid, CancellationToken cancellationToken)
+    {
+        RefuseOnWindows("resume");
+        Signal(pid, SIGCONT);
+        return WaitForStateAsync(pid, NodeProcessState.Running, cancellationToken);
+    }
+
+    private static async Task WaitForStateAsync(int pid, NodeProcessState wanted, CancellationToken cancellationToken)
+    {
+        var clock = Stopwatch.StartNew();
+        while (StateOf(pid) is var state && state != wanted)
+        {
+            if (state == NodeProcessState.Exited)
+            {
+                throw new CliException(ExitCodes.Error, string.Create(CultureInfo.InvariantCulture, $"Node process {pid} exited."));
+            }
+
+            if (clock.Elapsed >= KillTimeout)
+            {
+                throw new CliException(ExitCodes.Error, string.Create(CultureInfo.InvariantCulture, $"Node process {pid} is still {state.ToString().ToLowerInvariant()} {KillTimeout.TotalSeconds:0} s after the signal."));
+            }
+
+            await Task.Delay(PollInterval, cancellationToken);
+        }
+    }
+
+    private static void RefuseOnWindows(string what)
+    {
+        if (OperatingSystem.IsWindows())
+        {
+            throw new CliException(ExitCodes.Error, $"farm node {what} needs Unix signals (SIGSTOP / SIGCONT).");
+        }
+    }
+
+    /// <summary>
+    /// Sends SIGTERM (or SIGKILL) to every pid, then waits until all are gone. A paused process is
+    /// sent SIGCONT first, so it can handle SIGTERM and stop gracefully.
+    /// </summary>
     /// <returns>The pids that had to be killed after the graceful timeout.</returns>
     public static async Task<IReadOnlyList<int>> StopAsync(IReadOnlyCollection<int> pids, bool kill, CancellationToken cancellationToken)
     {
         foreach (var pid in pids)
         {
+            if (!kill && !OperatingSystem.IsWindows() && StateOf(pid) == NodeProcessState.Paused)
+            {
+                Signal(pid, SIGCONT);
+            }
+
             Signal(pid, kill ? SIGKILL : SIGTERM);
         }
 
@@ -163,4 +240,12 @@ public static class NodeProcesses
     // .NET has no API to send a signal other than SIGKILL to another process.
     [DllImport("libc", EntryPoint = "kill", SetLastError = true)]
     private static extern int Kill(int pid, int signal);
+}
+
+/// <summary>A node process as the CLI sees it on this machine.</summary>
+public enum NodeProcessState
+{
+    Running,
+    Paused,
+    Exited,
 }

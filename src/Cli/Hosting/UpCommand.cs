@@ -8,7 +8,8 @@ namespace Farm.Cli.Hosting;
 
 /// <summary>
 /// `farm up [--nodes N] [--port P] [--detach]`: starts the farm's node processes on a data
-/// directory, waits until they serve, records them in farm.json and prints the connection string
+/// directory (node 1 first, then the others together, all sharing the directory), waits until they
+/// serve, records them in farm.json and prints the connection string listing every node's endpoint
 /// (the only thing written to stdout, so <c>export FARM_CONNECTION=$(./farm up --detach)</c> works).
 /// </summary>
 public static class UpCommand
@@ -18,14 +19,14 @@ public static class UpCommand
     /// <summary>How long the nodes get to start serving.</summary>
     public static readonly TimeSpan StartTimeout = TimeSpan.FromSeconds(60);
 
-    // Issue 3 brings the 3-node farm; until then more than one node is refused up front.
-    private const int MaxSupportedNodes = 1;
+    /// <summary>At most this many nodes: ports P..P+8, and node ids stay one digit.</summary>
+    public const int MaxNodes = 9;
 
     public static Command Create()
     {
         var nodes = new Option<int>("--nodes")
         {
-            Description = "Number of broker nodes",
+            Description = "Number of broker nodes, 1 to 9 (each its own process on the same data directory)",
             HelpName = "N",
             DefaultValueFactory = _ => 1,
         };
@@ -57,19 +58,19 @@ public static class UpCommand
 
     private static async Task<int> RunAsync(FarmDataDirectory data, int nodeCount, int port, bool detach, CancellationToken cancellationToken)
     {
-        if (nodeCount < 1)
+        if (nodeCount is < 1 or > MaxNodes)
         {
-            throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"--nodes must be at least 1, not {nodeCount}."));
+            throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"--nodes must be from 1 to {MaxNodes}, not {nodeCount}."));
         }
 
-        if (nodeCount > MaxSupportedNodes)
-        {
-            throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"--nodes {nodeCount} is not supported yet: this version runs a 1-node farm (--nodes 1)."));
-        }
-
-        if (port is < 0 or > 65535 || (port > 0 && port + nodeCount - 1 > 65535))
+        if (port is < 0 or > 65535)
         {
             throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"--port must be between 0 and 65535, not {port}."));
+        }
+
+        if (port > 0 && port + nodeCount - 1 > 65535)
+        {
+            throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"--port {port} with --nodes {nodeCount} would need ports up to {port + nodeCount - 1}, past 65535; pick a lower --port, or --port 0."));
         }
 
         var nodeDll = NodeLauncher.FindNodeDll();
@@ -81,20 +82,35 @@ public static class UpCommand
         var launched = new List<LaunchedNode>();
         try
         {
-            for (var nodeId = 1; nodeId <= nodeCount; nodeId++)
+            LaunchedNode Launch(int nodeId)
             {
                 var nodePort = port == 0 ? 0 : port + nodeId - 1;
-                launched.Add(detach
+                var node = detach
                     ? NodeLauncher.StartDetached(nodeDll, nodeId, data, nodePort)
-                    : NodeLauncher.StartForeground(nodeDll, nodeId, data, nodePort));
+                    : NodeLauncher.StartForeground(nodeDll, nodeId, data, nodePort);
+                launched.Add(node);
+                return node;
             }
 
-            var nodeFiles = await WaitUntilReadyAsync(data, launched, cancellationToken);
+            // Node 1 first: it creates the farm database and the first container; the others join it.
+            var first = Launch(1);
+            var nodeFiles = new List<NodeFileRecord>(await WaitUntilReadyAsync(data, [first], launched, cancellationToken));
+            if (nodeCount > 1)
+            {
+                var others = Enumerable.Range(2, nodeCount - 1).Select(Launch).ToList();
+                nodeFiles.AddRange(await WaitUntilReadyAsync(data, others, launched, cancellationToken));
+            }
+
             var record = new FarmStateRecord
             {
                 ConnectionString = "Endpoint=" + string.Join(',', nodeFiles.Select(n => n.Address)),
                 State = FarmState.Running,
-                Nodes = [.. nodeFiles.Select(n => new FarmNodeEntry(n.NodeId, n.Pid, n.Address))],
+                Nodes = [.. nodeFiles.Select(n => new FarmNodeEntry(
+                    n.NodeId,
+                    n.Pid,
+                    n.Address,
+                    ListeningPort(n.Address),
+                    launched.First(l => l.NodeId == n.NodeId).LogFile))],
                 StartedAt = DateTimeOffset.UtcNow,
                 Detached = detach,
             };
@@ -113,7 +129,9 @@ public static class UpCommand
 
             // The lock is only for starting; 'farm down' from another terminal may stop this farm.
             await dataLock.DisposeAsync();
-            return await RunInForegroundAsync(data, record, launched, cancellationToken);
+            return nodeCount == 1
+                ? await RunInForegroundAsync(data, record, launched, cancellationToken)
+                : await RunFarmInForegroundAsync(data, launched, cancellationToken);
         }
         catch
         {
@@ -160,7 +178,7 @@ public static class UpCommand
     }
 
     /// <summary>A taken port would only show as a node crash; say so up front instead.</summary>
-    private static void RefuseIfPortsTaken(int port, int nodeCount)
+    internal static void RefuseIfPortsTaken(int port, int nodeCount)
     {
         if (port == 0)
         {
@@ -192,48 +210,69 @@ public static class UpCommand
     }
 
     /// <summary>
-    /// Waits until every node has written its node file and the farm answers GetStatus. Fails as soon
-    /// as a node process exits, with the end of its log.
+    /// Waits until each node of <paramref name="waitFor"/> has written its node file and answers
+    /// GetFarmStatus on its own address. Fails as soon as any node of <paramref name="watch"/> exits,
+    /// with the end of its log. Returns the node files in the order of <paramref name="waitFor"/>.
     /// </summary>
-    private static async Task<IReadOnlyList<NodeFileRecord>> WaitUntilReadyAsync(FarmDataDirectory data, IReadOnlyList<LaunchedNode> launched, CancellationToken cancellationToken)
+    internal static async Task<IReadOnlyList<NodeFileRecord>> WaitUntilReadyAsync(
+        FarmDataDirectory data,
+        IReadOnlyList<LaunchedNode> waitFor,
+        IReadOnlyList<LaunchedNode> watch,
+        CancellationToken cancellationToken)
     {
         var clock = Stopwatch.StartNew();
-        var files = new NodeFileRecord?[launched.Count];
+        var files = new NodeFileRecord?[waitFor.Count];
+        var serving = new bool[waitFor.Count];
         while (true)
         {
             cancellationToken.ThrowIfCancellationRequested();
-            for (var i = 0; i < launched.Count; i++)
+            foreach (var node in watch.Concat(waitFor).Distinct())
             {
-                var node = launched[i];
                 if (node.Process.HasExited)
                 {
                     throw NodeFailed(node, string.Create(CultureInfo.InvariantCulture, $"exited with code {node.Process.ExitCode} before it was ready"));
                 }
+            }
 
-                files[i] ??= NodeFileRecord.TryRead(data.NodeFile(node.NodeId));
+            for (var i = 0; i < waitFor.Count; i++)
+            {
+                files[i] ??= NodeFileRecord.TryRead(data.NodeFile(waitFor[i].NodeId));
             }
 
             if (files.All(f => f is not null))
             {
-                var ready = files.Select(f => f!).ToList();
                 var remaining = StartTimeout - clock.Elapsed;
-                if (await FarmProbe.IsServingAsync(ready[0].Address, TimeSpan.FromSeconds(Math.Clamp(remaining.TotalSeconds, 0.5, 5)), cancellationToken))
+                var probeTimeout = TimeSpan.FromSeconds(Math.Clamp(remaining.TotalSeconds, 0.5, 5));
+                var probes = Enumerable.Range(0, waitFor.Count)
+                    .Where(i => !serving[i])
+                    .Select(async i => serving[i] = await FarmProbe.IsServingAsync(files[i]!.Address, probeTimeout, cancellationToken));
+                await Task.WhenAll(probes);
+                if (serving.All(s => s))
                 {
-                    return ready;
+                    return [.. files.Select(f => f!)];
                 }
             }
 
             if (clock.Elapsed >= StartTimeout)
             {
                 var waitingFor = Array.FindIndex(files, f => f is null);
-                throw NodeFailed(launched[Math.Max(waitingFor, 0)], string.Create(CultureInfo.InvariantCulture, $"was not ready within {StartTimeout.TotalSeconds:0} s"));
+                if (waitingFor < 0)
+                {
+                    waitingFor = Array.FindIndex(serving, s => !s);
+                }
+
+                throw NodeFailed(waitFor[Math.Max(waitingFor, 0)], string.Create(CultureInfo.InvariantCulture, $"was not ready within {StartTimeout.TotalSeconds:0} s"));
             }
 
             await Task.Delay(TimeSpan.FromMilliseconds(100), cancellationToken);
         }
     }
 
-    private static CliException NodeFailed(LaunchedNode node, string what)
+    /// <summary>The port in a node's address (http://127.0.0.1:5481 -> 5481); null if it names none.</summary>
+    internal static int? ListeningPort(string address)
+        => Uri.TryCreate(address, UriKind.Absolute, out var uri) && uri.Port > 0 ? uri.Port : null;
+
+    internal static CliException NodeFailed(LaunchedNode node, string what)
     {
         var message = string.Create(CultureInfo.InvariantCulture, $"Node {node.NodeId} {what}.");
         var tail = NodeLauncher.ReadLogTail(node);
@@ -284,6 +323,111 @@ public static class UpCommand
         await StopLaunchedAsync(launched);
         FarmStateFile.Write(data, record with { State = FarmState.Stopped, StoppedAt = DateTimeOffset.UtcNow });
         return exitCode;
+    }
+
+    /// <summary>
+    /// A farm of several nodes in the foreground: a node that dies (e.g. 'farm node kill 2') is
+    /// reported and the farm keeps serving, since that is what several nodes are for; 'farm node
+    /// start' may start it again. Serves until Ctrl+C / SIGTERM (then stops every node gracefully,
+    /// the restarted ones too) or until no node is left (e.g. 'farm down' from another terminal).
+    /// </summary>
+    private static async Task<int> RunFarmInForegroundAsync(FarmDataDirectory data, IReadOnlyList<LaunchedNode> launched, CancellationToken cancellationToken)
+    {
+        await Console.Error.WriteLineAsync("The farm is running; press Ctrl+C to stop it.");
+        var reported = new HashSet<int>();
+        var exitCode = ExitCodes.Ok;
+        while (!cancellationToken.IsCancellationRequested)
+        {
+            foreach (var node in launched)
+            {
+                if (node.Process.HasExited && reported.Add(node.NodeId))
+                {
+                    await Console.Error.WriteLineAsync(node.Process.ExitCode == 0
+                        ? string.Create(CultureInfo.InvariantCulture, $"Node {node.NodeId} stopped.")
+                        : string.Create(CultureInfo.InvariantCulture, $"Node {node.NodeId} exited with code {node.Process.ExitCode}; the other nodes keep serving (./farm node start {node.NodeId} starts it again)."));
+                }
+            }
+
+            if (LiveNodePids(data, launched).Count == 0)
+            {
+                var state = TryReadState(data);
+                var stoppedByDown = state?.State == FarmState.Stopped;
+                exitCode = stoppedByDown || launched.All(n => n.Process.ExitCode == 0) ? ExitCodes.Ok : ExitCodes.Error;
+                await Console.Error.WriteLineAsync(exitCode == ExitCodes.Ok
+                    ? "Every node has stopped; the farm is down."
+                    : "error: every node has exited; the farm is down.");
+                break;
+            }
+
+            try
+            {
+                await Task.Delay(TimeSpan.FromMilliseconds(250), cancellationToken);
+            }
+            catch (OperationCanceledException)
+            {
+                break;
+            }
+        }
+
+        if (cancellationToken.IsCancellationRequested)
+        {
+            await Console.Error.WriteLineAsync("Stopping the farm...");
+        }
+
+        var pids = LiveNodePids(data, launched);
+        if (pids.Count > 0)
+        {
+            // Not cancellable: this runs when the command is already being cancelled.
+            await NodeProcesses.StopAsync(pids, kill: false, CancellationToken.None);
+        }
+
+        if (TryReadState(data) is { } current)
+        {
+            FarmStateFile.Write(data, current with
+            {
+                State = FarmState.Stopped,
+                StoppedAt = current.State == FarmState.Running ? DateTimeOffset.UtcNow : current.StoppedAt,
+                Nodes = [.. current.Nodes.Select(n => n with { Pid = null })],
+            });
+        }
+
+        return exitCode;
+    }
+
+    /// <summary>The live node processes of this farm: the ones we started and the ones farm.json names now.</summary>
+    private static List<int> LiveNodePids(FarmDataDirectory data, IReadOnlyList<LaunchedNode> launched)
+    {
+        var pids = new List<int>();
+        foreach (var node in launched)
+        {
+            if (!node.Process.HasExited)
+            {
+                pids.Add(node.Process.Id);
+            }
+        }
+
+        foreach (var node in TryReadState(data)?.Nodes ?? [])
+        {
+            if (node.Pid is { } pid && !pids.Contains(pid) && NodeProcesses.IsFarmNode(pid))
+            {
+                pids.Add(pid);
+            }
+        }
+
+        return pids;
+    }
+
+    /// <summary>farm.json while the farm runs; a file another command is replacing counts as absent for this round.</summary>
+    private static FarmStateRecord? TryReadState(FarmDataDirectory data)
+    {
+        try
+        {
+            return FarmStateFile.TryRead(data);
+        }
+        catch (Exception ex) when (ex is CliException or IOException)
+        {
+            return null;
+        }
     }
 
     private static async Task StopLaunchedAsync(IReadOnlyList<LaunchedNode> launched)

@@ -126,6 +126,30 @@ public sealed class FarmAdministrationClient : IDisposable
         return response.Containers.Select(QueueMapper.FromProto).ToList();
     }
 
+    /// <summary>
+    /// Moves a container to another node, as a planned move: its owner drains it and hands it
+    /// over. Operations on its entities pause briefly and are retried by the client.
+    /// </summary>
+    public async Task<ContainerProperties> MoveContainerAsync(long containerId, long toNode, CancellationToken cancellationToken = default)
+    {
+        var info = await CallAsync(RpcMethods.MoveContainer, new MoveContainerRequest { ContainerId = containerId, ToNode = toNode }, ContainerInfo.Parser, null, cancellationToken).ConfigureAwait(false);
+        return QueueMapper.FromProto(info);
+    }
+
+    /// <summary>Asks a node to hand its containers to the other nodes one at a time, then stop.</summary>
+    public async Task<FarmNodeProperties> DrainNodeAsync(long nodeId, CancellationToken cancellationToken = default)
+    {
+        var node = await CallAsync(RpcMethods.DrainNode, new DrainNodeRequest { NodeId = nodeId }, NodeInfo.Parser, null, cancellationToken).ConfigureAwait(false);
+        return new FarmNodeProperties
+        {
+            Id = node.Id,
+            State = node.State,
+            Address = node.Address,
+            HeartbeatAge = node.HeartbeatAge?.ToTimeSpan() ?? TimeSpan.Zero,
+            ProcessId = node.ProcessId,
+        };
+    }
+
     /// <summary>Nodes, containers and entity count of the farm.</summary>
     public async Task<FarmStatusProperties> GetFarmStatusAsync(CancellationToken cancellationToken = default)
     {

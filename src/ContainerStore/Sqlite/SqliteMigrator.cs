@@ -1,5 +1,4 @@
 using System.Collections.Frozen;
-using System.Globalization;
 using Dapper;
 using Microsoft.Data.Sqlite;
 
@@ -15,8 +14,8 @@ internal static class SqliteMigrator
     public const string FarmSchema = "farm";
     public const string ContainerSchema = "container";
 
-    private static readonly FrozenDictionary<string, IReadOnlyList<Migration>> Migrations =
-        new[] { FarmSchema, ContainerSchema }.ToFrozenDictionary(s => s, LoadScripts);
+    private static readonly FrozenDictionary<string, IReadOnlyList<MigrationScript>> Migrations =
+        new[] { FarmSchema, ContainerSchema }.ToFrozenDictionary(s => s, s => MigrationScript.Load(typeof(SqliteMigrator), s));
 
     public static async Task MigrateAsync(SqliteDatabaseFile file, SqliteConnection connection, string schema, CancellationToken cancellationToken)
     {
@@ -46,32 +45,4 @@ internal static class SqliteMigrator
             throw file.Unavailable("open", e);
         }
     }
-
-    private static IReadOnlyList<Migration> LoadScripts(string schema)
-    {
-        var assembly = typeof(SqliteMigrator).Assembly;
-        var prefix = $"{typeof(SqliteMigrator).Namespace}.Migrations.{schema}.";
-        var migrations = assembly.GetManifestResourceNames()
-            .Where(n => n.StartsWith(prefix, StringComparison.Ordinal) && n.EndsWith(".sql", StringComparison.Ordinal))
-            .Select(n =>
-            {
-                var name = n[prefix.Length..^".sql".Length];
-                var underscore = name.IndexOf('_', StringComparison.Ordinal);
-                var version = long.Parse(underscore < 0 ? name : name[..underscore], NumberStyles.None, CultureInfo.InvariantCulture);
-                using var stream = assembly.GetManifestResourceStream(n)!;
-                using var reader = new StreamReader(stream);
-                return new Migration(version, name, reader.ReadToEnd());
-            })
-            .OrderBy(m => m.Version)
-            .ToList();
-
-        if (migrations.Count == 0)
-        {
-            throw new InvalidOperationException($"No embedded migrations found under '{prefix}'.");
-        }
-
-        return migrations;
-    }
-
-    private sealed record Migration(long Version, string Name, string Sql);
 }

@@ -17,5 +17,8 @@ internal static class ManagementEndpoints
         endpoints.MapUnary<CreateContainerRequest, ContainerInfo>(Prefix + "CreateContainer", CreateContainerRequest.Parser, service.CreateContainerAsync);
         endpoints.MapUnary<ListContainersRequest, ListContainersResponse>(Prefix + "ListContainers", ListContainersRequest.Parser, service.ListContainersAsync);
         endpoints.MapUnary<GetStatusRequest, FarmStatus>(Prefix + "GetStatus", GetStatusRequest.Parser, service.GetStatusAsync);
+        endpoints.MapUnary<MoveContainerRequest, ContainerInfo>(Prefix + "MoveContainer", MoveContainerRequest.Parser, service.MoveContainerAsync);
+        endpoints.MapUnary<DrainNodeRequest, NodeInfo>(Prefix + "DrainNode", DrainNodeRequest.Parser, service.DrainNodeAsync);
+        endpoints.MapUnary<TakeContainerRequest, ContainerInfo>(Prefix + "TakeContainer", TakeContainerRequest.Parser, service.TakeContainerAsync);
     }
 }

@@ -177,6 +177,53 @@ internal sealed class ManagementService(BrokerNode node, OwnerChannels channels)
         };
     }
 
+    public async Task<ContainerInfo> MoveContainerAsync(MoveContainerRequest request, RpcCallContext context)
+    {
+        var ct = context.CancellationToken;
+        var container = await node.Farm.GetContainerAsync(request.ContainerId, ct) ?? throw FarmErrors.ContainerNotFound(request.ContainerId);
+        if (container.OwnerNode == request.ToNode)
+        {
+            throw FarmErrors.Invalid($"Container {request.ContainerId} is already on node {request.ToNode}.");
+        }
+        if (node.TryGetContainer(container.Id, out _) || context.GetHeader(OwnerChannels.DirectHeader) is not null)
+        {
+            await node.MoveContainerAsync(container.Id, request.ToNode, (address, id) =>
+                channels.Get(address).UnaryAsync(Prefix + "TakeContainer", new TakeContainerRequest { ContainerId = id }, ContainerInfo.Parser,
+                    new CallOptions(OwnerChannels.DirectHeaders, CancellationToken: ct)), ct);
+        }
+        else
+        {
+            var owner = node.OwnerAddressOf(container.Id) ?? throw FarmErrors.NotOwner($"container {container.Id}", null);
+            await channels.Get(owner).UnaryAsync(Prefix + "MoveContainer", request, ContainerInfo.Parser,
+                new CallOptions(OwnerChannels.DirectHeaders, CancellationToken: ct));
+        }
+        return ToInfo((await node.Farm.GetContainerAsync(container.Id, ct))!);
+    }
+
+    public async Task<ContainerInfo> TakeContainerAsync(TakeContainerRequest request, RpcCallContext context)
+    {
+        await node.TakeReleasedContainerAsync(request.ContainerId, context.CancellationToken);
+        return ToInfo((await node.Farm.GetContainerAsync(request.ContainerId, context.CancellationToken))!);
+    }
+
+    public async Task<NodeInfo> DrainNodeAsync(DrainNodeRequest request, RpcCallContext context)
+    {
+        var ct = context.CancellationToken;
+        var target = (await node.Farm.ListNodesAsync(ct)).FirstOrDefault(n => n.Id == request.NodeId)
+            ?? throw FarmErrors.Invalid($"There is no node {request.NodeId} in this farm.");
+        if (target.Id == node.NodeId)
+        {
+            await node.StartDrainAsync(ct);
+        }
+        else
+        {
+            await channels.Get(target.Address).UnaryAsync(Prefix + "DrainNode", request, NodeInfo.Parser,
+                new CallOptions(OwnerChannels.DirectHeaders, CancellationToken: ct));
+        }
+        var after = (await node.Farm.ListNodesAsync(ct)).First(n => n.Id == request.NodeId);
+        return new NodeInfo { Id = after.Id, State = after.State, Address = after.Address, ProcessId = after.ProcessId, HeartbeatAge = Duration.FromTimeSpan(after.HeartbeatAge < TimeSpan.Zero ? TimeSpan.Zero : after.HeartbeatAge) };
+    }
+
     private async Task<EntityRecord> GetRecordAsync(string name, CancellationToken ct)
     {
         if (EntityNames.Validate(name) is { } error)

@@ -29,7 +29,7 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         }
     }
 
-    [Fact]
+    [StoreFact]
     public async Task Open_NewDatabase_StartsAtEpochZeroAndEmpty()
     {
         var database = await OpenAsync();
@@ -41,7 +41,7 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Empty(load.DuplicateHistory);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task Open_Twice_MigratesOnceAndKeepsData()
     {
         var first = await OpenAsync();
@@ -57,7 +57,7 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Single((await third.LoadEntityAsync(Entity, 0)).Messages);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task Commit_WithCurrentEpoch_PersistsInsertsCountersAndDuplicatesAcrossReopen()
     {
         var database = await OpenOwnedAsync(epoch: 1);
@@ -96,7 +96,7 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Equal([new DuplicateRecord(Entity, "m-2", 10_000)], load.DuplicateHistory);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task Commit_UpdatesAndDeletes_PersistAcrossReopen()
     {
         var database = await OpenOwnedAsync(epoch: 1);
@@ -124,7 +124,7 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Equal(Message(Entity, 1).Payload, deadLettered.Payload);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task Commit_WithPurge_RemovesOnlyThatEntitysMessagesCounterAndDuplicates()
     {
         var database = await OpenOwnedAsync(epoch: 1);
@@ -156,7 +156,7 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Single(other.DuplicateHistory);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task Commit_WithStaleEpoch_ThrowsAndWritesNothing()
     {
         var database = await OpenOwnedAsync(epoch: 2);
@@ -177,7 +177,7 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Empty(load.DuplicateHistory);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task Commit_ByFormerOwner_AfterNewOwnerRaisedEpoch_ThrowsStaleEpoch()
     {
         var formerOwner = await OpenOwnedAsync(epoch: 1);
@@ -190,7 +190,7 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Single((await formerOwner.LoadEntityAsync(Entity, 0)).Messages);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task Commit_WithDuplicatePrimaryKeyInBatch_FailsWhole()
     {
         var database = await OpenOwnedAsync(epoch: 1);
@@ -214,7 +214,7 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Equal(2, (await database.LoadEntityAsync(Entity, 0)).Messages.Count);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task RaiseEpoch_ToLowerEpoch_IsRefusedAndChangesNothing()
     {
         var database = await OpenOwnedAsync(epoch: 5);
@@ -223,7 +223,7 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Equal(5, await database.ReadEpochAsync());
     }
 
-    [Fact]
+    [StoreFact]
     public async Task RaiseEpoch_ToHigherOrSameEpoch_Succeeds()
     {
         var database = await OpenAsync();
@@ -234,7 +234,7 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Equal(6, await (await ReopenAsync(database)).ReadEpochAsync());
     }
 
-    [Fact]
+    [StoreFact]
     public async Task LoadEntity_ReturnsOnlyDuplicatesNotYetExpired()
     {
         var database = await OpenOwnedAsync(epoch: 1);
@@ -249,7 +249,7 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Equal([new DuplicateRecord(Entity, "new", 3_000)], load.DuplicateHistory);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task Commit_DuplicateSeenAgain_ExtendsItsExpiry()
     {
         var database = await OpenOwnedAsync(epoch: 1);
@@ -261,7 +261,7 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Equal([new DuplicateRecord(Entity, "m", 5_000)], load.DuplicateHistory);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task Commit_WithPruneBefore_DropsOlderDuplicateHistory()
     {
         var database = await OpenOwnedAsync(epoch: 1);
@@ -279,7 +279,7 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Empty((await database.LoadEntityAsync(OtherEntity, nowMs: 0)).DuplicateHistory);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task ReadPayloads_ReturnsRequestedPayloadsAndSkipsMissingMessages()
     {
         var database = await OpenOwnedAsync(epoch: 1);
@@ -292,7 +292,7 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Empty(await database.ReadPayloadsAsync(Entity, []));
     }
 
-    [Fact]
+    [StoreFact]
     public async Task Commit_ManyRowsInOneBatch_AllLand()
     {
         var database = await OpenOwnedAsync(epoch: 1);

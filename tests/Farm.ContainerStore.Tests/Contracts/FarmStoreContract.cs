@@ -30,7 +30,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         }
     }
 
-    [Fact]
+    [StoreFact]
     public async Task Open_Twice_MigratesOnceAndKeepsData()
     {
         var first = await OpenAsync();
@@ -45,7 +45,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.Equal(container.Id, Assert.Single(await third.ListContainersAsync()).Id);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task RegisterNode_ThenList_ShowsItActiveWithAFreshHeartbeat()
     {
         var store = await OpenAsync();
@@ -58,7 +58,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.Equal(node.Id, Assert.Single(await store.ListNodesAsync()).Id);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task RegisterNode_KnownId_ReplacesAddressAndReactivates()
     {
         var store = await OpenAsync();
@@ -71,7 +71,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.Equal(("http://new:2", 2, NodeStates.Active), (node.Address, node.ProcessId, node.State));
     }
 
-    [Fact]
+    [StoreFact]
     public async Task SetNodeStateAndHeartbeat_AreRecorded()
     {
         var store = await OpenAsync();
@@ -86,7 +86,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.True(nodes[0].HeartbeatAt >= registered.HeartbeatAt);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task Heartbeat_OfUnknownNode_Throws()
     {
         var store = await OpenAsync();
@@ -94,7 +94,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         await Assert.ThrowsAnyAsync<InvalidOperationException>(() => store.HeartbeatAsync(99));
     }
 
-    [Fact]
+    [StoreFact]
     public async Task CreateContainer_NamesItsConnectionStringFromItsId()
     {
         var store = await OpenAsync();
@@ -110,7 +110,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.Null(await store.GetContainerAsync(12345));
     }
 
-    [Fact]
+    [StoreFact]
     public async Task Container_EntityCount_CountsItsEntities()
     {
         var store = await OpenAsync();
@@ -124,7 +124,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.Equal(0, (await store.GetContainerAsync(idle.Id))!.EntityCount);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task TryAcquire_UnownedContainer_TakesItAndRaisesEpoch()
     {
         var store = await OpenAsync();
@@ -138,7 +138,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.True(acquired.LeaseExpiresAt > acquired.OwnedSince + TimeSpan.FromMinutes(4));
     }
 
-    [Fact]
+    [StoreFact]
     public async Task TryAcquire_WhileAnotherNodeHoldsALiveLease_IsRefused()
     {
         var store = await OpenAsync();
@@ -151,7 +151,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.Equal((1L, 1L), (unchanged!.OwnerNode, unchanged.Epoch));
     }
 
-    [Fact]
+    [StoreFact]
     public async Task TryAcquire_ByTheOwner_RenewsWithoutRaisingEpoch()
     {
         var store = await OpenAsync();
@@ -165,7 +165,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.True(renewed.LeaseExpiresAt > first.LeaseExpiresAt);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task TryAcquire_AfterTheLeaseExpires_SucceedsForAnotherNodeAndRaisesEpoch()
     {
         var store = await OpenAsync();
@@ -182,7 +182,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.Null(await store.TryAcquireContainerAsync(container.Id, 1, LongLease));
     }
 
-    [Fact]
+    [StoreFact]
     public async Task Release_LetsAnotherNodeTakeOverAtOnce_WithEpochRaised()
     {
         var store = await OpenAsync();
@@ -197,7 +197,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.Equal((2L, 2L), (taken!.OwnerNode, taken.Epoch));
     }
 
-    [Fact]
+    [StoreFact]
     public async Task Release_ByANodeThatDoesNotOwnIt_ChangesNothing()
     {
         var store = await OpenAsync();
@@ -209,7 +209,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.Equal(acquired, await store.GetContainerAsync(container.Id));
     }
 
-    [Fact]
+    [StoreFact]
     public async Task TryAcquire_UnknownContainer_ReturnsNull()
     {
         var store = await OpenAsync();
@@ -217,7 +217,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.Null(await store.TryAcquireContainerAsync(404, 1, LongLease));
     }
 
-    [Fact]
+    [StoreFact]
     public async Task CreateEntity_ThenGet_IgnoresCase()
     {
         var store = await OpenAsync();
@@ -232,7 +232,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.Null(await store.GetEntityAsync("missing"));
     }
 
-    [Fact]
+    [StoreFact]
     public async Task CreateEntity_WithNameTakenInAnotherCase_ThrowsEntityAlreadyExists()
     {
         var store = await OpenAsync();
@@ -246,7 +246,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.Single(await store.ListEntitiesAsync());
     }
 
-    [Fact]
+    [StoreFact]
     public async Task CreateEntity_InUnknownContainer_ThrowsArgumentException()
     {
         var store = await OpenAsync();
@@ -254,7 +254,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         await Assert.ThrowsAsync<ArgumentException>(() => store.CreateEntityAsync("orders", EntityKinds.Queue, 404, "{}"));
     }
 
-    [Fact]
+    [StoreFact]
     public async Task UpdateEntity_ReplacesPropertiesAndKeepsCreationTime()
     {
         var store = await OpenAsync();
@@ -270,7 +270,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.Null(await store.UpdateEntityAsync("missing", "{}"));
     }
 
-    [Fact]
+    [StoreFact]
     public async Task DeleteEntity_RemovesItOnce()
     {
         var store = await OpenAsync();
@@ -282,7 +282,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.Null(await store.GetEntityAsync("orders"));
     }
 
-    [Fact]
+    [StoreFact]
     public async Task DeleteEntity_ThenCreateSameName_GetsANewId()
     {
         var store = await OpenAsync();
@@ -296,7 +296,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.NotEqual(first.Id, second.Id);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task ListEntities_FiltersByKindAndByContainer()
     {
         var store = await OpenAsync();

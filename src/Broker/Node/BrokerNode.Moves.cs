@@ -1,0 +1,85 @@
+using Farm.ContainerStore.FarmDatabase;
+using Microsoft.Extensions.Logging;
+
+namespace Farm.Broker.Node;
+
+// Planned moves: a manual container move (drain it here, hand it to the named node) and a node
+// drain (hand every container over, one at a time, then stop). Both release gracefully: the
+// entities stop taking calls, the commit queue drains, the lease is released, and the next owner
+// raises the epoch. Clients see at most a retryable NOT_OWNER / SERVICE_BUSY in between.
+public sealed partial class BrokerNode
+{
+    private readonly TaskCompletionSource _drained = new(TaskCreationOptions.RunContinuationsAsynchronously);
+    private volatile bool _draining;
+
+    /// <summary>Completes when a drain has handed every container over; the host then stops.</summary>
+    public Task Drained => _drained.Task;
+
+    public bool IsDraining => _draining;
+
+    /// <summary>
+    /// Moves a container this node owns to <paramref name="toNode"/>: releases it gracefully, then
+    /// asks the target (through <paramref name="handOver"/>, given its address) to take it at once,
+    /// before any other node's ownership pass would.
+    /// </summary>
+    internal async Task MoveContainerAsync(long containerId, long toNode, Func<string, long, Task> handOver, CancellationToken cancellationToken)
+    {
+        if (!_containers.ContainsKey(containerId))
+        {
+            throw FarmErrors.NotOwner($"container {containerId}", OwnerAddressOf(containerId));
+        }
+        if (toNode == NodeId)
+        {
+            throw FarmErrors.Invalid($"Container {containerId} is already on node {toNode}.");
+        }
+        var target = (await Farm.ListNodesAsync(cancellationToken).ConfigureAwait(false))
+            .FirstOrDefault(n => n.Id == toNode && n.State == NodeStates.Active && n.HeartbeatAge < _nodeOptions.NodeTimeout)
+            ?? throw FarmErrors.Invalid($"Node {toNode} is not a live, active node of this farm.");
+        LogMoving(_logger, containerId, toNode);
+        await ReleaseContainerAsync(Farm, containerId).ConfigureAwait(false);
+        await handOver(target.Address, containerId).ConfigureAwait(false);
+    }
+
+    /// <summary>Takes a container another node just released for us (the second half of a move).</summary>
+    internal async Task TakeReleasedContainerAsync(long containerId, CancellationToken cancellationToken)
+    {
+        if (_containers.ContainsKey(containerId))
+        {
+            return;
+        }
+        if (!await TakeContainerAsync(Farm, containerId, cancellationToken).ConfigureAwait(false))
+        {
+            throw FarmErrors.Create(Contracts.Rpc.RpcStatusCode.Aborted, Contracts.V1.FarmErrorCode.ServiceBusy,
+                $"Container {containerId} was taken by another node before node {NodeId} could take it.");
+        }
+    }
+
+    /// <summary>Starts handing this node's containers to the others; <see cref="Drained"/> completes when none is left.</summary>
+    public async Task StartDrainAsync(CancellationToken cancellationToken)
+    {
+        // Others stop counting this node as live at once: its share drops to zero everywhere.
+        await Farm.SetNodeStateAsync(NodeId, NodeStates.Draining, cancellationToken).ConfigureAwait(false);
+        _draining = true;
+        LogDraining(_logger, NodeId, _containers.Count);
+    }
+
+    /// <summary>One step of a drain, from the ownership pass: release one container, or finish.</summary>
+    private async Task DrainStepAsync(IFarmStore farm)
+    {
+        var next = _containers.Keys.Order().FirstOrDefault();
+        if (next != 0)
+        {
+            await ReleaseContainerAsync(farm, next).ConfigureAwait(false);
+        }
+        if (_containers.IsEmpty)
+        {
+            _drained.TrySetResult();
+        }
+    }
+
+    [LoggerMessage(Level = LogLevel.Information, Message = "Moving container {ContainerId} to node {Target}")]
+    private static partial void LogMoving(ILogger logger, long containerId, long target);
+
+    [LoggerMessage(Level = LogLevel.Information, Message = "Node {NodeId} draining: handing {Count} containers to the others")]
+    private static partial void LogDraining(ILogger logger, long nodeId, int count);
+}

@@ -1,0 +1,174 @@
+using System.CommandLine;
+using System.Globalization;
+
+namespace Farm.Cli.Hosting;
+
+/// <summary>
+/// `farm node kill|pause|resume|stop|start N`: chaos and repair for one node of the local farm,
+/// by the pid farm.json records. kill is SIGKILL (a crash), pause / resume are SIGSTOP / SIGCONT
+/// (a node frozen past its lease), stop is SIGTERM (graceful), start runs node N again with the
+/// same id, port and data directory. Each updates farm.json.
+/// </summary>
+public static class NodeCommands
+{
+    /// <summary>How long a node command waits for another farm command to let go of the lock.</summary>
+    private static readonly TimeSpan LockWait = UpCommand.StartTimeout + TimeSpan.FromSeconds(10);
+
+    public static Command Create()
+    {
+        var node = new Command("node", "Kill, pause, resume, stop or start one node of the local farm (chaos and repair)");
+        node.Subcommands.Add(NodeCommand("kill", "Kill node N with SIGKILL (a crash); its containers go to the other nodes", KillAsync));
+        node.Subcommands.Add(NodeCommand("pause", "Freeze node N with SIGSTOP (no heartbeats, no writes) until 'farm node resume N'", PauseAsync));
+        node.Subcommands.Add(NodeCommand("resume", "Let a paused node N run again (SIGCONT)", ResumeAsync));
+        node.Subcommands.Add(NodeCommand("stop", "Stop node N gracefully (SIGTERM; SIGKILL after 15 s)", StopAsync));
+        node.Subcommands.Add(NodeCommand("start", "Start node N again (same id, port and data directory) after a kill or stop", StartAsync));
+        return node;
+    }
+
+    private delegate Task<int> NodeAction(FarmDataDirectory data, FarmStateRecord state, FarmNodeEntry node, CancellationToken cancellationToken);
+
+    private static Command NodeCommand(string name, string description, NodeAction action)
+    {
+        var id = new Argument<int>("N") { Description = "The node's id (1 for the first node)" };
+        var command = new Command(name, description) { id };
+        command.SetAction(async (parseResult, cancellationToken) =>
+        {
+            var data = new FarmDataDirectory(CliContext.ResolveDataDirectory(parseResult));
+            var nodeId = parseResult.GetValue(id);
+            if (nodeId < 1)
+            {
+                throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"Node id must be 1 or more, not {nodeId}."));
+            }
+
+            // Before taking the lock, so naming a directory with no farm does not create it.
+            _ = FarmStateFile.Read(data);
+
+            await using var dataLock = await data.AcquireLockAsync(LockWait, cancellationToken);
+            var state = FarmStateFile.Read(data);
+            var node = state.Nodes.FirstOrDefault(n => n.Id == nodeId)
+                ?? throw new CliException(
+                    ExitCodes.BadInput,
+                    string.Create(CultureInfo.InvariantCulture, $"The farm on {data.Root} has no node {nodeId}; its nodes are {string.Join(", ", state.Nodes.Select(n => n.Id))}."));
+            return await action(data, state, node, cancellationToken);
+        });
+        return command;
+    }
+
+    private static async Task<int> KillAsync(FarmDataDirectory data, FarmStateRecord state, FarmNodeEntry node, CancellationToken cancellationToken)
+    {
+        var pid = RunningPid(data, node, "kill");
+        await NodeProcesses.StopAsync([pid], kill: true, cancellationToken);
+        Forget(data, state, node);
+        await Console.Out.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"node {node.Id} (pid {pid}) killed (SIGKILL)"));
+        return ExitCodes.Ok;
+    }
+
+    private static async Task<int> StopAsync(FarmDataDirectory data, FarmStateRecord state, FarmNodeEntry node, CancellationToken cancellationToken)
+    {
+        var pid = RunningPid(data, node, "stop");
+        var forced = await NodeProcesses.StopAsync([pid], kill: false, cancellationToken);
+        Forget(data, state, node);
+        var how = forced.Count > 0 ? "killed after the graceful timeout" : "stopped";
+        await Console.Out.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"node {node.Id} (pid {pid}) {how}"));
+        return ExitCodes.Ok;
+    }
+
+    private static async Task<int> PauseAsync(FarmDataDirectory data, FarmStateRecord state, FarmNodeEntry node, CancellationToken cancellationToken)
+    {
+        var pid = RunningPid(data, node, "pause");
+        if (NodeProcesses.StateOf(pid) == NodeProcessState.Paused)
+        {
+            await Console.Out.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"node {node.Id} (pid {pid}) is already paused"));
+            return ExitCodes.Ok;
+        }
+
+        await NodeProcesses.PauseAsync(pid, cancellationToken);
+        await Console.Out.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"node {node.Id} (pid {pid}) paused (SIGSTOP); resume it with ./farm node resume {node.Id}"));
+        return ExitCodes.Ok;
+    }
+
+    private static async Task<int> ResumeAsync(FarmDataDirectory data, FarmStateRecord state, FarmNodeEntry node, CancellationToken cancellationToken)
+    {
+        var pid = RunningPid(data, node, "resume");
+        if (NodeProcesses.StateOf(pid) != NodeProcessState.Paused)
+        {
+            await Console.Out.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"node {node.Id} (pid {pid}) is not paused; nothing to resume"));
+            return ExitCodes.Ok;
+        }
+
+        await NodeProcesses.ResumeAsync(pid, cancellationToken);
+        await Console.Out.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"node {node.Id} (pid {pid}) resumed (SIGCONT)"));
+        return ExitCodes.Ok;
+    }
+
+    /// <summary>
+    /// Starts node N detached, on the port and data directory farm.json records, waits until it
+    /// serves, and records its new pid. The farm must be up (its other nodes may all be down).
+    /// </summary>
+    private static async Task<int> StartAsync(FarmDataDirectory data, FarmStateRecord state, FarmNodeEntry node, CancellationToken cancellationToken)
+    {
+        if (state.State != FarmState.Running)
+        {
+            throw new CliException(ExitCodes.Error, $"The farm on {data.Root} is stopped; start it with ./farm up.");
+        }
+
+        if (LivePid(data, node) is { } running)
+        {
+            throw new CliException(ExitCodes.Error, string.Create(CultureInfo.InvariantCulture, $"Node {node.Id} is already running (pid {running}); kill or stop it first."));
+        }
+
+        var port = node.ListenPort();
+        UpCommand.RefuseIfPortsTaken(port, 1);
+        var nodeDll = NodeLauncher.FindNodeDll();
+
+        // The dead node's file is stale; the new process writes its own once it serves.
+        File.Delete(data.NodeFile(node.Id));
+        using var launched = NodeLauncher.StartDetached(nodeDll, node.Id, data, port);
+        NodeFileRecord file;
+        try
+        {
+            file = (await UpCommand.WaitUntilReadyAsync(data, [launched], [launched], cancellationToken))[0];
+        }
+        catch
+        {
+            // A node that did not come up must not be left half-running.
+            if (!launched.Process.HasExited)
+            {
+                await NodeProcesses.StopAsync([launched.Process.Id], kill: true, CancellationToken.None);
+            }
+
+            throw;
+        }
+
+        var started = node with { Pid = file.Pid, Address = file.Address, Port = port, LogFile = launched.LogFile };
+        FarmStateFile.Write(data, state with { Nodes = [.. state.Nodes.Select(n => n.Id == node.Id ? started : n)] });
+        await Console.Out.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"node {node.Id} started: pid {file.Pid} at {file.Address}, log {launched.LogFile}"));
+        return ExitCodes.Ok;
+    }
+
+    /// <summary>The node's live pid, or exit 1 with a line saying it is not running and how to start it.</summary>
+    private static int RunningPid(FarmDataDirectory data, FarmNodeEntry node, string verb)
+        => LivePid(data, node) ?? throw new CliException(
+            ExitCodes.Error,
+            string.Create(CultureInfo.InvariantCulture, $"Node {node.Id} is not running, so there is nothing to {verb}; start it with ./farm node start {node.Id}."));
+
+    /// <summary>The node's pid from farm.json, else from its node file, when that process is a live Farm node.</summary>
+    private static int? LivePid(FarmDataDirectory data, FarmNodeEntry node)
+    {
+        if (node.Pid is { } pid && NodeProcesses.IsFarmNode(pid))
+        {
+            return pid;
+        }
+
+        return NodeFileRecord.TryRead(data.NodeFile(node.Id)) is { } file && file.NodeId == node.Id && NodeProcesses.IsFarmNode(file.Pid)
+            ? file.Pid
+            : null;
+    }
+
+    /// <summary>After a kill or stop: no pid in farm.json, and no node file claiming the node serves.</summary>
+    private static void Forget(FarmDataDirectory data, FarmStateRecord state, FarmNodeEntry node)
+    {
+        FarmStateFile.Write(data, state with { Nodes = [.. state.Nodes.Select(n => n.Id == node.Id ? n with { Pid = null } : n)] });
+        File.Delete(data.NodeFile(node.Id));
+    }
+}

@@ -1,0 +1,234 @@
+using System.Data;
+using Farm.ContainerStore.Containers;
+using Npgsql;
+
+namespace Farm.ContainerStore.Postgres;
+
+/// <summary>
+/// A container database: one PostgreSQL database per container, created on first open. Writes are
+/// serialized here (the broker should already be the only writer) and each runs in one
+/// transaction that first locks the owner row and checks the epoch; reads take pooled
+/// connections of their own and never wait behind a write.
+/// </summary>
+internal sealed class PostgresContainerDatabase : IContainerDatabase
+{
+    private readonly PostgresDatabase _database;
+    private readonly SemaphoreSlim _writeLock = new(1, 1);
+    private int _disposed;
+
+    private PostgresContainerDatabase(string connectionString, PostgresDatabase database)
+    {
+        ConnectionString = connectionString;
+        _database = database;
+    }
+
+    public string ConnectionString { get; }
+
+    public static async Task<PostgresContainerDatabase> OpenAsync(string connectionString, CancellationToken cancellationToken)
+    {
+        var database = PostgresDatabase.Resolve(connectionString, "container database");
+        try
+        {
+            await using (var connection = await database.OpenOrCreateAsync(cancellationToken).ConfigureAwait(false))
+            {
+                await PostgresMigrator.MigrateAsync(database, connection, PostgresMigrator.ContainerSchema, cancellationToken).ConfigureAwait(false);
+            }
+
+            return new PostgresContainerDatabase(connectionString, database);
+        }
+        catch
+        {
+            await database.DisposeAsync().ConfigureAwait(false);
+            throw;
+        }
+    }
+
+    public Task<long> ReadEpochAsync(CancellationToken cancellationToken = default) =>
+        RunAsync("read the epoch", async connection =>
+        {
+            await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.ReadEpoch, connection);
+            return (long)(await command.ExecuteScalarAsync(cancellationToken).ConfigureAwait(false))!;
+        }, cancellationToken);
+
+    public Task<bool> RaiseEpochAsync(long newEpoch, CancellationToken cancellationToken = default) =>
+        WriteAsync("raise the epoch", async connection =>
+        {
+            await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.RaiseEpoch, connection) { Parameters = { Parameter(newEpoch) } };
+            return (bool)(await command.ExecuteScalarAsync(cancellationToken).ConfigureAwait(false))!;
+        }, cancellationToken);
+
+    public Task CommitAsync(long expectedEpoch, ContainerWriteBatch batch, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(batch);
+        return WriteAsync("commit a batch", async connection =>
+        {
+            await using var transaction = await connection.BeginTransactionAsync(cancellationToken).ConfigureAwait(false);
+
+            // The owner row stays locked until COMMIT: a new owner's RaiseEpoch waits for this
+            // transaction, so the epoch cannot change between this check and the commit.
+            await using (var check = new NpgsqlCommand(PostgresSql.ContainerDb.LockEpoch, connection, transaction))
+            {
+                var epoch = (long)(await check.ExecuteScalarAsync(cancellationToken).ConfigureAwait(false))!;
+                if (epoch != expectedEpoch)
+                {
+                    throw new StaleEpochException(expectedEpoch, epoch);
+                }
+            }
+
+            await using (var writes = PostgresContainerWriter.Build(connection, transaction, batch))
+            {
+                if (writes.BatchCommands.Count > 0)
+                {
+                    await writes.ExecuteNonQueryAsync(cancellationToken).ConfigureAwait(false);
+                }
+            }
+
+            // synchronous_commit is on for every connection (PostgresSql.DurableSessionOptions): this
+            // returns once the WAL is flushed. A failure here leaves the outcome unknown, and the
+            // caller does not acknowledge it.
+            await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
+            return true;
+        }, cancellationToken);
+    }
+
+    public Task<EntityLoad> LoadEntityAsync(long entityId, long nowMs, CancellationToken cancellationToken = default) =>
+        RunAsync("load an entity", async connection =>
+        {
+            // One snapshot for the counter, the messages and the history, read in one round trip.
+            await using var transaction = await connection.BeginTransactionAsync(IsolationLevel.RepeatableRead, cancellationToken).ConfigureAwait(false);
+            await using var batch = new NpgsqlBatch(connection, transaction)
+            {
+                BatchCommands =
+                {
+                    new NpgsqlBatchCommand(PostgresSql.ContainerDb.ReadNextSequence) { Parameters = { Parameter(entityId) } },
+                    new NpgsqlBatchCommand(PostgresSql.ContainerDb.LoadMessages) { Parameters = { Parameter(entityId) } },
+                    new NpgsqlBatchCommand(PostgresSql.ContainerDb.LoadDuplicates) { Parameters = { Parameter(entityId), Parameter(nowMs) } },
+                },
+            };
+
+            long? next = null;
+            var messages = new List<MessageRecord>();
+            var duplicates = new List<DuplicateRecord>();
+            await using (var reader = await batch.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false))
+            {
+                if (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
+                {
+                    next = reader.GetInt64(0);
+                }
+
+                await reader.NextResultAsync(cancellationToken).ConfigureAwait(false);
+                while (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
+                {
+                    messages.Add(ReadMessage(reader));
+                }
+
+                await reader.NextResultAsync(cancellationToken).ConfigureAwait(false);
+                while (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
+                {
+                    duplicates.Add(new DuplicateRecord(reader.GetInt64(0), reader.GetString(1), reader.GetInt64(2)));
+                }
+            }
+
+            await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
+
+            // Sequence numbers start at 1 for an entity that never had a counter written.
+            return new EntityLoad(entityId, next ?? 1, OrderBySubQueue(messages), duplicates);
+        }, cancellationToken);
+
+    public Task<IReadOnlyDictionary<long, byte[]>> ReadPayloadsAsync(long entityId, IReadOnlyCollection<long> sequenceNumbers, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(sequenceNumbers);
+        if (sequenceNumbers.Count == 0)
+        {
+            return Task.FromResult<IReadOnlyDictionary<long, byte[]>>(new Dictionary<long, byte[]>());
+        }
+
+        return RunAsync<IReadOnlyDictionary<long, byte[]>>("read payloads", async connection =>
+        {
+            await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.ReadPayloads, connection)
+            {
+                Parameters = { Parameter(entityId), Parameter(sequenceNumbers.ToArray()) },
+            };
+            var payloads = new Dictionary<long, byte[]>(sequenceNumbers.Count);
+            await using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
+            while (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
+            {
+                payloads[reader.GetInt64(0)] = reader.GetFieldValue<byte[]>(1);
+            }
+
+            return payloads;
+        }, cancellationToken);
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        if (Interlocked.Exchange(ref _disposed, 1) != 0)
+        {
+            return;
+        }
+
+        // Let a write in progress finish before its connections go.
+        await _writeLock.WaitAsync().ConfigureAwait(false);
+        try
+        {
+            await _database.DisposeAsync().ConfigureAwait(false);
+        }
+        finally
+        {
+            _writeLock.Release();
+        }
+    }
+
+    /// <summary>Rows arrive in sequence order; a stable sort groups them by sub-queue, main first.</summary>
+    private static List<MessageRecord> OrderBySubQueue(List<MessageRecord> messages) =>
+        messages.TrueForAll(m => m.SubQueue == SubQueue.Main) ? messages : [.. messages.OrderBy(m => m.SubQueue)];
+
+    /// <summary>A row of <see cref="PostgresSql.ContainerDb.LoadMessages"/>, by ordinal: a container load can read millions.</summary>
+    private static MessageRecord ReadMessage(NpgsqlDataReader reader) => new()
+    {
+        EntityId = reader.GetInt64(0),
+        SequenceNumber = reader.GetInt64(1),
+        SubQueue = (SubQueue)reader.GetInt32(2),
+        State = (StoredMessageState)reader.GetInt32(3),
+        DeliveryCount = reader.GetInt32(4),
+        EnqueuedAtMs = reader.GetInt64(5),
+        ScheduledAtMs = reader.IsDBNull(6) ? null : reader.GetInt64(6),
+        ExpiresAtMs = reader.IsDBNull(7) ? null : reader.GetInt64(7),
+        MessageId = reader.IsDBNull(8) ? null : reader.GetString(8),
+        DeadLetterReason = reader.IsDBNull(9) ? null : reader.GetString(9),
+        DeadLetterDescription = reader.IsDBNull(10) ? null : reader.GetString(10),
+        DeadLetterSource = reader.IsDBNull(11) ? null : reader.GetString(11),
+        Payload = reader.IsDBNull(12) ? null : reader.GetFieldValue<byte[]>(12),
+        PayloadSize = reader.GetInt32(13),
+    };
+
+    private static NpgsqlParameter<T> Parameter<T>(T value) => new() { TypedValue = value };
+
+    private async Task<T> WriteAsync<T>(string action, Func<NpgsqlConnection, Task<T>> write, CancellationToken cancellationToken)
+    {
+        await _writeLock.WaitAsync(cancellationToken).ConfigureAwait(false);
+        try
+        {
+            return await RunAsync(action, write, cancellationToken).ConfigureAwait(false);
+        }
+        finally
+        {
+            _writeLock.Release();
+        }
+    }
+
+    /// <summary>Runs one operation on its own pooled connection; database errors name the server and database.</summary>
+    private async Task<T> RunAsync<T>(string action, Func<NpgsqlConnection, Task<T>> operation, CancellationToken cancellationToken)
+    {
+        ObjectDisposedException.ThrowIf(Volatile.Read(ref _disposed) != 0, this);
+        await using var connection = await _database.OpenConnectionAsync(cancellationToken).ConfigureAwait(false);
+        try
+        {
+            return await operation(connection).ConfigureAwait(false);
+        }
+        catch (NpgsqlException e)
+        {
+            throw _database.Failure(action, e);
+        }
+    }
+}

@@ -1,0 +1,194 @@
+using Farm.ContainerStore.Containers;
+using Npgsql;
+
+namespace Farm.ContainerStore.Postgres;
+
+/// <summary>
+/// Turns a <see cref="ContainerWriteBatch"/> into one <see cref="NpgsqlBatch"/> of set-based
+/// statements, in the batch's documented order, each taking its rows as one array per column. A
+/// group commit of hundreds of messages is then one round trip, and PostgreSQL applies the
+/// statements one after the other, each seeing the ones before it.
+/// </summary>
+internal static class PostgresContainerWriter
+{
+    /// <summary>The commands of <paramref name="batch"/>; an empty batch gives an empty <see cref="NpgsqlBatch"/>.</summary>
+    public static NpgsqlBatch Build(NpgsqlConnection connection, NpgsqlTransaction transaction, ContainerWriteBatch batch)
+    {
+        var commands = new NpgsqlBatch(connection, transaction);
+        if (batch.PurgedEntities.Count > 0)
+        {
+            var entities = batch.PurgedEntities.ToArray();
+            Add(commands, PostgresSql.ContainerDb.PurgeMessages, Parameter(entities));
+            Add(commands, PostgresSql.ContainerDb.PurgeDuplicates, Parameter(entities));
+            Add(commands, PostgresSql.ContainerDb.PurgeEntityState, Parameter(entities));
+        }
+
+        if (batch.Inserts.Count > 0)
+        {
+            AddInserts(commands, batch.Inserts);
+        }
+
+        if (batch.Updates.Count > 0)
+        {
+            AddUpdates(commands, MergeUpdates(batch.Updates));
+        }
+
+        if (batch.Deletes.Count > 0)
+        {
+            var entities = new long[batch.Deletes.Count];
+            var sequences = new long[batch.Deletes.Count];
+            for (var i = 0; i < batch.Deletes.Count; i++)
+            {
+                (entities[i], sequences[i]) = (batch.Deletes[i].EntityId, batch.Deletes[i].SequenceNumber);
+            }
+
+            Add(commands, PostgresSql.ContainerDb.DeleteMessages, Parameter(entities), Parameter(sequences));
+        }
+
+        if (batch.SequenceCounters.Count > 0)
+        {
+            Add(commands, PostgresSql.ContainerDb.UpsertSequences,
+                Parameter(batch.SequenceCounters.Keys.ToArray()), Parameter(batch.SequenceCounters.Values.ToArray()));
+        }
+
+        if (batch.Duplicates.Count > 0)
+        {
+            AddDuplicates(commands, batch.Duplicates);
+        }
+
+        if (batch.PruneDuplicatesBeforeMs > 0)
+        {
+            Add(commands, PostgresSql.ContainerDb.PruneDuplicates, Parameter(batch.PruneDuplicatesBeforeMs));
+        }
+
+        return commands;
+    }
+
+    private static void AddInserts(NpgsqlBatch commands, List<MessageRecord> inserts)
+    {
+        var n = inserts.Count;
+        var entity = new long[n];
+        var sequence = new long[n];
+        var subQueue = new int[n];
+        var state = new int[n];
+        var deliveryCount = new int[n];
+        var enqueuedAt = new long[n];
+        var scheduledAt = new long?[n];
+        var expiresAt = new long?[n];
+        var messageId = new string?[n];
+        var dlReason = new string?[n];
+        var dlDescription = new string?[n];
+        var dlSource = new string?[n];
+        var payload = new byte[]?[n];
+        var payloadSize = new int[n];
+        for (var i = 0; i < n; i++)
+        {
+            var m = inserts[i];
+            entity[i] = m.EntityId;
+            sequence[i] = m.SequenceNumber;
+            subQueue[i] = (int)m.SubQueue;
+            state[i] = (int)m.State;
+            deliveryCount[i] = m.DeliveryCount;
+            enqueuedAt[i] = m.EnqueuedAtMs;
+            scheduledAt[i] = m.ScheduledAtMs;
+            expiresAt[i] = m.ExpiresAtMs;
+            messageId[i] = m.MessageId;
+            dlReason[i] = m.DeadLetterReason;
+            dlDescription[i] = m.DeadLetterDescription;
+            dlSource[i] = m.DeadLetterSource;
+            payload[i] = m.Payload;
+            payloadSize[i] = m.Payload?.Length ?? m.PayloadSize;
+        }
+
+        Add(commands, PostgresSql.ContainerDb.InsertMessages,
+            Parameter(entity), Parameter(sequence), Parameter(subQueue), Parameter(state), Parameter(deliveryCount),
+            Parameter(enqueuedAt), Parameter(scheduledAt), Parameter(expiresAt), Parameter(messageId), Parameter(dlReason),
+            Parameter(dlDescription), Parameter(dlSource), Parameter(payload), Parameter(payloadSize));
+    }
+
+    private static void AddUpdates(NpgsqlBatch commands, IReadOnlyList<MessageUpdate> updates)
+    {
+        var n = updates.Count;
+        var entity = new long[n];
+        var sequence = new long[n];
+        var subQueue = new int[n];
+        var state = new int[n];
+        var deliveryCount = new int[n];
+        var dlReason = new string?[n];
+        var dlDescription = new string?[n];
+        var dlSource = new string?[n];
+        var payload = new byte[]?[n];
+        for (var i = 0; i < n; i++)
+        {
+            var u = updates[i];
+            entity[i] = u.EntityId;
+            sequence[i] = u.SequenceNumber;
+            subQueue[i] = (int)u.SubQueue;
+            state[i] = (int)u.State;
+            deliveryCount[i] = u.DeliveryCount;
+            dlReason[i] = u.DeadLetterReason;
+            dlDescription[i] = u.DeadLetterDescription;
+            dlSource[i] = u.DeadLetterSource;
+            payload[i] = u.Payload;
+        }
+
+        Add(commands, PostgresSql.ContainerDb.UpdateMessages,
+            Parameter(entity), Parameter(sequence), Parameter(subQueue), Parameter(state), Parameter(deliveryCount),
+            Parameter(dlReason), Parameter(dlDescription), Parameter(dlSource), Parameter(payload));
+    }
+
+    /// <summary>
+    /// One row per message, as if the updates ran one after the other: the last one's columns win,
+    /// and a later update without a payload keeps the payload an earlier one set.
+    /// </summary>
+    private static IReadOnlyList<MessageUpdate> MergeUpdates(List<MessageUpdate> updates)
+    {
+        if (updates.Count == 1)
+        {
+            return updates;
+        }
+
+        var merged = new Dictionary<MessageKey, MessageUpdate>(updates.Count);
+        foreach (var update in updates)
+        {
+            var key = new MessageKey(update.EntityId, update.SequenceNumber);
+            merged[key] = update.Payload is null && merged.TryGetValue(key, out var earlier) && earlier.Payload is not null
+                ? update with { Payload = earlier.Payload }
+                : update;
+        }
+
+        return merged.Count == updates.Count ? updates : [.. merged.Values];
+    }
+
+    /// <summary>One row per (entity, MessageId), the last one seen winning, as sequential upserts would leave it.</summary>
+    private static void AddDuplicates(NpgsqlBatch commands, List<DuplicateRecord> duplicates)
+    {
+        var latest = new Dictionary<(long EntityId, string MessageId), long>(duplicates.Count);
+        foreach (var d in duplicates)
+        {
+            latest[(d.EntityId, d.MessageId)] = d.ExpiresAtMs;
+        }
+
+        var entity = new long[latest.Count];
+        var messageId = new string[latest.Count];
+        var expiresAt = new long[latest.Count];
+        var i = 0;
+        foreach (var ((entityId, id), expires) in latest)
+        {
+            (entity[i], messageId[i], expiresAt[i]) = (entityId, id, expires);
+            i++;
+        }
+
+        Add(commands, PostgresSql.ContainerDb.UpsertDuplicates, Parameter(entity), Parameter(messageId), Parameter(expiresAt));
+    }
+
+    private static void Add(NpgsqlBatch commands, string sql, params NpgsqlParameter[] parameters)
+    {
+        var command = new NpgsqlBatchCommand(sql);
+        command.Parameters.AddRange(parameters);
+        commands.BatchCommands.Add(command);
+    }
+
+    /// <summary>A positional parameter ($1, $2, ... in order of addition), typed from its CLR type.</summary>
+    private static NpgsqlParameter<T> Parameter<T>(T value) => new() { TypedValue = value };
+}

@@ -1,0 +1,191 @@
+using Npgsql;
+
+namespace Farm.ContainerStore.Postgres;
+
+/// <summary>
+/// One PostgreSQL database: parses its connection string, hands out pooled connections from an
+/// <see cref="NpgsqlDataSource"/>, creates the database when asked to, and turns "cannot reach it"
+/// failures into <see cref="StoreUnavailableException"/> naming the host and the database.
+/// </summary>
+internal sealed class PostgresDatabase : IAsyncDisposable
+{
+    /// <summary>The database that is always there to connect to while creating another one.</summary>
+    private const string MaintenanceDatabase = "postgres";
+
+    private readonly NpgsqlDataSource _dataSource;
+    private readonly NpgsqlConnectionStringBuilder _settings;
+    private readonly string _description;
+
+    private PostgresDatabase(NpgsqlConnectionStringBuilder settings, string description)
+    {
+        _settings = settings;
+        _description = description;
+        Name = settings.Database ?? settings.Username ?? "";
+        Server = $"{settings.Host}:{settings.Port}";
+        _dataSource = new NpgsqlDataSourceBuilder(settings.ConnectionString).Build();
+    }
+
+    /// <summary>The database's name.</summary>
+    public string Name { get; }
+
+    /// <summary>host:port, for messages.</summary>
+    public string Server { get; }
+
+    /// <summary>
+    /// Parses the connection string. Throws <see cref="StoreUnavailableException"/> for one that is
+    /// not a valid Npgsql connection string or names no host.
+    /// </summary>
+    public static PostgresDatabase Resolve(string connectionString, string description)
+    {
+        var settings = Parse(connectionString, description);
+        settings.ApplicationName ??= "farm";
+
+        // An acknowledged write must be durable whatever the server's or the database's default is.
+        settings.Options = string.IsNullOrWhiteSpace(settings.Options)
+            ? PostgresSql.DurableSessionOptions
+            : $"{settings.Options} {PostgresSql.DurableSessionOptions}";
+
+        // Group commits repeat the same few statements; prepared once per connection they skip parsing and planning.
+        if (settings.MaxAutoPrepare == 0)
+        {
+            settings.MaxAutoPrepare = 32;
+        }
+
+        return new PostgresDatabase(settings, description);
+    }
+
+    public static NpgsqlConnectionStringBuilder Parse(string connectionString, string description)
+    {
+        ArgumentNullException.ThrowIfNull(connectionString);
+        NpgsqlConnectionStringBuilder settings;
+        try
+        {
+            settings = new NpgsqlConnectionStringBuilder(connectionString);
+        }
+        catch (Exception e) when (e is ArgumentException or FormatException or KeyNotFoundException or InvalidOperationException)
+        {
+            throw new StoreUnavailableException(
+                $"The {description} connection string is not a valid PostgreSQL (Npgsql) connection string: {e.Message}", e);
+        }
+
+        if (string.IsNullOrWhiteSpace(settings.Host))
+        {
+            throw new StoreUnavailableException(
+                $"The {description} connection string names no server; PostgreSQL needs 'Host=...;Database=...;Username=...'.");
+        }
+
+        return settings;
+    }
+
+    /// <summary>A pooled connection, opened. Fails with <see cref="StoreUnavailableException"/> when the server or database cannot be reached.</summary>
+    public async Task<NpgsqlConnection> OpenConnectionAsync(CancellationToken cancellationToken)
+    {
+        try
+        {
+            return await _dataSource.OpenConnectionAsync(cancellationToken).ConfigureAwait(false);
+        }
+        catch (NpgsqlException e) when (IsUnavailable(e))
+        {
+            throw Unavailable("open", e);
+        }
+    }
+
+    /// <summary>
+    /// Opens a connection, creating the database first if it does not exist yet. Several nodes may
+    /// race to create it: whoever loses finds it there, which is just as good.
+    /// </summary>
+    public async Task<NpgsqlConnection> OpenOrCreateAsync(CancellationToken cancellationToken)
+    {
+        try
+        {
+            return await _dataSource.OpenConnectionAsync(cancellationToken).ConfigureAwait(false);
+        }
+        catch (PostgresException e) when (e.SqlState == PostgresErrorCodes.InvalidCatalogName)
+        {
+            await CreateAsync(cancellationToken).ConfigureAwait(false);
+        }
+        catch (NpgsqlException e) when (IsUnavailable(e))
+        {
+            throw Unavailable("open", e);
+        }
+
+        return await OpenConnectionAsync(cancellationToken).ConfigureAwait(false);
+    }
+
+    public ValueTask DisposeAsync() => _dataSource.DisposeAsync();
+
+    /// <summary>
+    /// The error to throw when an operation failed: <see cref="StoreUnavailableException"/> when the
+    /// database could not be reached or used, otherwise an <see cref="InvalidOperationException"/>
+    /// saying what it refused. Either way no raw Npgsql exception leaves the store.
+    /// </summary>
+    public Exception Failure(string action, NpgsqlException e) => IsUnavailable(e)
+        ? Unavailable($"{action} in", e)
+        : new InvalidOperationException($"The PostgreSQL {_description} '{Name}' on {Server} refused to {action}: {Describe(e)}.", e);
+
+    /// <summary>"Cannot {action} the PostgreSQL farm database 'x' on host:port: why."</summary>
+    public StoreUnavailableException Unavailable(string action, NpgsqlException e)
+    {
+        var hint = e is PostgresException { SqlState: PostgresErrorCodes.InvalidCatalogName }
+            ? " Create it first, or check the Database in the connection string."
+            : "";
+        return new StoreUnavailableException($"Cannot {action} the PostgreSQL {_description} '{Name}' on {Server}: {Describe(e)}.{hint}", e);
+    }
+
+    /// <summary>
+    /// Errors that mean the server or the database cannot be reached or used now (no connection,
+    /// refused login, missing database, shutting down, out of space), as opposed to errors in what
+    /// was asked (constraints, bad SQL). Errors without a SQLSTATE are I/O failures and timeouts.
+    /// </summary>
+    public static bool IsUnavailable(NpgsqlException e)
+    {
+        if (e is not PostgresException postgres)
+        {
+            return true;
+        }
+
+        var state = postgres.SqlState;
+        return state.StartsWith("08", StringComparison.Ordinal) // connection exception
+            || state.StartsWith("28", StringComparison.Ordinal) // invalid authorization (bad password, unknown role)
+            || state.StartsWith("53", StringComparison.Ordinal) // insufficient resources (disk full, too many connections)
+            || state.StartsWith("57", StringComparison.Ordinal) // operator intervention (shutdown, cannot connect now)
+            || state.StartsWith("58", StringComparison.Ordinal) // system error (I/O)
+            || state is PostgresErrorCodes.InvalidCatalogName // database does not exist
+                or PostgresErrorCodes.ReadOnlySqlTransaction // a standby, or a read-only server
+                or PostgresErrorCodes.DataCorrupted
+                or PostgresErrorCodes.IndexCorrupted;
+    }
+
+    private async Task CreateAsync(CancellationToken cancellationToken)
+    {
+        // A one-off connection: no pool to the maintenance database is left behind.
+        var maintenance = new NpgsqlConnectionStringBuilder(_settings.ConnectionString)
+        {
+            Database = MaintenanceDatabase,
+            Pooling = false,
+        };
+        try
+        {
+            await using var connection = new NpgsqlConnection(maintenance.ConnectionString);
+            await connection.OpenAsync(cancellationToken).ConfigureAwait(false);
+            await using var command = new NpgsqlCommand(PostgresSql.Server.CreateDatabase(Name), connection);
+            await command.ExecuteNonQueryAsync(cancellationToken).ConfigureAwait(false);
+        }
+        catch (PostgresException e) when (e.SqlState is PostgresErrorCodes.DuplicateDatabase or PostgresErrorCodes.UniqueViolation)
+        {
+            // Another node created it first (a simultaneous CREATE can also trip the catalog's unique index).
+        }
+        catch (NpgsqlException e)
+        {
+            throw new StoreUnavailableException(
+                $"Cannot create the PostgreSQL {_description} '{Name}' on {Server} (through the '{MaintenanceDatabase}' database): {Describe(e)}.", e);
+        }
+    }
+
+    private static string Describe(NpgsqlException e) => e switch
+    {
+        PostgresException postgres => $"{postgres.MessageText} (SQLSTATE {postgres.SqlState})",
+        { InnerException: { } inner } => $"{e.Message.TrimEnd('.')}: {inner.Message.TrimEnd('.')}",
+        _ => e.Message.TrimEnd('.'),
+    };
+}

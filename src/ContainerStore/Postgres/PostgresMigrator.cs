@@ -1,0 +1,54 @@
+using System.Collections.Frozen;
+using Dapper;
+using Npgsql;
+
+namespace Farm.ContainerStore.Postgres;
+
+/// <summary>
+/// Applies the embedded migration scripts (Migrations/{schema}/NNNN_name.sql) in order, each
+/// recorded in schema_version, in one transaction under an advisory lock: nodes opening the same
+/// new database at once migrate it one at a time, and reopening a current one changes nothing.
+/// PostgreSQL's DDL is transactional, so a failed migration leaves no half-made schema.
+/// </summary>
+internal static class PostgresMigrator
+{
+    public const string FarmSchema = "farm";
+    public const string ContainerSchema = "container";
+
+    private static readonly FrozenDictionary<string, IReadOnlyList<MigrationScript>> Migrations =
+        new[] { FarmSchema, ContainerSchema }.ToFrozenDictionary(s => s, s => MigrationScript.Load(typeof(PostgresMigrator), s));
+
+    public static async Task MigrateAsync(PostgresDatabase database, NpgsqlConnection connection, string schema, CancellationToken cancellationToken)
+    {
+        var migrations = Migrations[schema];
+        try
+        {
+            await using var transaction = await connection.BeginTransactionAsync(cancellationToken).ConfigureAwait(false);
+            await connection.ExecuteAsync(Command(PostgresSql.Schema.LockForMigration, null, transaction, cancellationToken)).ConfigureAwait(false);
+            await connection.ExecuteAsync(Command(PostgresSql.Schema.CreateVersionTable, null, transaction, cancellationToken)).ConfigureAwait(false);
+            var current = await connection.ExecuteScalarAsync<long>(Command(PostgresSql.Schema.CurrentVersion, null, transaction, cancellationToken)).ConfigureAwait(false);
+            var latest = migrations[^1].Version;
+            if (current > latest)
+            {
+                throw new StoreUnavailableException(
+                    $"The PostgreSQL {schema} database '{database.Name}' on {database.Server} has schema version {current}, newer than this build knows ({latest}); upgrade Farm.");
+            }
+
+            foreach (var migration in migrations.Where(m => m.Version > current))
+            {
+                await connection.ExecuteAsync(Command(migration.Sql, null, transaction, cancellationToken)).ConfigureAwait(false);
+                await connection.ExecuteAsync(Command(PostgresSql.Schema.RecordVersion, new { migration.Version, migration.Name }, transaction, cancellationToken)).ConfigureAwait(false);
+            }
+
+            await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
+        }
+        catch (NpgsqlException e)
+        {
+            // Whatever stops the schema from being brought up to date (permissions included) makes the store unusable.
+            throw database.Unavailable($"migrate the {schema} schema of", e);
+        }
+    }
+
+    private static CommandDefinition Command(string sql, object? parameters, NpgsqlTransaction transaction, CancellationToken cancellationToken) =>
+        new(sql, parameters, transaction, cancellationToken: cancellationToken);
+}

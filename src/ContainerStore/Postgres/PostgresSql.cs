@@ -1,0 +1,253 @@
+namespace Farm.ContainerStore.Postgres;
+
+/// <summary>
+/// Every SQL statement the PostgreSQL provider runs, in one place. The schema itself lives in the
+/// versioned migration files under Migrations/.
+/// </summary>
+internal static class PostgresSql
+{
+    /// <summary>
+    /// The database server's clock. statement_timestamp() is fixed for the whole statement (so every
+    /// use in one statement sees the same instant) yet moves on between statements of a transaction,
+    /// unlike now().
+    /// </summary>
+    private const string Now = "statement_timestamp()";
+
+    /// <summary>
+    /// Sent in every connection's startup packet: a commit returns only once its WAL is flushed,
+    /// whatever the server's or the database's default says, so an acknowledged write is durable.
+    /// </summary>
+    public const string DurableSessionOptions = "-c synchronous_commit=on";
+
+    public static class Schema
+    {
+        /// <summary>
+        /// Held until the migration transaction ends: nodes opening the same new database at once
+        /// migrate it one after the other, and the later ones find nothing left to do.
+        /// </summary>
+        public const string LockForMigration = "SELECT pg_advisory_xact_lock(7263540162339465216)";
+
+        public const string CreateVersionTable = """
+            CREATE TABLE IF NOT EXISTS schema_version (
+                version    bigint      PRIMARY KEY,
+                name       text        NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT statement_timestamp()
+            )
+            """;
+
+        public const string CurrentVersion = "SELECT COALESCE(MAX(version), 0) FROM schema_version";
+
+        public const string RecordVersion = "INSERT INTO schema_version (version, name) VALUES (@Version, @Name)";
+    }
+
+    public static class Server
+    {
+        /// <summary>
+        /// CREATE DATABASE takes no parameters; the name is quoted by <see cref="QuoteIdentifier"/>,
+        /// which makes any string a single identifier.
+        /// </summary>
+        public static string CreateDatabase(string name) => $"CREATE DATABASE {QuoteIdentifier(name)}";
+
+        /// <summary>WITH (FORCE) ends the sessions still connected (PostgreSQL 13 and later).</summary>
+        public static string DropDatabase(string name) => $"DROP DATABASE IF EXISTS {QuoteIdentifier(name)} WITH (FORCE)";
+
+        public static string QuoteIdentifier(string name) => "\"" + name.Replace("\"", "\"\"", StringComparison.Ordinal) + "\"";
+    }
+
+    public static class FarmDb
+    {
+        private const string NodeColumns = $"""
+            id AS Id, address AS Address, state AS State, process_id AS ProcessId,
+            heartbeat_at AS HeartbeatAt, {Now} - heartbeat_at AS HeartbeatAge
+            """;
+
+        public const string RegisterNode = $"""
+            INSERT INTO nodes (id, address, state, process_id, heartbeat_at)
+            VALUES (@Id, @Address, @State, @ProcessId, {Now})
+            ON CONFLICT (id) DO UPDATE SET
+                address = excluded.address, state = excluded.state,
+                process_id = excluded.process_id, heartbeat_at = excluded.heartbeat_at
+            RETURNING {NodeColumns}
+            """;
+
+        public const string Heartbeat = $"UPDATE nodes SET heartbeat_at = {Now} WHERE id = @Id";
+
+        public const string SetNodeState = "UPDATE nodes SET state = @State WHERE id = @Id";
+
+        public const string ListNodes = $"SELECT {NodeColumns} FROM nodes ORDER BY id";
+
+        private const string ContainerColumns = """
+            c.id AS Id, c.connection_string AS ConnectionString, c.owner_node AS OwnerNode, c.epoch AS Epoch,
+            c.lease_expires_at AS LeaseExpiresAt, c.owned_since AS OwnedSince,
+            (SELECT COUNT(*) FROM entities e WHERE e.container_id = c.id) AS EntityCount
+            """;
+
+        /// <summary>The real connection string needs the id, so the row is inserted first and named after.</summary>
+        public const string InsertContainer = "INSERT INTO containers (connection_string, epoch) VALUES ('', 0) RETURNING id";
+
+        public const string SetContainerConnectionString = $"""
+            UPDATE containers c SET connection_string = @ConnectionString WHERE c.id = @Id
+            RETURNING {ContainerColumns}
+            """;
+
+        public const string ListContainers = $"SELECT {ContainerColumns} FROM containers c ORDER BY c.id";
+
+        public const string GetContainer = $"SELECT {ContainerColumns} FROM containers c WHERE c.id = @Id";
+
+        /// <summary>
+        /// The lease decision in one conditional statement, judged by the server's clock: take the
+        /// container when it is unowned, its lease has run out, or the node already holds it. A new
+        /// owner (including the same node coming back after a release) raises the epoch. Two nodes
+        /// racing for it queue on the row lock, and the second re-checks the condition against the
+        /// first one's row, so at most one of them gets it.
+        /// </summary>
+        public const string TryAcquireContainer = $"""
+            UPDATE containers c SET
+                epoch = CASE WHEN c.owner_node = @NodeId THEN c.epoch ELSE c.epoch + 1 END,
+                owned_since = CASE WHEN c.owner_node = @NodeId THEN c.owned_since ELSE {Now} END,
+                owner_node = @NodeId,
+                lease_expires_at = {Now} + @LeaseMs * interval '1 millisecond'
+            WHERE c.id = @Id
+              AND (c.owner_node IS NULL OR c.owner_node = @NodeId OR c.lease_expires_at <= {Now})
+            RETURNING {ContainerColumns}
+            """;
+
+        public const string ReleaseContainer = """
+            UPDATE containers SET owner_node = NULL, lease_expires_at = NULL, owned_since = NULL
+            WHERE id = @Id AND owner_node = @NodeId
+            """;
+
+        private const string EntityColumns = """
+            id AS Id, name AS Name, kind AS Kind, container_id AS ContainerId, properties_json AS PropertiesJson,
+            created_at AS CreatedAt, updated_at AS UpdatedAt
+            """;
+
+        public const string InsertEntity = $"""
+            INSERT INTO entities (name, name_key, kind, container_id, properties_json, created_at, updated_at)
+            VALUES (@Name, @NameKey, @Kind, @ContainerId, @PropertiesJson, {Now}, {Now})
+            RETURNING {EntityColumns}
+            """;
+
+        public const string GetEntity = $"SELECT {EntityColumns} FROM entities WHERE name_key = @NameKey";
+
+        public const string ListEntities = $"SELECT {EntityColumns} FROM entities ORDER BY name_key";
+
+        public const string ListEntitiesOfKind = $"SELECT {EntityColumns} FROM entities WHERE kind = @Kind ORDER BY name_key";
+
+        public const string ListEntitiesInContainer = $"SELECT {EntityColumns} FROM entities WHERE container_id = @ContainerId ORDER BY name_key";
+
+        public const string UpdateEntity = $"""
+            UPDATE entities SET properties_json = @PropertiesJson, updated_at = {Now}
+            WHERE name_key = @NameKey
+            RETURNING {EntityColumns}
+            """;
+
+        public const string DeleteEntity = "DELETE FROM entities WHERE name_key = @NameKey";
+    }
+
+    /// <summary>
+    /// The container database runs through raw Npgsql commands with positional parameters ($1...):
+    /// the write path sends a whole group commit as one batch of set-based statements, each taking
+    /// its rows as arrays, so a commit costs a few round trips however many rows it carries.
+    /// </summary>
+    public static class ContainerDb
+    {
+        public const string ReadEpoch = "SELECT epoch FROM owner WHERE id = 1";
+
+        /// <summary>
+        /// The fence: locks the owner row until the commit ends, so a new owner's
+        /// <see cref="RaiseEpoch"/> waits for this transaction and cannot slip in between the check
+        /// and the commit.
+        /// </summary>
+        public const string LockEpoch = "SELECT epoch FROM owner WHERE id = 1 FOR UPDATE";
+
+        /// <summary>
+        /// True when the epoch was raised or already equals $1. The outer SELECT sees the row as it
+        /// was before the UPDATE, so the second test only matters when nothing was raised.
+        /// </summary>
+        public const string RaiseEpoch = """
+            WITH raised AS (UPDATE owner SET epoch = $1 WHERE id = 1 AND epoch < $1 RETURNING epoch)
+            SELECT EXISTS (SELECT 1 FROM raised) OR (SELECT epoch FROM owner WHERE id = 1) = $1
+            """;
+
+        public const string ReadNextSequence = "SELECT next_sequence FROM entity_state WHERE entity_id = $1";
+
+        /// <summary>
+        /// Column order is fixed: <see cref="PostgresContainerDatabase"/> reads by ordinal. Ordered by
+        /// the primary key only, which the index already gives; the caller splits sub-queues.
+        /// </summary>
+        public const string LoadMessages = """
+            SELECT entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
+                   scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
+                   payload, payload_size
+            FROM messages
+            WHERE entity_id = $1
+            ORDER BY sequence_number
+            """;
+
+        public const string LoadDuplicates = """
+            SELECT entity_id, message_id, expires_at_ms
+            FROM duplicates
+            WHERE entity_id = $1 AND expires_at_ms > $2
+            ORDER BY message_id
+            """;
+
+        public const string ReadPayloads = """
+            SELECT sequence_number, payload FROM messages
+            WHERE entity_id = $1 AND sequence_number = ANY ($2) AND payload IS NOT NULL
+            """;
+
+        public const string PurgeMessages = "DELETE FROM messages WHERE entity_id = ANY ($1)";
+
+        public const string PurgeDuplicates = "DELETE FROM duplicates WHERE entity_id = ANY ($1)";
+
+        public const string PurgeEntityState = "DELETE FROM entity_state WHERE entity_id = ANY ($1)";
+
+        /// <summary>All of a batch's new messages in one statement, one array per column.</summary>
+        public const string InsertMessages = """
+            INSERT INTO messages (entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
+                                  scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
+                                  payload, payload_size)
+            SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bigint[],
+                                 $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], $12::text[],
+                                 $13::bytea[], $14::integer[])
+            """;
+
+        /// <summary>
+        /// A null payload keeps the stored one (and its size). The rows must name each message at
+        /// most once: an UPDATE ... FROM applies only one of several matches.
+        /// </summary>
+        public const string UpdateMessages = """
+            UPDATE messages AS m SET
+                sub_queue = u.sub_queue, state = u.state, delivery_count = u.delivery_count,
+                dl_reason = u.dl_reason, dl_description = u.dl_description, dl_source = u.dl_source,
+                payload = COALESCE(u.payload, m.payload),
+                payload_size = CASE WHEN u.payload IS NULL THEN m.payload_size ELSE octet_length(u.payload) END
+            FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[],
+                        $6::text[], $7::text[], $8::text[], $9::bytea[])
+                 AS u (entity_id, sequence_number, sub_queue, state, delivery_count, dl_reason, dl_description, dl_source, payload)
+            WHERE m.entity_id = u.entity_id AND m.sequence_number = u.sequence_number
+            """;
+
+        public const string DeleteMessages = """
+            DELETE FROM messages AS m
+            USING unnest($1::bigint[], $2::bigint[]) AS d (entity_id, sequence_number)
+            WHERE m.entity_id = d.entity_id AND m.sequence_number = d.sequence_number
+            """;
+
+        public const string UpsertSequences = """
+            INSERT INTO entity_state (entity_id, next_sequence)
+            SELECT * FROM unnest($1::bigint[], $2::bigint[])
+            ON CONFLICT (entity_id) DO UPDATE SET next_sequence = excluded.next_sequence
+            """;
+
+        /// <summary>The rows must name each (entity, MessageId) at most once: ON CONFLICT cannot touch a row twice.</summary>
+        public const string UpsertDuplicates = """
+            INSERT INTO duplicates (entity_id, message_id, expires_at_ms)
+            SELECT * FROM unnest($1::bigint[], $2::text[], $3::bigint[])
+            ON CONFLICT (entity_id, message_id) DO UPDATE SET expires_at_ms = excluded.expires_at_ms
+            """;
+
+        public const string PruneDuplicates = "DELETE FROM duplicates WHERE expires_at_ms < $1";
+    }
+}
