@@ -27,6 +27,7 @@ catch (ArgumentException e)
     return 2;
 }
 
+builder.Logging.AddSimpleConsole(console => console.TimestampFormat = "HH:mm:ss.fff ");
 builder.Logging.AddFilter("Microsoft.AspNetCore", LogLevel.Warning);
 builder.Logging.AddFilter("Microsoft.Hosting", LogLevel.Warning);
 builder.WebHost.ConfigureKestrel(kestrel => kestrel.ListenGrpc(IPAddress.Parse(options.Host), options.Port));

@@ -34,6 +34,14 @@ internal sealed partial class QueueEntity
     /// <summary>Set when this broker stops serving the entity: what every later call fails with.</summary>
     private Contracts.Rpc.RpcException? _unloaded;
 
+    private readonly TaskCompletionSource<Contracts.Rpc.RpcException> _unloadedSignal = new(TaskCreationOptions.RunContinuationsAsynchronously);
+
+    /// <summary>
+    /// Completes (with the reason) when this broker stops serving the entity, so a receive stream
+    /// waiting for credit ends at once instead of holding its client on an entity that moved.
+    /// </summary>
+    public Task<Contracts.Rpc.RpcException> Unloaded => _unloadedSignal.Task;
+
     public QueueEntity(long id, string name, QueueSettings settings, CommitQueue commits, TimeProvider time, BrokerOptions options)
     {
         Id = id;
@@ -111,6 +119,7 @@ internal sealed partial class QueueEntity
         {
             _unloaded ??= reason;
         }
+        _unloadedSignal.TrySetResult(reason);
         _main.SignalArrived();
         _deadLetter.SignalArrived();
     }

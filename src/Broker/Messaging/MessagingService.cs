@@ -74,20 +74,36 @@ public sealed class MessagingService(BrokerNode node)
     public async Task ReceiveAsync(IAsyncEnumerable<ReceiveRequest> requests, IRpcStreamWriter<ReceiveResponse> responses, RpcCallContext context)
     {
         var cancellationToken = context.CancellationToken;
-        await using var incoming = requests.GetAsyncEnumerator(cancellationToken);
-        if (!await incoming.MoveNextAsync().ConfigureAwait(false) || incoming.Current.KindCase != ReceiveRequest.KindOneofCase.Open)
+        // Whoever reads the request stream last disposes it, after its last read: disposing an
+        // async enumerator while another task is inside MoveNextAsync throws.
+        var incoming = requests.GetAsyncEnumerator(cancellationToken);
+        QueueEntity queue;
+        bool deadLetter;
+        ReceiveOpen open;
+        try
         {
-            throw FarmErrors.Invalid("The first message of a receive stream must be 'open'.");
+            if (!await incoming.MoveNextAsync().ConfigureAwait(false) || incoming.Current.KindCase != ReceiveRequest.KindOneofCase.Open)
+            {
+                throw FarmErrors.Invalid("The first message of a receive stream must be 'open'.");
+            }
+            open = incoming.Current.Open;
+            if (open.Credit < 1)
+            {
+                throw FarmErrors.Invalid($"The initial credit must be at least 1; got {open.Credit}.");
+            }
+            (queue, deadLetter) = await ResolveAsync(open.Entity, cancellationToken).ConfigureAwait(false);
         }
-        var open = incoming.Current.Open;
-        if (open.Credit < 1)
+        catch
         {
-            throw FarmErrors.Invalid($"The initial credit must be at least 1; got {open.Credit}.");
+            await DisposeQuietlyAsync(incoming).ConfigureAwait(false);
+            throw;
         }
-        var (queue, deadLetter) = await ResolveAsync(open.Entity, cancellationToken).ConfigureAwait(false);
 
         var credit = new CreditCounter(open.Credit);
-        var creditReader = Task.Run(async () =>
+        // Reads credit until the client half-closes or the call ends. The call does not wait for it:
+        // when the stream must end (its entity moved away), the reader may be blocked on a client that
+        // is itself waiting for messages; ending the call ends that read.
+        _ = Task.Run(async () =>
         {
             try
             {
@@ -99,29 +115,50 @@ public sealed class MessagingService(BrokerNode node)
                     }
                 }
             }
+            catch (Exception)
+            {
+                // The call ended or broke: there is no more credit to read.
+            }
             finally
             {
                 credit.Complete();
+                await DisposeQuietlyAsync(incoming).ConfigureAwait(false);
             }
         }, CancellationToken.None);
 
+        while (await WaitForCreditAsync(credit, queue, cancellationToken).ConfigureAwait(false) is var available && available > 0)
+        {
+            var messages = await queue.ReceiveAsync(deadLetter, open.Mode, available, StreamPollWait, cancellationToken).ConfigureAwait(false);
+            if (messages.Count == 0)
+            {
+                continue;
+            }
+            credit.Take(messages.Count);
+            await responses.WriteAsync(new ReceiveResponse { Messages = { messages } }, cancellationToken).ConfigureAwait(false);
+        }
+    }
+
+    internal static async ValueTask DisposeQuietlyAsync<T>(IAsyncEnumerator<T> enumerator)
+    {
         try
         {
-            while (await credit.WaitAsync(cancellationToken).ConfigureAwait(false) is var available && available > 0)
-            {
-                var messages = await queue.ReceiveAsync(deadLetter, open.Mode, available, StreamPollWait, cancellationToken).ConfigureAwait(false);
-                if (messages.Count == 0)
-                {
-                    continue;
-                }
-                credit.Take(messages.Count);
-                await responses.WriteAsync(new ReceiveResponse { Messages = { messages } }, cancellationToken).ConfigureAwait(false);
-            }
+            await enumerator.DisposeAsync().ConfigureAwait(false);
         }
-        finally
+        catch (Exception)
         {
-            await creditReader.ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
+            // The request stream is gone either way.
         }
+    }
+
+    /// <summary>Credit, or the entity's unload reason thrown: a stream never outlives its entity here.</summary>
+    private static async Task<int> WaitForCreditAsync(CreditCounter credit, QueueEntity queue, CancellationToken cancellationToken)
+    {
+        var waiting = credit.WaitAsync(cancellationToken);
+        if (await Task.WhenAny(waiting, queue.Unloaded).ConfigureAwait(false) == queue.Unloaded)
+        {
+            throw await queue.Unloaded.ConfigureAwait(false);
+        }
+        return await waiting.ConfigureAwait(false);
     }
 
     public async Task<SettleResponse> SettleAsync(SettleRequest request, RpcCallContext context)

@@ -72,7 +72,10 @@ public sealed partial class BrokerNode
         var mine = _containers.Count;
         foreach (var container in containers.OrderBy(c => c.Id))
         {
-            var orphaned = container.OwnerNode is not { } owner || !liveIds.Contains(owner);
+            // Ours in the farm database but not served here (lost mid-pass, or a hand-over that failed
+            // half way) is an orphan too: nobody else would take it while this node lives.
+            var orphaned = container.OwnerNode is not { } owner || !liveIds.Contains(owner)
+                || (owner == NodeId && !_containers.ContainsKey(container.Id));
             if (!orphaned)
             {
                 _orphanSeen.Remove(container.Id);
@@ -95,6 +98,11 @@ public sealed partial class BrokerNode
             }
             if (mine < myShare || now - seen >= _nodeOptions.OrphanGrace)
             {
+                if (container.OwnerNode == NodeId)
+                {
+                    // Let go first, so taking it again raises the epoch past anything we wrote before.
+                    await farm.ReleaseContainerAsync(container.Id, NodeId, cancellationToken).ConfigureAwait(false);
+                }
                 if (await TakeContainerAsync(farm, container.Id, cancellationToken).ConfigureAwait(false))
                 {
                     mine++;

@@ -91,6 +91,12 @@ internal sealed class ReceiveLink : IAsyncDisposable
         int grant;
         lock (_gate)
         {
+            if (_pump is { IsCompleted: true } && !_closing.IsCancellationRequested)
+            {
+                // A pump that ended holds no stream, so none of its credit is on its way any more.
+                _outstanding = 0;
+            }
+
             grant = target - (_buffer.Reader.Count + _outstanding);
             if (grant <= 0 || _closing.IsCancellationRequested)
             {
@@ -240,8 +246,10 @@ internal sealed class ReceiveLink : IAsyncDisposable
             {
                 return;
             }
-            catch (Exception e) when (e is RpcException or FarmException or IOException or ObjectDisposedException)
+            catch (Exception e) when (e is not OperationCanceledException)
             {
+                // Whatever broke the stream (a reset, a server that ended it, a write after the end),
+                // the pump reopens it; only cancellation by the receiver ends the pump.
                 var error = e switch
                 {
                     RpcException rpc => FarmErrors.FromRpc(rpc, _entityPath),

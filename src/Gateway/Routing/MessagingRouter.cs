@@ -14,30 +14,62 @@ namespace Farm.Gateway.Routing;
 /// here; any other goes to the owning broker (forward mode). A call marked direct is never
 /// forwarded: it is answered NOT_OWNER with the owner's address, for the caller to follow.
 /// </summary>
-internal sealed class MessagingRouter(MessagingService local, BrokerNode node, OwnerChannels channels)
+internal sealed partial class MessagingRouter(MessagingService local, BrokerNode node, OwnerChannels channels, ILogger<MessagingRouter> logger)
 {
     private static bool IsDirect(RpcCallContext context) => context.GetHeader(OwnerChannels.DirectHeader) is not null;
 
-    /// <summary>Runs the call here; on NOT_OWNER from a non-direct call, forwards it to the owner.</summary>
+    /// <summary>
+    /// How long a gateway holds a call whose entity has no live owner (a failover or a planned
+    /// move in progress) before giving the client the error: the client sees a slower call, not
+    /// a failure and a retry backoff.
+    /// </summary>
+    public static readonly TimeSpan OwnerWait = TimeSpan.FromSeconds(10);
+
+    private static readonly TimeSpan OwnerPoll = TimeSpan.FromMilliseconds(100);
+
+    /// <summary>
+    /// Failures that mean "nothing was written, the entity is between owners": the owner moved,
+    /// lost its epoch, is stopping, or cannot be reached. Safe to try again.
+    /// </summary>
+    private static bool IsBetweenOwners(RpcException e) =>
+        e.FarmError is "NOT_OWNER" or "STALE_EPOCH" or "SERVICE_BUSY"
+        || (e.StatusCode == RpcStatusCode.Unavailable && e.FarmError is null);
+
+    /// <summary>
+    /// Runs the call here when this node serves the entity, else forwards it to the owner. While
+    /// the entity is between owners it tries again every <see cref="OwnerPoll"/>, up to
+    /// <see cref="OwnerWait"/>. A direct call is never forwarded or held: its caller follows.
+    /// </summary>
     private async Task<TResponse> RouteAsync<TRequest, TResponse>(
         string method, TRequest request, RpcCallContext context, string entityPath,
         Func<TRequest, RpcCallContext, Task<TResponse>> here, MessageParser<TResponse> parser)
         where TRequest : IMessage<TRequest>
         where TResponse : IMessage<TResponse>
     {
-        try
+        if (IsDirect(context))
         {
             return await here(request, context).ConfigureAwait(false);
         }
-        catch (RpcException e) when (e.FarmError == "NOT_OWNER" && !IsDirect(context))
+        var waited = System.Diagnostics.Stopwatch.StartNew();
+        while (true)
         {
-            var owner = e.Trailers.GetValueOrDefault(RpcException.FarmOwnerTrailer);
-            if (owner is null || string.Equals(owner, node.Address, StringComparison.OrdinalIgnoreCase))
+            try
             {
-                // The owner is dead or not known yet (a failover in progress): the client retries.
-                throw;
+                try
+                {
+                    return await here(request, context).ConfigureAwait(false);
+                }
+                catch (RpcException e) when (e.FarmError == "NOT_OWNER"
+                    && e.Trailers.GetValueOrDefault(RpcException.FarmOwnerTrailer) is { Length: > 0 } owner
+                    && !string.Equals(owner, node.Address, StringComparison.OrdinalIgnoreCase))
+                {
+                    return await ForwardAsync(owner, method, request, context, entityPath, parser).ConfigureAwait(false);
+                }
             }
-            return await ForwardAsync(owner, method, request, context, entityPath, parser).ConfigureAwait(false);
+            catch (RpcException e) when (IsBetweenOwners(e) && waited.Elapsed < OwnerWait)
+            {
+                await Task.Delay(OwnerPoll, context.CancellationToken).ConfigureAwait(false);
+            }
         }
     }
 
@@ -92,39 +124,66 @@ internal sealed class MessagingRouter(MessagingService local, BrokerNode node, O
     public async Task ReceiveAsync(IAsyncEnumerable<ReceiveRequest> requests, IRpcStreamWriter<ReceiveResponse> responses, RpcCallContext context)
     {
         var cancellationToken = context.CancellationToken;
-        await using var incoming = requests.GetAsyncEnumerator(cancellationToken);
-        if (!await incoming.MoveNextAsync().ConfigureAwait(false) || incoming.Current.KindCase != ReceiveRequest.KindOneofCase.Open)
+        // Not disposed here: the task that reads it last disposes it (see MessagingService.ReceiveAsync).
+        var incoming = requests.GetAsyncEnumerator(cancellationToken);
+        ReceiveRequest open;
+        string? owner;
+        try
         {
-            throw FarmErrors.Invalid("The first message of a receive stream must be 'open'.");
+            if (!await incoming.MoveNextAsync().ConfigureAwait(false) || incoming.Current.KindCase != ReceiveRequest.KindOneofCase.Open)
+            {
+                throw FarmErrors.Invalid("The first message of a receive stream must be 'open'.");
+            }
+            open = incoming.Current;
+            if (!EntityNames.TryParsePath(open.Open.Entity, out var name, out _, out var error))
+            {
+                throw FarmErrors.Invalid(error!);
+            }
+            var record = await node.FindEntityAsync(name, cancellationToken).ConfigureAwait(false);
+            owner = IsDirect(context) ? null : await WaitForOwnerAsync(record, cancellationToken).ConfigureAwait(false);
         }
-        var open = incoming.Current;
-        if (!EntityNames.TryParsePath(open.Open.Entity, out var name, out _, out var error))
+        catch
         {
-            throw FarmErrors.Invalid(error!);
+            await MessagingService.DisposeQuietlyAsync(incoming).ConfigureAwait(false);
+            throw;
         }
-        var record = await node.FindEntityAsync(name, cancellationToken).ConfigureAwait(false);
-        if (node.IsLocal(record) || IsDirect(context))
+
+        if (owner is null)
         {
+            // This node serves it (or the call was sent here directly).
+            LogReceiveStream(logger, open.Open.Entity, "here", open.Open.Credit);
             await local.ReceiveAsync(Prepend(open, incoming), responses, context).ConfigureAwait(false);
             return;
         }
-        var owner = node.OwnerAddressOf(record.ContainerId) ?? throw FarmErrors.NotOwner(name, null);
+
+        LogReceiveStream(logger, open.Open.Entity, "proxy to " + owner, open.Open.Credit);
         await using var call = channels.Get(owner).Duplex<ReceiveRequest, ReceiveResponse>(MessagingEndpoints.Prefix + "Receive", ReceiveResponse.Parser,
             new CallOptions(OwnerChannels.DirectHeaders, CancellationToken: cancellationToken));
         await call.WriteAsync(open, cancellationToken).ConfigureAwait(false);
-        var upstream = Task.Run(async () =>
+        // Credit flows up in the background; this call ends with the owner's stream, without waiting for it.
+        _ = Task.Run(async () =>
         {
-            while (await incoming.MoveNextAsync().ConfigureAwait(false))
+            try
             {
-                await call.WriteAsync(incoming.Current, cancellationToken).ConfigureAwait(false);
+                while (await incoming.MoveNextAsync().ConfigureAwait(false))
+                {
+                    await call.WriteAsync(incoming.Current, cancellationToken).ConfigureAwait(false);
+                }
+                await call.CompleteAsync().ConfigureAwait(false);
             }
-            await call.CompleteAsync().ConfigureAwait(false);
+            catch (Exception)
+            {
+                // Either side ended the call.
+            }
+            finally
+            {
+                await MessagingService.DisposeQuietlyAsync(incoming).ConfigureAwait(false);
+            }
         }, CancellationToken.None);
         await foreach (var response in call.ReadAllAsync(cancellationToken).ConfigureAwait(false))
         {
             await responses.WriteAsync(response, cancellationToken).ConfigureAwait(false);
         }
-        await upstream.ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
     }
 
     /// <summary>Names the broker that serves an entity, for clients in redirect mode.</summary>
@@ -135,22 +194,54 @@ internal sealed class MessagingRouter(MessagingService local, BrokerNode node, O
             throw FarmErrors.Invalid(error!);
         }
         var record = await node.FindEntityAsync(name, context.CancellationToken).ConfigureAwait(false);
-        var owner = node.IsLocal(record) ? node.Address : node.OwnerAddressOf(record.ContainerId);
-        if (owner is null)
-        {
-            throw FarmErrors.NotOwner(name, null);
-        }
+        var owner = await WaitForOwnerAsync(record, context.CancellationToken).ConfigureAwait(false) ?? node.Address;
         return new LookupResponse { OwnerAddress = owner, ContainerId = record.ContainerId, Epoch = node.EpochOf(record.ContainerId) };
     }
 
-    private static async IAsyncEnumerable<ReceiveRequest> Prepend(ReceiveRequest first, IAsyncEnumerator<ReceiveRequest> rest)
+    /// <summary>
+    /// The live owner's address, null when it is this node; waits up to <see cref="OwnerWait"/>
+    /// while the entity's container is between owners.
+    /// </summary>
+    private async Task<string?> WaitForOwnerAsync(Farm.ContainerStore.FarmDatabase.EntityRecord record, CancellationToken cancellationToken)
     {
-        yield return first;
-        while (await rest.MoveNextAsync().ConfigureAwait(false))
+        var waited = System.Diagnostics.Stopwatch.StartNew();
+        while (true)
         {
-            yield return rest.Current;
+            if (node.IsLocal(record))
+            {
+                return null;
+            }
+            if (node.OwnerAddressOf(record.ContainerId) is { } owner)
+            {
+                return owner;
+            }
+            if (waited.Elapsed >= OwnerWait)
+            {
+                throw FarmErrors.NotOwner(record.Name, null);
+            }
+            await Task.Delay(OwnerPoll, cancellationToken).ConfigureAwait(false);
         }
     }
+
+    /// <summary>The open request again, then the rest; disposing it disposes the rest, after its last read.</summary>
+    private static async IAsyncEnumerable<ReceiveRequest> Prepend(ReceiveRequest first, IAsyncEnumerator<ReceiveRequest> rest)
+    {
+        try
+        {
+            yield return first;
+            while (await rest.MoveNextAsync().ConfigureAwait(false))
+            {
+                yield return rest.Current;
+            }
+        }
+        finally
+        {
+            await MessagingService.DisposeQuietlyAsync(rest).ConfigureAwait(false);
+        }
+    }
+
+    [LoggerMessage(Level = LogLevel.Debug, Message = "Receive stream on {Entity}: {Route}, credit {Credit}")]
+    private static partial void LogReceiveStream(ILogger logger, string entity, string route, int credit);
 
     public void Map(IEndpointRouteBuilder endpoints)
     {

@@ -1,0 +1,290 @@
+using System.Collections.Concurrent;
+using System.Diagnostics;
+using System.Text.Json;
+using Farm.Client;
+using Xunit.Abstractions;
+
+namespace Farm.EndToEnd.Tests;
+
+/// <summary>
+/// The farm issue's chaos test: a 3-node farm, 6 containers, 6 queues, continuous sends and
+/// receives through the SDK, and a random node SIGKILLed ten times (restarted in between). Nothing
+/// acknowledged may be lost, nothing completed may come back, and the containers end up spread
+/// evenly. Each failover's unavailability (kill to the first successful send on a moved queue) is
+/// printed; it is measured here, asserted nowhere (perf/ benchmarks it).
+/// </summary>
+[Collection(FarmCollection.Name)]
+public sealed class ChaosTests(ITestOutputHelper output)
+{
+    private static readonly int Kills = int.TryParse(Environment.GetEnvironmentVariable("FARM_CHAOS_KILLS"), out var k) ? k : 10;
+    private const int Queues = 6;
+    private static readonly TimeSpan FailoverDeadline = TimeSpan.FromSeconds(30);
+    private static readonly TimeSpan BalanceDeadline = TimeSpan.FromSeconds(90);
+
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task KillingRandomNodes_LosesNothingAcknowledged_AndRedeliversNothingCompleted(bool redirect)
+    {
+        await using var farm = await LocalFarm.StartAsync(nodes: 3);
+        using var admin = new FarmAdministrationClient(farm.ConnectionString);
+        for (var i = 1; i < Queues; i++)
+        {
+            await admin.CreateContainerAsync();
+        }
+        await WaitUntilBalancedAsync(admin, 3);
+        var queueContainers = new Dictionary<string, long>();
+        foreach (var container in await admin.GetContainersAsync())
+        {
+            var name = $"chaos-{container.Id}";
+            // Duplicate detection makes a send the gateway or client retried after a lost reply count once.
+            await admin.CreateQueueAsync(new CreateQueueOptions(name)
+            {
+                ContainerId = container.Id,
+                RequiresDuplicateDetection = true,
+                LockDuration = TimeSpan.FromSeconds(5),
+                MaxDeliveryCount = 100,
+            });
+            queueContainers[name] = container.Id;
+        }
+
+        var connection = farm.ConnectionString + (redirect ? ";EnableRedirect=true" : "");
+        var load = new ChaosLoad(connection, queueContainers.Keys.ToList());
+        load.Start();
+        await load.WaitForTrafficAsync(TimeSpan.FromSeconds(60));
+
+        var random = new Random(20261122);
+        var unavailability = new List<TimeSpan>();
+        for (var kill = 1; kill <= Kills; kill++)
+        {
+            var node = random.Next(1, 4);
+            var owned = await ContainersOfAsync(admin, node);
+            var moved = queueContainers.Where(q => owned.Contains(q.Value)).Select(q => q.Key).ToList();
+            var pid = farm.NodePid(node) ?? throw new InvalidOperationException($"node {node} has no pid");
+
+            var killedAt = Stopwatch.GetTimestamp();
+            Process.GetProcessById(pid).Kill();
+            var worst = TimeSpan.Zero;
+            foreach (var queue in moved)
+            {
+                worst = Max(worst, await load.FirstSendAfterAsync(queue, killedAt, FailoverDeadline));
+            }
+            unavailability.Add(worst);
+            output.WriteLine($"kill {kill}: node {node} (containers {string.Join(",", owned)}), unavailable {worst.TotalSeconds:0.00} s");
+
+            await farm.StartNodeAsync(node);
+            await WaitUntilBalancedAsync(admin, 3);
+        }
+
+        await load.StopAndDrainAsync(TimeSpan.FromSeconds(90));
+        output.WriteLine(load.Summary());
+        foreach (var queue in queueContainers.Keys)
+        {
+            var counts = await admin.GetQueueRuntimePropertiesAsync(queue);
+            output.WriteLine($"{queue}: lost {load.LostIn(queue)}, active {counts.ActiveMessageCount}, dead-letter {counts.DeadLetterMessageCount}, locked {counts.LockedMessageCount}");
+        }
+        output.WriteLine($"unavailability: median {Median(unavailability).TotalSeconds:0.00} s, worst {unavailability.Max().TotalSeconds:0.00} s");
+
+        if (load.Lost().Count > 0)
+        {
+            var keep = Path.Combine(Path.GetTempPath(), $"farm-chaos-logs-{(redirect ? "redirect" : "forward")}");
+            Directory.CreateDirectory(keep);
+            foreach (var log in Directory.GetFiles(Path.Combine(farm.DataDirectory, "logs")))
+            {
+                File.Copy(log, Path.Combine(keep, Path.GetFileName(log)), overwrite: true);
+            }
+            output.WriteLine($"node logs kept in {keep}");
+        }
+        Assert.Empty(load.Lost());
+        Assert.Empty(load.CompletedThenDelivered);
+        Assert.True(load.Acknowledged > 1000, $"too little traffic to mean anything: {load.Summary()}");
+        await WaitUntilBalancedAsync(admin, 3);
+    }
+
+    private static TimeSpan Max(TimeSpan a, TimeSpan b) => a > b ? a : b;
+
+    private static TimeSpan Median(List<TimeSpan> values) => values.Order().ElementAt(values.Count / 2);
+
+    private static async Task<HashSet<long>> ContainersOfAsync(FarmAdministrationClient admin, long node) =>
+        (await admin.GetContainersAsync()).Where(c => c.OwnerNode == node).Select(c => c.Id).ToHashSet();
+
+    /// <summary>Every container owned, by live nodes only, the same number each.</summary>
+    private static async Task WaitUntilBalancedAsync(FarmAdministrationClient admin, int nodes)
+    {
+        var deadline = Stopwatch.StartNew();
+        var last = "";
+        while (true)
+        {
+            try
+            {
+                var status = await admin.GetFarmStatusAsync();
+                var live = status.Nodes.Where(n => n.State == "active" && n.HeartbeatAge < TimeSpan.FromSeconds(3)).Select(n => n.Id).ToHashSet();
+                var counts = live.ToDictionary(n => n, n => status.Containers.Count(c => c.OwnerNode == n));
+                last = JsonSerializer.Serialize(counts);
+                if (live.Count == nodes && status.Containers.All(c => c.OwnerNode is { } o && live.Contains(o))
+                    && counts.Values.Distinct().Count() == 1)
+                {
+                    return;
+                }
+            }
+            catch (FarmException)
+            {
+                // A gateway that just died; the admin client moves on to the next endpoint.
+            }
+            Assert.True(deadline.Elapsed < BalanceDeadline, $"the farm did not balance within {BalanceDeadline}: {last}");
+            await Task.Delay(200);
+        }
+    }
+}
+
+/// <summary>Continuous sends and peek-lock receives on every queue, keeping the books the chaos test checks.</summary>
+internal sealed class ChaosLoad(string connection, IReadOnlyList<string> queues)
+{
+    private readonly CancellationTokenSource _stopSending = new();
+    private readonly CancellationTokenSource _stopReceiving = new();
+    private readonly ConcurrentDictionary<string, byte> _acknowledged = new();
+    private readonly ConcurrentDictionary<string, byte> _received = new();
+    private readonly ConcurrentDictionary<(string Queue, long Sequence), byte> _completed = new();
+    private readonly ConcurrentDictionary<string, ConcurrentQueue<long>> _sendTimes = new();
+    private readonly List<Task> _senders = [];
+    private readonly List<Task> _receivers = [];
+    private long _sendFailures;
+    private long _completeFailures;
+
+    public int Acknowledged => _acknowledged.Count;
+
+    /// <summary>Deliveries of a message (queue + sequence number) after it was completed.</summary>
+    public ConcurrentBag<string> CompletedThenDelivered { get; } = [];
+
+    public void Start()
+    {
+        foreach (var queue in queues)
+        {
+            _sendTimes[queue] = new ConcurrentQueue<long>();
+            _senders.Add(Task.Run(() => SendLoopAsync(queue)));
+            _receivers.Add(Task.Run(() => ReceiveLoopAsync(queue)));
+        }
+    }
+
+    public async Task WaitForTrafficAsync(TimeSpan deadline)
+    {
+        var waited = Stopwatch.StartNew();
+        while (queues.Any(q => _sendTimes[q].IsEmpty) || _completed.IsEmpty)
+        {
+            Assert.True(waited.Elapsed < deadline, "no traffic on every queue");
+            await Task.Delay(50);
+        }
+    }
+
+    /// <summary>Time from <paramref name="after"/> to the first acknowledged send on the queue after it.</summary>
+    public async Task<TimeSpan> FirstSendAfterAsync(string queue, long after, TimeSpan deadline)
+    {
+        var waited = Stopwatch.StartNew();
+        while (true)
+        {
+            var first = _sendTimes[queue].Where(t => t > after).DefaultIfEmpty(0).Min();
+            if (first > 0)
+            {
+                return Stopwatch.GetElapsedTime(after, first);
+            }
+            Assert.True(waited.Elapsed < deadline, $"no send on {queue} succeeded within {deadline} of the kill");
+            await Task.Delay(20);
+        }
+    }
+
+    private async Task SendLoopAsync(string queue)
+    {
+        await using var client = new FarmClient(connection);
+        await using var sender = client.CreateSender(queue);
+        var times = _sendTimes[queue];
+        for (var n = 0; !_stopSending.IsCancellationRequested; n++)
+        {
+            var id = $"{queue}-{n}";
+            try
+            {
+                await sender.SendMessageAsync(new FarmMessage($"payload {n}") { MessageId = id });
+                _acknowledged[id] = 0;
+                times.Enqueue(Stopwatch.GetTimestamp());
+                while (times.Count > 2000 && times.TryDequeue(out _))
+                {
+                }
+            }
+            catch (FarmException)
+            {
+                // Not acknowledged, so not promised: the test only counts it.
+                Interlocked.Increment(ref _sendFailures);
+            }
+            // Pace the load: this is a correctness test, not a benchmark.
+            await Task.Delay(10);
+        }
+    }
+
+    private async Task ReceiveLoopAsync(string queue)
+    {
+        await using var client = new FarmClient(connection);
+        while (!_stopReceiving.IsCancellationRequested)
+        {
+            await using var receiver = client.CreateReceiver(queue, new FarmReceiverOptions { PrefetchCount = 20 });
+            try
+            {
+                while (!_stopReceiving.IsCancellationRequested)
+                {
+                    var messages = await receiver.ReceiveMessagesAsync(20, TimeSpan.FromSeconds(1), _stopReceiving.Token);
+                    foreach (var message in messages)
+                    {
+                        if (_completed.ContainsKey((queue, message.SequenceNumber)))
+                        {
+                            CompletedThenDelivered.Add($"{queue}#{message.SequenceNumber} ({message.MessageId})");
+                        }
+                        // Delivered to the application: at-least-once is kept whether or not the complete lands.
+                        _received[message.MessageId!] = 0;
+                    }
+                    // Completed together, as a processor would: the client sends them in one Settle call.
+                    await Task.WhenAll(messages.Select(async message =>
+                    {
+                        try
+                        {
+                            await receiver.CompleteMessageAsync(message);
+                            _completed[(queue, message.SequenceNumber)] = 0;
+                        }
+                        catch (FarmException)
+                        {
+                            // The lock went with a dead node or a moved container: the message comes back.
+                            Interlocked.Increment(ref _completeFailures);
+                        }
+                    }));
+                }
+            }
+            catch (OperationCanceledException) when (_stopReceiving.IsCancellationRequested)
+            {
+                return;
+            }
+            catch (FarmException)
+            {
+                // The receiver gave up after its retries; a new one picks up where it stopped.
+            }
+        }
+    }
+
+    public int LostIn(string queue) => _acknowledged.Keys.Count(id => id.StartsWith(queue + "-", StringComparison.Ordinal) && !_received.ContainsKey(id));
+
+    public IReadOnlyList<string> Lost() => _acknowledged.Keys.Where(id => !_received.ContainsKey(id)).Order().Take(20).ToList();
+
+    public async Task StopAndDrainAsync(TimeSpan deadline)
+    {
+        await _stopSending.CancelAsync();
+        // Sends in flight when the senders stop may still be acknowledged: count them before draining.
+        await Task.WhenAll(_senders);
+        var waited = Stopwatch.StartNew();
+        while (_acknowledged.Keys.Any(id => !_received.ContainsKey(id)) && waited.Elapsed < deadline)
+        {
+            await Task.Delay(100);
+        }
+        await _stopReceiving.CancelAsync();
+        await Task.WhenAll(_receivers);
+    }
+
+    public string Summary() =>
+        $"acknowledged {_acknowledged.Count}, received {_received.Count}, completed {_completed.Count}, " +
+        $"send failures {_sendFailures}, complete failures {_completeFailures}, completed-then-delivered {CompletedThenDelivered.Count}";
+}
