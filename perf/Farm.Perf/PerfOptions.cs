@@ -20,6 +20,8 @@ internal sealed record PerfOptions
 {
     public const string Usage = """
         usage: Farm.Perf single-queue [options]
+               Farm.Perf failover [--kills 20] [--redirect] [--seed N] [--out FILE]
+        single-queue:
           --connection CS     farm to drive (default: start a single node on a temporary data directory)
           --duration 20s      measured time (units ms, s, m), after the warm-up
           --warmup 20s        load before measuring, not counted (the node JITs and tiers up)
@@ -36,7 +38,15 @@ internal sealed record PerfOptions
           --peer-batch 100    rows per SQLite transaction in the storage peer
           --no-peer           skip the storage peer
           --out FILE          JSON result (default perf/results/single-queue.json)
+        failover (starts its own 3-node farm; SIGKILLs a node --kills times under light load):
+          --kills 20          nodes to kill, one after the other (restarted and rebalanced in between)
+          --redirect          clients use EnableRedirect=true (default: forward through the gateways)
+          --seed N            seed of the random choice of node to kill (default: from the clock)
+          --out FILE          JSON result (default perf/results/failover.json, failover-redirect.json with --redirect)
         """;
+
+    /// <summary>The options of the failover scenario; every other option belongs to single-queue.</summary>
+    private static readonly HashSet<string> FailoverOptions = ["--kills", "--redirect", "--seed", "--out"];
 
     public string Scenario { get; init; } = "single-queue";
 
@@ -71,26 +81,52 @@ internal sealed record PerfOptions
 
     public string? Out { get; init; }
 
+    /// <summary>failover: how many nodes to kill.</summary>
+    public int Kills { get; init; } = 20;
+
+    /// <summary>failover: clients in redirect mode (EnableRedirect=true).</summary>
+    public bool Redirect { get; init; }
+
+    /// <summary>failover: seed of the choice of node to kill; null: from the clock.</summary>
+    public int? Seed { get; init; }
+
     /// <summary>Parses the arguments; throws <see cref="ArgumentException"/> naming what was wrong.</summary>
     public static PerfOptions Parse(IReadOnlyList<string> args)
     {
         if (args.Count == 0 || args[0].StartsWith('-'))
         {
-            throw new ArgumentException("name a scenario first: single-queue");
+            throw new ArgumentException("name a scenario first: single-queue or failover");
         }
 
         var options = new PerfOptions { Scenario = args[0] };
-        if (options.Scenario != "single-queue")
+        if (options.Scenario is not ("single-queue" or "failover"))
         {
-            throw new ArgumentException($"unknown scenario '{options.Scenario}'; the scenarios are: single-queue");
+            throw new ArgumentException($"unknown scenario '{options.Scenario}'; the scenarios are: single-queue, failover");
         }
 
+        var failover = options.Scenario == "failover";
         for (var i = 1; i < args.Count; i++)
         {
             var name = args[i];
+            if (failover && !FailoverOptions.Contains(name))
+            {
+                throw new ArgumentException($"'{name}' is not an option of failover (it takes --kills, --redirect, --seed, --out)");
+            }
+
+            if (!failover && FailoverOptions.Contains(name) && name != "--out")
+            {
+                throw new ArgumentException($"{name} belongs to the failover scenario");
+            }
+
             if (name == "--no-peer")
             {
                 options = options with { RunPeer = false };
+                continue;
+            }
+
+            if (name == "--redirect")
+            {
+                options = options with { Redirect = true };
                 continue;
             }
 
@@ -116,6 +152,8 @@ internal sealed record PerfOptions
                 "--complete" => options with { CompleteWithSdk = ParseComplete(value) },
                 "--peer-batch" => options with { PeerBatch = ParseInt(name, value, 1, 100_000) },
                 "--out" => options with { Out = value },
+                "--kills" => options with { Kills = ParseInt(name, value, 1, 1000) },
+                "--seed" => options with { Seed = ParseInt(name, value, int.MinValue, int.MaxValue) },
                 _ => throw new ArgumentException($"unknown option '{name}'"),
             };
         }

@@ -2,12 +2,15 @@ using System.Globalization;
 using System.Text.Json;
 using System.Text.Json.Serialization;
 using Farm.Perf;
+using Farm.Perf.Failover;
 using Farm.Perf.SingleQueue;
 
 // The load generator: `dotnet run -c Release --project perf/Farm.Perf -- single-queue [options]`.
 // Runs the scenario against a farm (its own single node unless --connection is given), then the
 // storage peer, prints one summary line and writes the JSON result. Exits 1 when the run lost,
 // duplicated or failed to deliver a message, 2 on bad arguments.
+// `-- failover [--kills 20] [--redirect]`: its own 3-node farm, SIGKILLs nodes under load, writes
+// the unavailability after each kill (see perf/README.md and Failover/FailoverScenario.cs).
 PerfOptions options;
 try
 {
@@ -26,6 +29,22 @@ Console.CancelKeyPress += (_, e) =>
     e.Cancel = true;
     cancel.Cancel();
 };
+
+var command = "dotnet run -c Release --project perf/Farm.Perf -- " + string.Join(' ', args);
+var jsonOptions = new JsonSerializerOptions
+{
+    PropertyNamingPolicy = JsonNamingPolicy.SnakeCaseLower,
+    WriteIndented = true,
+    // Names such as "raw-sqlite-insert+delete" stay readable; the file is not embedded in HTML.
+    Encoder = System.Text.Encodings.Web.JavaScriptEncoder.UnsafeRelaxedJsonEscaping,
+    DefaultIgnoreCondition = JsonIgnoreCondition.WhenWritingNull,
+};
+var inv = CultureInfo.InvariantCulture;
+
+if (options.Scenario == "failover")
+{
+    return await RunFailoverAsync(options, command, jsonOptions, cancel.Token);
+}
 
 FarmFigures farm;
 LocalNode? node = null;
@@ -69,21 +88,11 @@ var report = new PerfReport(
     ratio,
     MachineInfo.Current(),
     DateTimeOffset.UtcNow,
-    "dotnet run -c Release --project perf/Farm.Perf -- " + string.Join(' ', args));
+    command);
 
-var json = JsonSerializer.Serialize(report, new JsonSerializerOptions
-{
-    PropertyNamingPolicy = JsonNamingPolicy.SnakeCaseLower,
-    WriteIndented = true,
-    // Names such as "raw-sqlite-insert+delete" stay readable; the file is not embedded in HTML.
-    Encoder = System.Text.Encodings.Web.JavaScriptEncoder.UnsafeRelaxedJsonEscaping,
-    DefaultIgnoreCondition = JsonIgnoreCondition.WhenWritingNull,
-});
 var output = options.Out ?? DefaultOutput(options.Scenario);
-Directory.CreateDirectory(Path.GetDirectoryName(Path.GetFullPath(output))!);
-await File.WriteAllTextAsync(output, json + Environment.NewLine);
+await WriteJsonAsync(output, JsonSerializer.Serialize(report, jsonOptions));
 
-var inv = CultureInfo.InvariantCulture;
 var peerSummary = peer is null ? "no peer" : string.Create(inv, $"peer {peer.Name} {peer.MsgsPerSec:0} rows/s, ratio {ratio:0.00}");
 Console.WriteLine(string.Create(inv,
     $"single-queue: farm {farm.MsgsPerSec:0} msg/s received ({farm.SentPerSec:0} sent), p50 {farm.P50Ms:0.0} ms, p99 {farm.P99Ms:0.0} ms over {farm.DurationS:0.#} s; {peerSummary}; {farm.Verification.Acknowledged} sent, {farm.Verification.ReceivedUnique} received -> {output}"));
@@ -103,6 +112,52 @@ if (!farm.Verification.Passed)
 }
 
 return 0;
+
+// The failover scenario: runs, writes perf/results/failover[-redirect].json, prints a summary.
+static async Task<int> RunFailoverAsync(PerfOptions options, string command, JsonSerializerOptions jsonOptions, CancellationToken cancellationToken)
+{
+    FailoverReport report;
+    try
+    {
+        report = await new FailoverScenario(options).RunAsync(command, cancellationToken);
+    }
+    catch (Exception e) when (e is InvalidOperationException or TimeoutException or Farm.Client.FarmException or OperationCanceledException)
+    {
+        Console.Error.WriteLine($"perf: the failover run failed: {e.Message}");
+        return 1;
+    }
+
+    var output = options.Out ?? DefaultOutput(options.Redirect ? "failover-redirect" : "failover");
+    await WriteJsonAsync(output, JsonSerializer.Serialize(report, jsonOptions));
+
+    var inv = CultureInfo.InvariantCulture;
+    var v = report.Verification;
+    Console.WriteLine(string.Create(inv,
+        $"failover ({report.Mode}): {report.Kills} kills, unavailability median {report.MedianS:0.00} s, p90 {report.P90S:0.00} s, max {report.MaxS:0.00} s (takeover seen in the farm's status: median {report.TakeoverMedianS:0.00} s, max {report.TakeoverMaxS:0.00} s); {v.Acknowledged} sent, {v.ReceivedUnique} received, {v.Lost} lost, {v.Duplicates} redelivered, {v.SendFailures} sends failed after retries -> {output}"));
+    Console.WriteLine(report.MaxS < 5
+        ? "failover: the worst kill is under the 5 s target."
+        : string.Create(inv, $"failover: the worst kill ({report.MaxS:0.00} s) misses the 5 s target."));
+    if (!v.Passed)
+    {
+        Console.Error.WriteLine("perf: !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
+        Console.Error.WriteLine("perf: THE FAILOVER RUN FAILED ITS CHECKS:");
+        foreach (var problem in v.Problems)
+        {
+            Console.Error.WriteLine($"perf:   - {problem}");
+        }
+
+        Console.Error.WriteLine("perf: !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
+        return 1;
+    }
+
+    return 0;
+}
+
+static async Task WriteJsonAsync(string output, string json)
+{
+    Directory.CreateDirectory(Path.GetDirectoryName(Path.GetFullPath(output))!);
+    await File.WriteAllTextAsync(output, json + Environment.NewLine);
+}
 
 // perf/results/<scenario>.json under the repository the tool was built from, else the current directory.
 static string DefaultOutput(string scenario)

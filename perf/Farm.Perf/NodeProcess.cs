@@ -1,0 +1,209 @@
+using System.Collections.Concurrent;
+using System.Diagnostics;
+using System.Reflection;
+using System.Text;
+using System.Text.Json;
+
+namespace Farm.Perf;
+
+/// <summary>
+/// One farm node as the real process (<c>dotnet Farm.Gateway.dll --node-id N --data DIR --port P</c>,
+/// as `farm up` starts it). It serves once it has written <c>DIR/nodes/node-N.json</c>
+/// (<c>{"address","pid"}</c>). Every node process started here is also killed when the load
+/// generator exits, however it exits.
+/// </summary>
+internal sealed class NodeProcess : IDisposable
+{
+    private static readonly TimeSpan StartTimeout = TimeSpan.FromSeconds(60);
+    private static readonly ConcurrentDictionary<NodeProcess, byte> Live = new();
+    private const int LogLinesKept = 40;
+
+    private readonly Process _process;
+    private readonly Queue<string> _log = new();
+
+    static NodeProcess()
+    {
+        // Ctrl+C, SIGTERM, an unhandled exception: no node outlives the load generator.
+        AppDomain.CurrentDomain.ProcessExit += (_, _) => KillAll();
+        AppDomain.CurrentDomain.UnhandledException += (_, _) => KillAll();
+    }
+
+    private NodeProcess(long nodeId, Process process)
+    {
+        NodeId = nodeId;
+        _process = process;
+    }
+
+    public long NodeId { get; }
+
+    /// <summary>The node's gRPC address (http://127.0.0.1:port), known once it serves.</summary>
+    public string Address { get; private set; } = string.Empty;
+
+    public int ProcessId => _process.Id;
+
+    public bool HasExited => _process.HasExited;
+
+    /// <summary>Starts node <paramref name="nodeId"/> and waits until it serves.</summary>
+    public static async Task<NodeProcess> StartAsync(long nodeId, string dataDirectory, int port, CancellationToken cancellationToken)
+    {
+        var nodeDll = NodeDllPath();
+        if (!File.Exists(nodeDll))
+        {
+            throw new InvalidOperationException($"the node host {nodeDll} is not built; run: dotnet build src/Gateway -c Release");
+        }
+
+        var readyFile = Path.Combine(dataDirectory, "nodes", $"node-{nodeId}.json");
+        // A file left by an earlier (killed) process of this node would look like "serving".
+        if (File.Exists(readyFile))
+        {
+            File.Delete(readyFile);
+        }
+
+        var startInfo = new ProcessStartInfo("dotnet")
+        {
+            RedirectStandardOutput = true,
+            RedirectStandardError = true,
+            UseShellExecute = false,
+            WorkingDirectory = dataDirectory,
+        };
+        foreach (var argument in new[] { nodeDll, "--node-id", nodeId.ToString(System.Globalization.CultureInfo.InvariantCulture), "--data", dataDirectory, "--port", port.ToString(System.Globalization.CultureInfo.InvariantCulture) })
+        {
+            startInfo.ArgumentList.Add(argument);
+        }
+
+        startInfo.Environment["DOTNET_CLI_TELEMETRY_OPTOUT"] = "1";
+        var process = Process.Start(startInfo) ?? throw new InvalidOperationException($"could not start node {nodeId}");
+        var node = new NodeProcess(nodeId, process);
+        Live[node] = 0;
+        process.ErrorDataReceived += (_, e) => node.Keep(e.Data);
+        process.OutputDataReceived += (_, e) => node.Keep(e.Data);
+        process.BeginErrorReadLine();
+        process.BeginOutputReadLine();
+
+        try
+        {
+            var clock = Stopwatch.StartNew();
+            while (clock.Elapsed < StartTimeout)
+            {
+                if (process.HasExited)
+                {
+                    throw new InvalidOperationException($"node {nodeId} exited with code {process.ExitCode} before serving: {node.LogTail()}");
+                }
+
+                if (TryReadReady(readyFile) is { } ready && ready.Pid == process.Id)
+                {
+                    node.Address = ready.Address;
+                    return node;
+                }
+
+                await Task.Delay(50, cancellationToken).ConfigureAwait(false);
+            }
+
+            throw new TimeoutException($"node {nodeId} did not serve within {StartTimeout.TotalSeconds} s: {node.LogTail()}");
+        }
+        catch
+        {
+            node.Dispose();
+            throw;
+        }
+    }
+
+    /// <summary>SIGKILL: no goodbye, no handover; returns once the process is gone.</summary>
+    public void Kill()
+    {
+        try
+        {
+            if (!_process.HasExited)
+            {
+                _process.Kill(entireProcessTree: false);
+            }
+
+            _process.WaitForExit(10_000);
+        }
+        catch (InvalidOperationException)
+        {
+            // Already gone.
+        }
+    }
+
+    /// <summary>The last lines the node printed (stdout and stderr), for error messages.</summary>
+    public string LogTail()
+    {
+        lock (_log)
+        {
+            return string.Join(Environment.NewLine, _log).Trim();
+        }
+    }
+
+    public void Dispose()
+    {
+        Kill();
+        Live.TryRemove(this, out _);
+        _process.Dispose();
+    }
+
+    private static void KillAll()
+    {
+        foreach (var node in Live.Keys)
+        {
+            try
+            {
+                node.Kill();
+            }
+            catch (Exception e) when (e is InvalidOperationException or System.ComponentModel.Win32Exception)
+            {
+                // Best effort while the process exits.
+            }
+        }
+    }
+
+    private void Keep(string? line)
+    {
+        if (line is null)
+        {
+            return;
+        }
+
+        lock (_log)
+        {
+            _log.Enqueue(line);
+            while (_log.Count > LogLinesKept)
+            {
+                _log.Dequeue();
+            }
+        }
+    }
+
+    private static (string Address, int Pid)? TryReadReady(string readyFile)
+    {
+        if (!File.Exists(readyFile))
+        {
+            return null;
+        }
+
+        try
+        {
+            using var document = JsonDocument.Parse(File.ReadAllText(readyFile, Encoding.UTF8));
+            var root = document.RootElement;
+            if (root.TryGetProperty("address", out var address) && address.GetString() is { Length: > 0 } text)
+            {
+                var pid = root.TryGetProperty("pid", out var p) && p.TryGetInt32(out var value) ? value : 0;
+                return (text, pid);
+            }
+
+            return null;
+        }
+        catch (Exception e) when (e is IOException or JsonException or InvalidOperationException)
+        {
+            // Half written: read it again on the next poll.
+            return null;
+        }
+    }
+
+    private static string NodeDllPath()
+    {
+        var fromBuild = typeof(NodeProcess).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>()
+            .FirstOrDefault(a => a.Key == "FarmNodeDll")?.Value;
+        return fromBuild ?? Path.Combine(AppContext.BaseDirectory, "Farm.Gateway.dll");
+    }
+}
