@@ -72,6 +72,7 @@ internal sealed class BrokerHarness : IAsyncDisposable
     {
         if (crash)
         {
+            Node.StopOwnershipForTests();
             _abandoned.Add(Node);
         }
         else

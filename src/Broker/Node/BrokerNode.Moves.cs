@@ -63,6 +63,12 @@ public sealed partial class BrokerNode
         LogDraining(_logger, NodeId, _containers.Count);
     }
 
+    /// <summary>
+    /// For tests: stops heartbeats and ownership passes without handing anything over, as a killed
+    /// process would. The containers stay open, so a test can show that their writes are fenced.
+    /// </summary>
+    internal void StopOwnershipForTests() => _stopping.Cancel();
+
     /// <summary>One step of a drain, from the ownership pass: release one container, or finish.</summary>
     private async Task DrainStepAsync(IFarmStore farm)
     {

@@ -50,6 +50,19 @@ public sealed record FarmStateRecord
 
     /// <summary>True when the farm was started with --detach (no `farm up` process watches it).</summary>
     public bool Detached { get; init; }
+
+    /// <summary>Where the farm keeps its databases: "sqlite" (the data directory; also when absent) or "postgres".</summary>
+    public string? Store { get; init; }
+
+    /// <summary>
+    /// The PostgreSQL farm database's connection string, with --store postgres: every node gets it,
+    /// also one started again later. It may hold a password, so farm.json is then readable by its owner only.
+    /// </summary>
+    public string? FarmConnection { get; init; }
+
+    /// <summary>The store every node of this farm runs with.</summary>
+    [JsonIgnore]
+    public NodeStore NodeStore => NodeStore.FromRecord(Store, FarmConnection);
 }
 
 /// <summary>Reads and writes farm.json; writes are atomic (temp file + rename).</summary>
@@ -97,6 +110,12 @@ public static class FarmStateFile
         Directory.CreateDirectory(data.Root);
         var temp = data.FarmFile + ".tmp";
         File.WriteAllText(temp, JsonSerializer.Serialize(record, JsonOptions));
+        if (record.FarmConnection is not null && !OperatingSystem.IsWindows())
+        {
+            // The farm database's connection string may carry a password.
+            File.SetUnixFileMode(temp, UnixFileMode.UserRead | UnixFileMode.UserWrite);
+        }
+
         File.Move(temp, data.FarmFile, overwrite: true);
     }
 }

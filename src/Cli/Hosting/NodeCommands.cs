@@ -4,24 +4,26 @@ using System.Globalization;
 namespace Farm.Cli.Hosting;
 
 /// <summary>
-/// `farm node kill|pause|resume|stop|start N`: chaos and repair for one node of the local farm,
+/// `farm node kill|pause|resume|stop|start|drain N`: chaos and repair for one node of the local farm,
 /// by the pid farm.json records. kill is SIGKILL (a crash), pause / resume are SIGSTOP / SIGCONT
 /// (a node frozen past its lease), stop is SIGTERM (graceful), start runs node N again with the
-/// same id, port and data directory. Each updates farm.json.
+/// same id, port, data directory and store, drain hands its containers over one at a time (planned
+/// moves) and lets it exit. Each updates farm.json.
 /// </summary>
-public static class NodeCommands
+public static partial class NodeCommands
 {
     /// <summary>How long a node command waits for another farm command to let go of the lock.</summary>
     private static readonly TimeSpan LockWait = UpCommand.StartTimeout + TimeSpan.FromSeconds(10);
 
     public static Command Create()
     {
-        var node = new Command("node", "Kill, pause, resume, stop or start one node of the local farm (chaos and repair)");
+        var node = new Command("node", "Kill, pause, resume, stop, start or drain one node of the local farm (chaos and repair)");
         node.Subcommands.Add(NodeCommand("kill", "Kill node N with SIGKILL (a crash); its containers go to the other nodes", KillAsync));
         node.Subcommands.Add(NodeCommand("pause", "Freeze node N with SIGSTOP (no heartbeats, no writes) until 'farm node resume N'", PauseAsync));
         node.Subcommands.Add(NodeCommand("resume", "Let a paused node N run again (SIGCONT)", ResumeAsync));
         node.Subcommands.Add(NodeCommand("stop", "Stop node N gracefully (SIGTERM; SIGKILL after 15 s)", StopAsync));
-        node.Subcommands.Add(NodeCommand("start", "Start node N again (same id, port and data directory) after a kill or stop", StartAsync));
+        node.Subcommands.Add(NodeCommand("start", "Start node N again (same id, port and data directory) after a kill, stop or drain", StartAsync));
+        node.Subcommands.Add(DrainCommand());
         return node;
     }
 
@@ -123,7 +125,7 @@ public static class NodeCommands
 
         // The dead node's file is stale; the new process writes its own once it serves.
         File.Delete(data.NodeFile(node.Id));
-        using var launched = NodeLauncher.StartDetached(nodeDll, node.Id, data, port);
+        using var launched = NodeLauncher.StartDetached(nodeDll, node.Id, data, port, state.NodeStore);
         NodeFileRecord file;
         try
         {

@@ -21,7 +21,7 @@ public sealed class LaunchedNode(int nodeId, Process process, string? logFile, l
 
 /// <summary>
 /// Finds the node host (Farm.Gateway.dll) and starts node processes:
-/// <c>dotnet Farm.Gateway.dll --node-id N --data DIR --port P</c>.
+/// <c>dotnet Farm.Gateway.dll --node-id N --data DIR --port P [--store postgres --farm-connection CS]</c>.
 /// </summary>
 public static class NodeLauncher
 {
@@ -64,7 +64,7 @@ public static class NodeLauncher
     /// terminal does not reach it, stdin from /dev/null and its output appended to its log file.
     /// The shell execs setsid, which execs dotnet, so the pid we get is the node's.
     /// </summary>
-    public static LaunchedNode StartDetached(string nodeDll, int nodeId, FarmDataDirectory data, int port)
+    public static LaunchedNode StartDetached(string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store)
     {
         if (OperatingSystem.IsWindows())
         {
@@ -85,7 +85,7 @@ public static class NodeLauncher
             : "log=$1; shift; exec \"$0\" \"$@\" </dev/null >>\"$log\" 2>&1");
         startInfo.ArgumentList.Add(setsid ?? "farm-node");
         startInfo.ArgumentList.Add(logFile);
-        AddNodeCommand(startInfo, nodeDll, nodeId, data, port);
+        AddNodeCommand(startInfo, nodeDll, nodeId, data, port, store);
 
         var process = Process.Start(startInfo)
             ?? throw new CliException(ExitCodes.Error, $"Could not start node {nodeId}.");
@@ -96,7 +96,7 @@ public static class NodeLauncher
     /// Starts a node as our child in our process group (a Ctrl+C reaches it too). Its log lines go
     /// to our stderr as they come, so stdout carries only the connection string.
     /// </summary>
-    public static LaunchedNode StartForeground(string nodeDll, int nodeId, FarmDataDirectory data, int port)
+    public static LaunchedNode StartForeground(string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store)
     {
         var startInfo = new ProcessStartInfo(DotnetHost())
         {
@@ -105,7 +105,7 @@ public static class NodeLauncher
             RedirectStandardError = true,
         };
         startInfo.ArgumentList.Add(nodeDll);
-        AddNodeArguments(startInfo, nodeId, data, port);
+        AddNodeArguments(startInfo, nodeId, data, port, store);
 
         var process = new Process { StartInfo = startInfo };
         process.OutputDataReceived += (_, e) => ForwardLine(e.Data);
@@ -153,14 +153,14 @@ public static class NodeLauncher
         return [.. lines];
     }
 
-    private static void AddNodeCommand(ProcessStartInfo startInfo, string nodeDll, int nodeId, FarmDataDirectory data, int port)
+    private static void AddNodeCommand(ProcessStartInfo startInfo, string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store)
     {
         startInfo.ArgumentList.Add(DotnetHost());
         startInfo.ArgumentList.Add(nodeDll);
-        AddNodeArguments(startInfo, nodeId, data, port);
+        AddNodeArguments(startInfo, nodeId, data, port, store);
     }
 
-    private static void AddNodeArguments(ProcessStartInfo startInfo, int nodeId, FarmDataDirectory data, int port)
+    private static void AddNodeArguments(ProcessStartInfo startInfo, int nodeId, FarmDataDirectory data, int port, NodeStore store)
     {
         startInfo.ArgumentList.Add("--node-id");
         startInfo.ArgumentList.Add(nodeId.ToString(CultureInfo.InvariantCulture));
@@ -168,6 +168,15 @@ public static class NodeLauncher
         startInfo.ArgumentList.Add(data.Root);
         startInfo.ArgumentList.Add("--port");
         startInfo.ArgumentList.Add(port.ToString(CultureInfo.InvariantCulture));
+
+        // The SQLite default adds nothing, so a SQLite node's command line is what it always was.
+        if (store.IsPostgres)
+        {
+            startInfo.ArgumentList.Add("--store");
+            startInfo.ArgumentList.Add(NodeStore.Postgres);
+            startInfo.ArgumentList.Add("--farm-connection");
+            startInfo.ArgumentList.Add(store.FarmConnection!);
+        }
     }
 
     /// <summary>The dotnet host running us (so the node runs on the same runtime), else dotnet on PATH.</summary>

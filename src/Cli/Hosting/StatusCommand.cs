@@ -64,6 +64,12 @@ public sealed record StatusView(
     /// <summary>The farm database's state of a node that serves and may own containers.</summary>
     public const string ActiveState = "active";
 
+    /// <summary>Where the farm keeps its databases: sqlite or postgres.</summary>
+    public string Store { get; init; } = NodeStore.Sqlite;
+
+    /// <summary>The PostgreSQL farm database (password hidden) for a local postgres farm; null otherwise.</summary>
+    public string? FarmDatabase { get; init; }
+
     public static StatusView From(FarmStatusProperties status, FarmStateRecord? local = null)
     {
         var nodes = status.Nodes.OrderBy(n => n.Id).Select(n => new NodeView(
@@ -84,7 +90,17 @@ public sealed record StatusView(
             .Concat(owned.Keys.Where(id => nodes.All(n => n.Id != id)).Select(id => new NodeContainersView(id, false, owned[id])))
             .OrderBy(n => n.NodeId)
             .ToList();
-        return new StatusView(status.Version, status.EntityCount, nodes, containers, byNode, containers.LongCount(c => c.OwnerNode is null));
+        // farm.json knows how the local farm was started; for another farm the containers say.
+        var isLocal = local is not null && status.Nodes.Any(n => local.Nodes.Any(e => e.Id == n.Id
+            && string.Equals(e.Address.TrimEnd('/'), n.Address.TrimEnd('/'), StringComparison.OrdinalIgnoreCase)));
+        var store = isLocal
+            ? local!.NodeStore
+            : new NodeStore(containers.Select(c => c.Store).FirstOrDefault(s => !string.IsNullOrEmpty(s)) ?? NodeStore.Sqlite, null);
+        return new StatusView(status.Version, status.EntityCount, nodes, containers, byNode, containers.LongCount(c => c.OwnerNode is null))
+        {
+            Store = store.Name,
+            FarmDatabase = store.SafeFarmConnection(),
+        };
     }
 
     /// <summary>
@@ -124,6 +140,7 @@ public sealed record StatusView(
     {
         var text = new StringBuilder();
         text.AppendLine(CultureInfo.InvariantCulture, $"Farm {Version}: {Nodes.Count} node(s), {Containers.Count} container(s), {EntityCount} entit{(EntityCount == 1 ? "y" : "ies")}");
+        text.AppendLine(FarmDatabase is null ? $"Store: {Store}" : $"Store: {Store}, farm database {FarmDatabase}");
         text.AppendLine(Summary());
         text.AppendLine();
         AppendTable(

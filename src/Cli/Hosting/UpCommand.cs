@@ -7,7 +7,7 @@ using System.Net.Sockets;
 namespace Farm.Cli.Hosting;
 
 /// <summary>
-/// `farm up [--nodes N] [--port P] [--detach]`: starts the farm's node processes on a data
+/// `farm up [--nodes N] [--port P] [--detach] [--store sqlite|postgres --farm-connection CS]`: starts the farm's node processes on a data
 /// directory (node 1 first, then the others together, all sharing the directory), waits until they
 /// serve, records them in farm.json and prints the connection string listing every node's endpoint
 /// (the only thing written to stdout, so <c>export FARM_CONNECTION=$(./farm up --detach)</c> works).
@@ -40,23 +40,37 @@ public static class UpCommand
         {
             Description = "Start the farm in the background and return once it is ready",
         };
+        var store = new Option<string>("--store")
+        {
+            Description = "Where the farm keeps its databases: sqlite (files in the data directory) or postgres (a server; needs --farm-connection)",
+            HelpName = "sqlite|postgres",
+            DefaultValueFactory = _ => NodeStore.Sqlite,
+        };
+        var farmConnection = new Option<string?>("--farm-connection")
+        {
+            Description = "With --store postgres: the farm database's connection string (Host=...;Database=...;Username=...;Password=...). The database must exist; container databases are created next to it",
+            HelpName = "CONNECTION_STRING",
+        };
 
         var command = new Command("up", "Stand up a farm on the data directory and print its connection string")
         {
             nodes,
             port,
             detach,
+            store,
+            farmConnection,
         };
         command.SetAction((parseResult, cancellationToken) => RunAsync(
             new FarmDataDirectory(CliContext.ResolveDataDirectory(parseResult)),
             parseResult.GetValue(nodes),
             parseResult.GetValue(port),
             parseResult.GetValue(detach),
+            NodeStore.FromOptions(parseResult.GetValue(store), parseResult.GetValue(farmConnection)),
             cancellationToken));
         return command;
     }
 
-    private static async Task<int> RunAsync(FarmDataDirectory data, int nodeCount, int port, bool detach, CancellationToken cancellationToken)
+    private static async Task<int> RunAsync(FarmDataDirectory data, int nodeCount, int port, bool detach, NodeStore store, CancellationToken cancellationToken)
     {
         if (nodeCount is < 1 or > MaxNodes)
         {
@@ -86,8 +100,8 @@ public static class UpCommand
             {
                 var nodePort = port == 0 ? 0 : port + nodeId - 1;
                 var node = detach
-                    ? NodeLauncher.StartDetached(nodeDll, nodeId, data, nodePort)
-                    : NodeLauncher.StartForeground(nodeDll, nodeId, data, nodePort);
+                    ? NodeLauncher.StartDetached(nodeDll, nodeId, data, nodePort, store)
+                    : NodeLauncher.StartForeground(nodeDll, nodeId, data, nodePort, store);
                 launched.Add(node);
                 return node;
             }
@@ -113,12 +127,19 @@ public static class UpCommand
                     launched.First(l => l.NodeId == n.NodeId).LogFile))],
                 StartedAt = DateTimeOffset.UtcNow,
                 Detached = detach,
+                Store = store.Name,
+                FarmConnection = store.FarmConnection,
             };
             FarmStateFile.Write(data, record);
             await Console.Out.WriteLineAsync(record.ConnectionString);
 
             if (detach)
             {
+                if (store.IsPostgres)
+                {
+                    await Console.Error.WriteLineAsync($"store: {store.Describe()}");
+                }
+
                 foreach (var node in launched)
                 {
                     await Console.Error.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"node {node.NodeId}: pid {node.Process.Id}, log {node.LogFile}"));

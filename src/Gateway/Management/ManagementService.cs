@@ -16,7 +16,7 @@ namespace Farm.Gateway.Management;
 /// the broker that serves them. Calls about one queue's runtime (get with counts, update, delete)
 /// run on the node that owns the queue's container: another node forwards them there.
 /// </summary>
-internal sealed class ManagementService(BrokerNode node, OwnerChannels channels)
+internal sealed class ManagementService(BrokerNode node, OwnerChannels channels, Farm.ContainerStore.IStoreProvider store)
 {
     private const string Prefix = ManagementEndpoints.Prefix;
 
@@ -258,7 +258,7 @@ internal sealed class ManagementService(BrokerNode node, OwnerChannels channels)
         };
     }
 
-    private static ContainerInfo ToInfo(ContainerRecord c)
+    private ContainerInfo ToInfo(ContainerRecord c)
     {
         var info = new ContainerInfo
         {
@@ -266,7 +266,7 @@ internal sealed class ManagementService(BrokerNode node, OwnerChannels channels)
             OwnerNode = c.OwnerNode ?? 0,
             Epoch = c.Epoch,
             EntityCount = c.EntityCount,
-            Store = "sqlite",
+            Store = store.Name,
         };
         if (c.OwnedSince is { } since)
         {
