@@ -116,6 +116,26 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         await Commits.CommitAsync(batch => batch.PurgedEntities.Add(entityId)).ConfigureAwait(false);
     }
 
+    /// <summary>
+    /// The first half of a planned hand-over: stop taking new work, then wait (up to
+    /// <paramref name="maxWait"/>) until receivers have settled the locks they hold, so a planned
+    /// move costs them nothing. Locks still held when the wait ends are dropped; those messages come
+    /// back from the next owner, as after a crash.
+    /// </summary>
+    public async Task StopTakingWorkAsync(TimeSpan maxWait)
+    {
+        foreach (var entity in _entities.Values)
+        {
+            entity.StopTakingWork(FarmErrors.Create(Contracts.Rpc.RpcStatusCode.Unavailable, Contracts.V1.FarmErrorCode.ServiceBusy,
+                $"'{entity.Name}' is moving to another broker; try again."));
+        }
+        var deadline = _time.GetUtcNow() + maxWait;
+        while (_entities.Values.Any(e => e.HeldLocks > 0) && _time.GetUtcNow() < deadline)
+        {
+            await Task.Delay(TimeSpan.FromMilliseconds(20), _time).ConfigureAwait(false);
+        }
+    }
+
     private void MarkLost() => Interlocked.Exchange(ref _lost, 1);
 
     private void Sweep()

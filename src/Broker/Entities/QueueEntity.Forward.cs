@@ -52,7 +52,7 @@ internal sealed partial class QueueEntity
         var taken = new List<StoredMessage>();
         lock (_gate)
         {
-            ThrowIfDeleted();
+            ThrowIfNotServing();
             while (taken.Count < _options.MaxMessagesPerReceive && sub.Available.Count > 0)
             {
                 var sequence = sub.Available.Min;

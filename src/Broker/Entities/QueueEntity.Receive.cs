@@ -51,7 +51,7 @@ internal sealed partial class QueueEntity
         var settings = Settings;
         lock (_gate)
         {
-            ThrowIfDeleted();
+            ThrowIfNotServing();
             SweepLocked(now, background);
             while (taken.Count < maxMessages && sub.Available.Count > 0)
             {
@@ -154,7 +154,7 @@ internal sealed partial class QueueEntity
         var result = new List<ReceivedMessage>();
         lock (_gate)
         {
-            ThrowIfDeleted();
+            ThrowIfNotServing();
             foreach (var sequence in sequenceNumbers.Distinct())
             {
                 if (!_main.Messages.TryGetValue(sequence, out var message) || message.Settling)
@@ -220,7 +220,7 @@ internal sealed partial class QueueEntity
         var result = new List<ReceivedMessage>();
         lock (_gate)
         {
-            ThrowIfDeleted();
+            ThrowIfNotServing();
             if (sub.Ordered.Count == 0)
             {
                 return result;

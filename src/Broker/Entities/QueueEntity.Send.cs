@@ -35,7 +35,7 @@ internal sealed partial class QueueEntity
         long nextSequence;
         lock (_gate)
         {
-            ThrowIfDeleted();
+            ThrowIfNotServing();
             var maxBytes = settings.MaxSizeInMegabytes * 1024 * 1024;
             if (_main.SizeInBytes + _deadLetter.SizeInBytes + total > maxBytes)
             {
@@ -149,7 +149,7 @@ internal sealed partial class QueueEntity
         var cancelled = new List<StoredMessage>();
         lock (_gate)
         {
-            ThrowIfDeleted();
+            ThrowIfNotServing();
             foreach (var sequence in sequenceNumbers)
             {
                 if (!_main.Messages.TryGetValue(sequence, out var message) || message.Settling)

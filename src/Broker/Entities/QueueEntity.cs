@@ -37,7 +37,7 @@ internal sealed partial class QueueEntity
     private readonly TaskCompletionSource<Contracts.Rpc.RpcException> _unloadedSignal = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
     /// <summary>
-    /// Completes (with the reason) when this broker stops serving the entity, so a receive stream
+    /// Completes (with the reason) when this broker stops handing out the entity's messages, so a receive stream
     /// waiting for credit ends at once instead of holding its client on an entity that moved.
     /// </summary>
     public Task<Contracts.Rpc.RpcException> Unloaded => _unloadedSignal.Task;
@@ -106,6 +106,37 @@ internal sealed partial class QueueEntity
         }
     }
 
+    /// <summary>Set when the entity stops taking new work before a planned move; settlements still run.</summary>
+    private Contracts.Rpc.RpcException? _stopping;
+
+    /// <summary>
+    /// First step of a planned move: no more deliveries, sends or peeks (they fail with
+    /// <paramref name="reason"/>, which gateways hold and retry), while the locks already handed
+    /// out can still be settled or renewed, so their holders lose nothing.
+    /// </summary>
+    public void StopTakingWork(Contracts.Rpc.RpcException reason)
+    {
+        lock (_gate)
+        {
+            _stopping ??= reason;
+        }
+        _unloadedSignal.TrySetResult(reason);
+        _main.SignalArrived();
+        _deadLetter.SignalArrived();
+    }
+
+    /// <summary>Peek-locks still held by receivers.</summary>
+    public int HeldLocks
+    {
+        get
+        {
+            lock (_gate)
+            {
+                return _locks.Count;
+            }
+        }
+    }
+
     /// <summary>The entity was deleted: every later call and waiting receiver gets NotFound.</summary>
     public void MarkDeleted() => Unload(FarmErrors.EntityNotFound(Name));
 
@@ -124,9 +155,20 @@ internal sealed partial class QueueEntity
         _deadLetter.SignalArrived();
     }
 
+    /// <summary>For settlements and lock renewals: they run until the entity is unloaded.</summary>
     private void ThrowIfDeleted()
     {
         if (_unloaded is { } reason)
+        {
+            throw reason;
+        }
+    }
+
+    /// <summary>For new work (sends, deliveries, peeks): refused from the start of a planned move.</summary>
+    private void ThrowIfNotServing()
+    {
+        ThrowIfDeleted();
+        if (_stopping is { } reason)
         {
             throw reason;
         }

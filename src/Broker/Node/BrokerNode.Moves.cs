@@ -72,15 +72,21 @@ public sealed partial class BrokerNode
     /// <summary>One step of a drain, from the ownership pass: release one container, or finish.</summary>
     private async Task DrainStepAsync(IFarmStore farm)
     {
+        // One hand-over at a time, in the background: this pass must go on heartbeating.
+        if (!_releasing.IsEmpty)
+        {
+            return;
+        }
         var next = _containers.Keys.Order().FirstOrDefault();
         if (next != 0)
         {
-            await ReleaseContainerAsync(farm, next).ConfigureAwait(false);
+            StartRelease(farm, next);
         }
-        if (_containers.IsEmpty)
+        else
         {
             _drained.TrySetResult();
         }
+        await Task.CompletedTask.ConfigureAwait(false);
     }
 
     [LoggerMessage(Level = LogLevel.Information, Message = "Moving container {ContainerId} to node {Target}")]

@@ -116,32 +116,59 @@ public sealed partial class BrokerNode
         {
             // The longest-held goes: containers that just arrived (a failover, an operator's move) stay put.
             var candidate = _containers.Values
-                .Where(h => now - h.TakenAt >= _nodeOptions.MinimumStay)
+                .Where(h => now - h.TakenAt >= _nodeOptions.MinimumStay && !_releasing.ContainsKey(h.Id))
                 .OrderBy(h => h.TakenAt)
                 .FirstOrDefault();
             if (candidate is not null)
             {
                 _lastRelease = now;
                 LogRebalancing(_logger, candidate.Id, mine, myShare);
-                await ReleaseContainerAsync(farm, candidate.Id).ConfigureAwait(false);
+                StartRelease(farm, candidate.Id);
             }
         }
     }
 
+    private readonly System.Collections.Concurrent.ConcurrentDictionary<long, Task> _releasing = new();
+
     /// <summary>
-    /// Hands a container back on purpose: stop serving its entities, let the commit queue drain,
-    /// then release the lease so another node takes it (raising the epoch) at once.
+    /// Hands a container back on purpose: stop taking new work and let receivers settle what they
+    /// hold, stop serving its entities, let the commit queue drain, then release the lease so another
+    /// node takes it (raising the epoch) at once. Runs once per container at a time.
     /// </summary>
-    internal async Task ReleaseContainerAsync(IFarmStore farm, long containerId)
+    internal Task ReleaseContainerAsync(IFarmStore farm, long containerId)
     {
-        if (!_containers.TryRemove(containerId, out var host))
+        var release = _releasing.GetOrAdd(containerId, id => ReleaseNowAsync(farm, id));
+        return release;
+    }
+
+    /// <summary>Starts a hand-over without waiting for it: the ownership pass must keep heartbeating meanwhile.</summary>
+    private void StartRelease(IFarmStore farm, long containerId) =>
+        _ = ReleaseContainerAsync(farm, containerId).ContinueWith(t => LogOwnershipPassFailed(_logger, t.Exception!), TaskContinuationOptions.OnlyOnFaulted);
+
+    private async Task ReleaseNowAsync(IFarmStore farm, long containerId)
+    {
+        // Never finish synchronously: the finally below must run after GetOrAdd stored this task.
+        await Task.Yield();
+        try
         {
-            return;
+            if (!_containers.TryGetValue(containerId, out var host))
+            {
+                return;
+            }
+            await host.StopTakingWorkAsync(_nodeOptions.HandOverLockWait).ConfigureAwait(false);
+            _releasedAt[containerId] = _time.GetUtcNow();
+            if (!_containers.TryRemove(containerId, out _))
+            {
+                return;
+            }
+            await host.DisposeAsync().ConfigureAwait(false);
+            await farm.ReleaseContainerAsync(containerId, NodeId).ConfigureAwait(false);
+            LogContainerReleased(_logger, containerId);
         }
-        _releasedAt[containerId] = _time.GetUtcNow();
-        await host.DisposeAsync().ConfigureAwait(false);
-        await farm.ReleaseContainerAsync(containerId, NodeId).ConfigureAwait(false);
-        LogContainerReleased(_logger, containerId);
+        finally
+        {
+            _releasing.TryRemove(containerId, out _);
+        }
     }
 
     private async Task OwnershipLoopAsync(CancellationToken cancellationToken)

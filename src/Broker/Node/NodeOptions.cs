@@ -32,6 +32,9 @@ public sealed class NodeOptions
     /// <summary>A container stays at least this long with a node before rebalancing moves it, so ownership never flaps.</summary>
     public TimeSpan MinimumStay { get; set; } = TimeSpan.FromSeconds(10);
 
+    /// <summary>How long a planned hand-over waits for receivers to settle the locks they hold.</summary>
+    public TimeSpan HandOverLockWait { get; set; } = TimeSpan.FromSeconds(5);
+
     /// <summary>At most one planned move per this interval per node.</summary>
     public TimeSpan RebalanceInterval { get; set; } = TimeSpan.FromSeconds(5);
 }

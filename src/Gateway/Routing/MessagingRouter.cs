@@ -128,6 +128,7 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
         var incoming = requests.GetAsyncEnumerator(cancellationToken);
         ReceiveRequest open;
         string? owner;
+        Farm.ContainerStore.FarmDatabase.EntityRecord? record;
         try
         {
             if (!await incoming.MoveNextAsync().ConfigureAwait(false) || incoming.Current.KindCase != ReceiveRequest.KindOneofCase.Open)
@@ -139,7 +140,7 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
             {
                 throw FarmErrors.Invalid(error!);
             }
-            var record = await node.FindEntityAsync(name, cancellationToken).ConfigureAwait(false);
+            record = await node.FindEntityAsync(name, cancellationToken).ConfigureAwait(false);
             owner = IsDirect(context) ? null : await WaitForOwnerAsync(record, cancellationToken).ConfigureAwait(false);
         }
         catch
@@ -148,18 +149,41 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
             throw;
         }
 
-        if (owner is null)
+        var waited = System.Diagnostics.Stopwatch.StartNew();
+        DuplexCall<ReceiveRequest, ReceiveResponse> call;
+        while (true)
         {
-            // This node serves it (or the call was sent here directly).
-            LogReceiveStream(logger, open.Open.Entity, "here", open.Open.Credit);
-            await local.ReceiveAsync(Prepend(open, incoming), responses, context).ConfigureAwait(false);
-            return;
+            if (owner is null)
+            {
+                // This node serves it (or the call was sent here directly).
+                LogReceiveStream(logger, open.Open.Entity, "here", open.Open.Credit);
+                await local.ReceiveAsync(Prepend(open, incoming), responses, context).ConfigureAwait(false);
+                return;
+            }
+            LogReceiveStream(logger, open.Open.Entity, "proxy to " + owner, open.Open.Credit);
+            call = channels.Get(owner).Duplex<ReceiveRequest, ReceiveResponse>(MessagingEndpoints.Prefix + "Receive", ReceiveResponse.Parser,
+                new CallOptions(OwnerChannels.DirectHeaders, CancellationToken: cancellationToken));
+            try
+            {
+                // A dead owner shows here, before any credit went up: safe to wait for the takeover and try again.
+                await call.WriteAsync(open, cancellationToken).ConfigureAwait(false);
+                break;
+            }
+            catch (RpcException e) when (IsBetweenOwners(e) && waited.Elapsed < OwnerWait)
+            {
+                await call.DisposeAsync().ConfigureAwait(false);
+                await Task.Delay(OwnerPoll, cancellationToken).ConfigureAwait(false);
+                owner = await WaitForOwnerAsync(record!, cancellationToken).ConfigureAwait(false);
+            }
+            catch
+            {
+                await call.DisposeAsync().ConfigureAwait(false);
+                await MessagingService.DisposeQuietlyAsync(incoming).ConfigureAwait(false);
+                throw;
+            }
         }
 
-        LogReceiveStream(logger, open.Open.Entity, "proxy to " + owner, open.Open.Credit);
-        await using var call = channels.Get(owner).Duplex<ReceiveRequest, ReceiveResponse>(MessagingEndpoints.Prefix + "Receive", ReceiveResponse.Parser,
-            new CallOptions(OwnerChannels.DirectHeaders, CancellationToken: cancellationToken));
-        await call.WriteAsync(open, cancellationToken).ConfigureAwait(false);
+        await using var ownerCall = call;
         // Credit flows up in the background; this call ends with the owner's stream, without waiting for it.
         _ = Task.Run(async () =>
         {
