@@ -15,7 +15,11 @@ internal sealed class FailoverLedger(TimeSpan lockDuration)
     /// <summary>Client and broker share the machine's clock; this covers rounding and scheduling.</summary>
     private static readonly TimeSpan ClockSlack = TimeSpan.FromMilliseconds(100);
 
-    private readonly System.Collections.Concurrent.ConcurrentDictionary<long, DateTimeOffset> _completedAt = new();
+    // The sequence number is kept with the time: the same id under another sequence number is a
+    // second copy of the message (a send retried after a lost reply, on queues without duplicate
+    // detection), which at-least-once sending allows; the same sequence number again is not.
+    private readonly System.Collections.Concurrent.ConcurrentDictionary<long, (DateTimeOffset At, long Sequence)> _completedAt = new();
+    private long _secondCopies;
     private long _completedTwice;
     private long _lockedAfterComplete;
 
@@ -55,6 +59,9 @@ internal sealed class FailoverLedger(TimeSpan lockDuration)
     /// <summary>Ids the broker acknowledged a Complete for twice (two deliveries, both completed): must be 0.</summary>
     public long CompletedTwice => Interlocked.Read(ref _completedTwice);
 
+    /// <summary>Deliveries of a second stored copy of an id (another sequence number): a send stored twice.</summary>
+    public long SecondCopies => Interlocked.Read(ref _secondCopies);
+
     public long Foreign => Interlocked.Read(ref _foreign);
 
     /// <summary>Sends that failed after the SDK's own retries.</summary>
@@ -75,8 +82,13 @@ internal sealed class FailoverLedger(TimeSpan lockDuration)
             return;
         }
 
-        if (_completedAt.TryGetValue(id, out var completedAt))
+        if (_completedAt.TryGetValue(id, out var completed) && completed.Sequence != message.SequenceNumber)
         {
+            Interlocked.Increment(ref _secondCopies);
+        }
+        else if (_completedAt.TryGetValue(id, out completed))
+        {
+            var completedAt = completed.At;
             Interlocked.Increment(ref _redeliveredAfterComplete);
             var lockIssued = message.LockedUntil - lockDuration;
             if (lockIssued > completedAt + ClockSlack && Interlocked.Increment(ref _lockedAfterComplete) <= ErrorsPrinted)
@@ -96,7 +108,9 @@ internal sealed class FailoverLedger(TimeSpan lockDuration)
         if (long.TryParse(message.MessageId, NumberStyles.None, CultureInfo.InvariantCulture, out var id))
         {
             Completed.Add(id);
-            if (!_completedAt.TryAdd(id, DateTimeOffset.UtcNow) && Interlocked.Increment(ref _completedTwice) <= ErrorsPrinted)
+            if (!_completedAt.TryAdd(id, (DateTimeOffset.UtcNow, message.SequenceNumber))
+                && _completedAt[id].Sequence == message.SequenceNumber
+                && Interlocked.Increment(ref _completedTwice) <= ErrorsPrinted)
             {
                 Console.Error.WriteLine($"perf:   (message {id} (sequence {message.SequenceNumber}, delivery {message.DeliveryCount}) was completed a second time)");
             }

@@ -398,6 +398,10 @@ internal sealed class FailoverScenario(PerfOptions options)
             problems.Add($"{ledger.LockedAfterComplete} messages were locked and delivered again after the broker had acknowledged their Complete");
         }
 
+        if (ledger.SecondCopies > 0)
+        {
+            Console.WriteLine($"failover: {ledger.SecondCopies} deliveries were of a second stored copy of a message (a send retried after a lost reply; at-least-once sending, no duplicate detection on these queues)");
+        }
         if (ledger.CompletedTwice > 0)
         {
             problems.Add($"{ledger.CompletedTwice} messages were completed twice (the broker acknowledged two Completes of one message)");

@@ -17,6 +17,15 @@ internal sealed partial class FarmConnection
     private readonly ConcurrentDictionary<string, string> _owners = new(StringComparer.OrdinalIgnoreCase);
     private readonly ConcurrentDictionary<string, RpcChannel> _brokers = new(StringComparer.OrdinalIgnoreCase);
 
+    /// <summary>
+    /// Entities whose owner could not be reached, and when: for a while their calls go through a
+    /// gateway, which holds them until a survivor takes the container over, instead of burning the
+    /// retry budget on a dead broker that lookups still name until its heartbeat times out.
+    /// </summary>
+    private readonly ConcurrentDictionary<string, DateTimeOffset> _viaGatewayUntil = new(StringComparer.OrdinalIgnoreCase);
+
+    private static readonly TimeSpan ViaGatewayAfterOwnerLoss = TimeSpan.FromSeconds(10);
+
     /// <summary>A route for one messaging call: the channel to use, the headers to send, and what to learn from a failure.</summary>
     internal readonly record struct Route(RpcChannel Channel, IReadOnlyDictionary<string, string>? Headers, int GatewayIndex, string? EntityName);
 
@@ -33,6 +42,14 @@ internal sealed partial class FarmConnection
             return new Route(GetChannel(out var index), null, index, null);
         }
         var name = EntityNameOf(entityPath);
+        if (_viaGatewayUntil.TryGetValue(name, out var until))
+        {
+            if (TimeProvider.GetUtcNow() < until)
+            {
+                return new Route(GetChannel(out var gatewayIndex), null, gatewayIndex, null);
+            }
+            _viaGatewayUntil.TryRemove(name, out _);
+        }
         if (!_owners.TryGetValue(name, out var owner))
         {
             var gateway = GetChannel(out var index);
@@ -72,6 +89,11 @@ internal sealed partial class FarmConnection
         else if (error.StatusCode == RpcStatusCode.Unavailable || error.FarmError is "NOT_OWNER" or "STALE_EPOCH" or "MESSAGING_ENTITY_NOT_FOUND")
         {
             _owners.TryRemove(route.EntityName, out _);
+        }
+        if (error.StatusCode == RpcStatusCode.Unavailable && error.FarmError is null or "NOT_OWNER")
+        {
+            // The owner is dead or not known yet: go through a gateway until the takeover is over.
+            _viaGatewayUntil[route.EntityName] = TimeProvider.GetUtcNow() + ViaGatewayAfterOwnerLoss;
         }
     }
 
