@@ -108,6 +108,14 @@ internal sealed class RpcCall : IDisposable
     // The gRPC spec's mapping of HTTP/2 RST_STREAM codes to status codes.
     private static RpcException FromStreamReset(HttpProtocolException reset)
     {
+        // HttpClient reports a peer that stopped answering keep-alive pings (a frozen or cut-off
+        // process) as a protocol error, but nothing was wrong with the protocol: the peer is
+        // unreachable, and callers must see that so they retry elsewhere.
+        if (reset.Message.Contains("ping", StringComparison.OrdinalIgnoreCase))
+        {
+            return new RpcException(RpcStatusCode.Unavailable, $"The peer stopped answering HTTP/2 pings: {reset.Message}", inner: reset);
+        }
+
         var code = reset.ErrorCode switch
         {
             0x7 => RpcStatusCode.Unavailable, // REFUSED_STREAM: not processed, safe to retry
