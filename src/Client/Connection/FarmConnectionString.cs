@@ -34,8 +34,8 @@ public sealed record FarmConnectionString
     public IReadOnlyList<Uri> Endpoints { get; }
 
     /// <summary>
-    /// SBWS EnableRedirect: ask the gateway for the owning broker's address and talk to it directly.
-    /// Parsed and kept, but not yet used: every call currently goes through the gateway (forward mode).
+    /// SBWS EnableRedirect: messaging calls ask a gateway which broker owns the entity (Lookup) and
+    /// then talk to that broker directly; management calls always go through a gateway.
     /// </summary>
     public bool EnableRedirect { get; }
 

@@ -50,7 +50,7 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
         {
             return await here(request, context).ConfigureAwait(false);
         }
-        var waited = System.Diagnostics.Stopwatch.StartNew();
+        var started = System.Diagnostics.Stopwatch.GetTimestamp();
         while (true)
         {
             try
@@ -66,7 +66,7 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
                     return await ForwardAsync(owner, method, request, context, entityPath, parser).ConfigureAwait(false);
                 }
             }
-            catch (RpcException e) when (IsBetweenOwners(e) && waited.Elapsed < OwnerWait)
+            catch (RpcException e) when (IsBetweenOwners(e) && System.Diagnostics.Stopwatch.GetElapsedTime(started) < OwnerWait)
             {
                 await Task.Delay(OwnerPoll, context.CancellationToken).ConfigureAwait(false);
             }
@@ -149,7 +149,7 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
             throw;
         }
 
-        var waited = System.Diagnostics.Stopwatch.StartNew();
+        var started = System.Diagnostics.Stopwatch.GetTimestamp();
         DuplexCall<ReceiveRequest, ReceiveResponse> call;
         while (true)
         {
@@ -169,7 +169,7 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
                 await call.WriteAsync(open, cancellationToken).ConfigureAwait(false);
                 break;
             }
-            catch (RpcException e) when (IsBetweenOwners(e) && waited.Elapsed < OwnerWait)
+            catch (RpcException e) when (IsBetweenOwners(e) && System.Diagnostics.Stopwatch.GetElapsedTime(started) < OwnerWait)
             {
                 await call.DisposeAsync().ConfigureAwait(false);
                 await Task.Delay(OwnerPoll, cancellationToken).ConfigureAwait(false);
@@ -228,7 +228,7 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
     /// </summary>
     private async Task<string?> WaitForOwnerAsync(Farm.ContainerStore.FarmDatabase.EntityRecord record, CancellationToken cancellationToken)
     {
-        var waited = System.Diagnostics.Stopwatch.StartNew();
+        var started = System.Diagnostics.Stopwatch.GetTimestamp();
         while (true)
         {
             if (node.IsLocal(record))
@@ -239,7 +239,7 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
             {
                 return owner;
             }
-            if (waited.Elapsed >= OwnerWait)
+            if (System.Diagnostics.Stopwatch.GetElapsedTime(started) >= OwnerWait)
             {
                 throw FarmErrors.NotOwner(record.Name, null);
             }
