@@ -23,7 +23,11 @@ public sealed record ContainerRecord(
     DateTime? OwnedSince,
     long EntityCount);
 
-/// <summary>An entity (queue, later topic/subscription) and the container it lives in.</summary>
+/// <summary>
+/// An entity (queue, topic or subscription) and the container it lives in. A subscription's
+/// <see cref="ParentId"/> is its topic's id, its <see cref="Name"/> the path "topic/Subscriptions/sub",
+/// and its container always the topic's.
+/// </summary>
 public sealed record EntityRecord(
     long Id,
     string Name,
@@ -31,11 +35,33 @@ public sealed record EntityRecord(
     long ContainerId,
     string PropertiesJson,
     DateTime CreatedAt,
-    DateTime UpdatedAt);
+    DateTime UpdatedAt,
+    long? ParentId = null);
 
 public static class EntityKinds
 {
     public const string Queue = "queue";
+    public const string Topic = "topic";
+    public const string Subscription = "subscription";
+}
+
+/// <summary>
+/// A rule of a subscription. <see cref="DefinitionJson"/> is the wire RuleProperties in protobuf
+/// JSON form; the broker parses it (filter and action) when it loads the subscription.
+/// </summary>
+public sealed record RuleRecord(
+    long Id,
+    long SubscriptionId,
+    string Name,
+    string DefinitionJson,
+    DateTime CreatedAt);
+
+/// <summary>The subscription already has a rule of that name (case-insensitive).</summary>
+public sealed class RuleAlreadyExistsException(string subscription, string name)
+    : Exception($"The subscription '{subscription}' already has a rule named '{name}'.")
+{
+    public string Subscription { get; } = subscription;
+    public string Name { get; } = name;
 }
 
 public sealed class EntityAlreadyExistsException(string name)

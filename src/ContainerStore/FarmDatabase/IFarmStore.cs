@@ -46,6 +46,32 @@ public interface IFarmStore : IAsyncDisposable
     /// <summary>Replaces an entity's properties; returns the updated record, or null when it does not exist.</summary>
     Task<EntityRecord?> UpdateEntityAsync(string name, string propertiesJson, CancellationToken cancellationToken = default);
 
-    /// <summary>Deletes an entity record; false when it did not exist.</summary>
+    /// <summary>
+    /// Deletes an entity record, and with it (same transaction) its children (a topic's
+    /// subscriptions) and their rules; false when it did not exist.
+    /// </summary>
     Task<bool> DeleteEntityAsync(string name, CancellationToken cancellationToken = default);
+
+    /// <summary>
+    /// Creates a child entity (a subscription under its topic) in the parent's container, together
+    /// with its first rule in one transaction. Throws <see cref="EntityAlreadyExistsException"/>
+    /// when the name is taken and <see cref="KeyNotFoundException"/> when the parent is gone.
+    /// </summary>
+    Task<EntityRecord> CreateChildEntityAsync(long parentId, string name, string kind, string propertiesJson, string firstRuleName, string firstRuleJson, CancellationToken cancellationToken = default);
+
+    /// <summary>A parent's children (a topic's subscriptions), by name.</summary>
+    Task<IReadOnlyList<EntityRecord>> ListChildEntitiesAsync(long parentId, CancellationToken cancellationToken = default);
+
+    /// <summary>Adds a rule; throws <see cref="RuleAlreadyExistsException"/> when the name (case-insensitive) is taken
+    /// and <see cref="KeyNotFoundException"/> when the subscription is gone.</summary>
+    Task<RuleRecord> CreateRuleAsync(long subscriptionId, string name, string definitionJson, CancellationToken cancellationToken = default);
+
+    /// <summary>Deletes a rule by name (case-insensitive); false when there was none.</summary>
+    Task<bool> DeleteRuleAsync(long subscriptionId, string name, CancellationToken cancellationToken = default);
+
+    /// <summary>A subscription's rules in the order they were created.</summary>
+    Task<IReadOnlyList<RuleRecord>> ListRulesAsync(long subscriptionId, CancellationToken cancellationToken = default);
+
+    /// <summary>The rules of all of a topic's subscriptions (one query, for loading a topic), in creation order.</summary>
+    Task<IReadOnlyList<RuleRecord>> ListRulesOfTopicAsync(long topicId, CancellationToken cancellationToken = default);
 }
