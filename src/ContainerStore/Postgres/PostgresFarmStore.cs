@@ -203,6 +203,110 @@ internal sealed class PostgresFarmStore : IFarmStore
         }, cancellationToken);
     }
 
+    public Task<EntityRecord> CreateChildEntityAsync(long parentId, string name, string kind, string propertiesJson, string firstRuleName, string firstRuleJson, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrWhiteSpace(name);
+        ArgumentException.ThrowIfNullOrWhiteSpace(kind);
+        ArgumentNullException.ThrowIfNull(propertiesJson);
+        ArgumentException.ThrowIfNullOrWhiteSpace(firstRuleName);
+        ArgumentNullException.ThrowIfNull(firstRuleJson);
+        return RunAsync("create a subscription", async connection =>
+        {
+            await using var transaction = await connection.BeginTransactionAsync(cancellationToken).ConfigureAwait(false);
+            EntityRow? row;
+            try
+            {
+                row = await connection.QuerySingleOrDefaultAsync<EntityRow>(Command(
+                    PostgresSql.FarmDb.InsertChildEntity,
+                    new { ParentId = parentId, Name = name, NameKey = NameKey(name), Kind = kind, PropertiesJson = propertiesJson },
+                    transaction,
+                    cancellationToken)).ConfigureAwait(false);
+            }
+            catch (PostgresException e) when (e.SqlState == PostgresErrorCodes.UniqueViolation)
+            {
+                throw new EntityAlreadyExistsException(name);
+            }
+            catch (PostgresException e) when (e.SqlState == PostgresErrorCodes.ForeignKeyViolation)
+            {
+                throw UnknownParent(parentId, e);
+            }
+
+            if (row is null)
+            {
+                throw UnknownParent(parentId);
+            }
+
+            await connection.QuerySingleAsync<RuleRow>(Command(
+                PostgresSql.FarmDb.InsertRule,
+                new { SubscriptionId = row.Id, Name = firstRuleName, NameKey = NameKey(firstRuleName), DefinitionJson = firstRuleJson },
+                transaction,
+                cancellationToken)).ConfigureAwait(false);
+            await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
+            return row.ToRecord();
+        }, cancellationToken);
+    }
+
+    public Task<IReadOnlyList<EntityRecord>> ListChildEntitiesAsync(long parentId, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<EntityRecord>>("list subscriptions", async connection =>
+        {
+            var rows = await connection.QueryAsync<EntityRow>(Command(PostgresSql.FarmDb.ListChildEntities, new { ParentId = parentId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows.Select(r => r.ToRecord()).ToList();
+        }, cancellationToken);
+
+    public Task<RuleRecord> CreateRuleAsync(long subscriptionId, string name, string definitionJson, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrWhiteSpace(name);
+        ArgumentNullException.ThrowIfNull(definitionJson);
+        return RunAsync("create a rule", async connection =>
+        {
+            RuleRow? row;
+            try
+            {
+                row = await connection.QuerySingleOrDefaultAsync<RuleRow>(Command(
+                    PostgresSql.FarmDb.InsertRule,
+                    new { SubscriptionId = subscriptionId, Name = name, NameKey = NameKey(name), DefinitionJson = definitionJson },
+                    cancellationToken: cancellationToken)).ConfigureAwait(false);
+            }
+            catch (PostgresException e) when (e.SqlState == PostgresErrorCodes.UniqueViolation)
+            {
+                var subscription = await connection.QuerySingleOrDefaultAsync<string>(Command(
+                    PostgresSql.FarmDb.GetEntityName, new { Id = subscriptionId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+                throw new RuleAlreadyExistsException(subscription ?? subscriptionId.ToString(System.Globalization.CultureInfo.InvariantCulture), name);
+            }
+            catch (PostgresException e) when (e.SqlState == PostgresErrorCodes.ForeignKeyViolation)
+            {
+                throw UnknownSubscription(subscriptionId, e);
+            }
+
+            return row?.ToRecord() ?? throw UnknownSubscription(subscriptionId);
+        }, cancellationToken);
+    }
+
+    public Task<bool> DeleteRuleAsync(long subscriptionId, string name, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(name);
+        return RunAsync("delete a rule", async connection =>
+        {
+            var rows = await connection.ExecuteAsync(Command(
+                PostgresSql.FarmDb.DeleteRule, new { SubscriptionId = subscriptionId, NameKey = NameKey(name) }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows > 0;
+        }, cancellationToken);
+    }
+
+    public Task<IReadOnlyList<RuleRecord>> ListRulesAsync(long subscriptionId, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<RuleRecord>>("list rules", async connection =>
+        {
+            var rows = await connection.QueryAsync<RuleRow>(Command(PostgresSql.FarmDb.ListRules, new { SubscriptionId = subscriptionId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows.Select(r => r.ToRecord()).ToList();
+        }, cancellationToken);
+
+    public Task<IReadOnlyList<RuleRecord>> ListRulesOfTopicAsync(long topicId, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<RuleRecord>>("list a topic's rules", async connection =>
+        {
+            var rows = await connection.QueryAsync<RuleRow>(Command(PostgresSql.FarmDb.ListRulesOfTopic, new { TopicId = topicId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows.Select(r => r.ToRecord()).ToList();
+        }, cancellationToken);
+
     public async ValueTask DisposeAsync()
     {
         if (Interlocked.Exchange(ref _disposed, 1) == 0)
@@ -215,6 +319,10 @@ internal sealed class PostgresFarmStore : IFarmStore
     private static string NameKey(string name) => name.ToLowerInvariant();
 
     private static InvalidOperationException UnknownNode(long nodeId) => new($"The node {nodeId} is not registered in the farm database.");
+
+    private static KeyNotFoundException UnknownParent(long parentId, Exception? inner = null) => new($"The parent entity {parentId} does not exist (any more).", inner);
+
+    private static KeyNotFoundException UnknownSubscription(long subscriptionId, Exception? inner = null) => new($"The subscription {subscriptionId} does not exist (any more).", inner);
 
     private static CommandDefinition Command(string sql, object? parameters = null, NpgsqlTransaction? transaction = null, CancellationToken cancellationToken = default) =>
         new(sql, parameters, transaction, cancellationToken: cancellationToken);
@@ -280,7 +388,19 @@ internal sealed class PostgresFarmStore : IFarmStore
         public string PropertiesJson { get; set; } = "";
         public DateTime CreatedAt { get; set; }
         public DateTime UpdatedAt { get; set; }
+        public long? ParentId { get; set; }
 
-        public EntityRecord ToRecord() => new(Id, Name, Kind, ContainerId, PropertiesJson, Utc(CreatedAt), Utc(UpdatedAt));
+        public EntityRecord ToRecord() => new(Id, Name, Kind, ContainerId, PropertiesJson, Utc(CreatedAt), Utc(UpdatedAt), ParentId);
+    }
+
+    private sealed class RuleRow
+    {
+        public long Id { get; set; }
+        public long SubscriptionId { get; set; }
+        public string Name { get; set; } = "";
+        public string DefinitionJson { get; set; } = "";
+        public DateTime CreatedAt { get; set; }
+
+        public RuleRecord ToRecord() => new(Id, SubscriptionId, Name, DefinitionJson, Utc(CreatedAt));
     }
 }

@@ -205,6 +205,103 @@ internal sealed class SqliteFarmStore : IFarmStore
         }, cancellationToken);
     }
 
+    public Task<EntityRecord> CreateChildEntityAsync(long parentId, string name, string kind, string propertiesJson, string firstRuleName, string firstRuleJson, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrWhiteSpace(name);
+        ArgumentException.ThrowIfNullOrWhiteSpace(kind);
+        ArgumentNullException.ThrowIfNull(propertiesJson);
+        ArgumentException.ThrowIfNullOrWhiteSpace(firstRuleName);
+        ArgumentNullException.ThrowIfNull(firstRuleJson);
+        return RunAsync(async connection =>
+        {
+            // BEGIN IMMEDIATE: the parent read by the insert cannot be deleted before the commit.
+            using var transaction = connection.BeginTransaction(deferred: false);
+            EntityRow? row;
+            try
+            {
+                row = await connection.QuerySingleOrDefaultAsync<EntityRow>(Command(
+                    SqliteSql.FarmDb.InsertChildEntity,
+                    new { ParentId = parentId, Name = name, NameKey = NameKey(name), Kind = kind, PropertiesJson = propertiesJson },
+                    transaction,
+                    cancellationToken)).ConfigureAwait(false);
+            }
+            catch (SqliteException e) when (e.SqliteExtendedErrorCode == SqliteConstraintUnique)
+            {
+                throw new EntityAlreadyExistsException(name);
+            }
+
+            if (row is null)
+            {
+                throw UnknownParent(parentId);
+            }
+
+            await connection.QuerySingleAsync<RuleRow>(Command(
+                SqliteSql.FarmDb.InsertRule,
+                new { SubscriptionId = row.Id, Name = firstRuleName, NameKey = NameKey(firstRuleName), DefinitionJson = firstRuleJson },
+                transaction,
+                cancellationToken)).ConfigureAwait(false);
+            transaction.Commit();
+            return row.ToRecord();
+        }, cancellationToken);
+    }
+
+    public Task<IReadOnlyList<EntityRecord>> ListChildEntitiesAsync(long parentId, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<EntityRecord>>(async connection =>
+        {
+            var rows = await connection.QueryAsync<EntityRow>(Command(SqliteSql.FarmDb.ListChildEntities, new { ParentId = parentId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows.Select(r => r.ToRecord()).ToList();
+        }, cancellationToken);
+
+    public Task<RuleRecord> CreateRuleAsync(long subscriptionId, string name, string definitionJson, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrWhiteSpace(name);
+        ArgumentNullException.ThrowIfNull(definitionJson);
+        return RunAsync(async connection =>
+        {
+            RuleRow? row;
+            try
+            {
+                row = await connection.QuerySingleOrDefaultAsync<RuleRow>(Command(
+                    SqliteSql.FarmDb.InsertRule,
+                    new { SubscriptionId = subscriptionId, Name = name, NameKey = NameKey(name), DefinitionJson = definitionJson },
+                    cancellationToken: cancellationToken)).ConfigureAwait(false);
+            }
+            catch (SqliteException e) when (e.SqliteExtendedErrorCode == SqliteConstraintUnique)
+            {
+                var subscription = await connection.QuerySingleOrDefaultAsync<string>(Command(
+                    SqliteSql.FarmDb.GetEntityName, new { Id = subscriptionId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+                throw new RuleAlreadyExistsException(subscription ?? subscriptionId.ToString(System.Globalization.CultureInfo.InvariantCulture), name);
+            }
+
+            return row?.ToRecord() ?? throw UnknownSubscription(subscriptionId);
+        }, cancellationToken);
+    }
+
+    public Task<bool> DeleteRuleAsync(long subscriptionId, string name, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(name);
+        return RunAsync(async connection =>
+        {
+            var rows = await connection.ExecuteAsync(Command(
+                SqliteSql.FarmDb.DeleteRule, new { SubscriptionId = subscriptionId, NameKey = NameKey(name) }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows > 0;
+        }, cancellationToken);
+    }
+
+    public Task<IReadOnlyList<RuleRecord>> ListRulesAsync(long subscriptionId, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<RuleRecord>>(async connection =>
+        {
+            var rows = await connection.QueryAsync<RuleRow>(Command(SqliteSql.FarmDb.ListRules, new { SubscriptionId = subscriptionId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows.Select(r => r.ToRecord()).ToList();
+        }, cancellationToken);
+
+    public Task<IReadOnlyList<RuleRecord>> ListRulesOfTopicAsync(long topicId, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<RuleRecord>>(async connection =>
+        {
+            var rows = await connection.QueryAsync<RuleRow>(Command(SqliteSql.FarmDb.ListRulesOfTopic, new { TopicId = topicId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows.Select(r => r.ToRecord()).ToList();
+        }, cancellationToken);
+
     public ValueTask DisposeAsync()
     {
         if (Interlocked.Exchange(ref _disposed, 1) == 0)
@@ -219,6 +316,10 @@ internal sealed class SqliteFarmStore : IFarmStore
     private static string NameKey(string name) => name.ToLowerInvariant();
 
     private static InvalidOperationException UnknownNode(long nodeId) => new($"The node {nodeId} is not registered in the farm database.");
+
+    private static KeyNotFoundException UnknownParent(long parentId) => new($"The parent entity {parentId} does not exist (any more).");
+
+    private static KeyNotFoundException UnknownSubscription(long subscriptionId) => new($"The subscription {subscriptionId} does not exist (any more).");
 
     private static CommandDefinition Command(string sql, object? parameters = null, SqliteTransaction? transaction = null, CancellationToken cancellationToken = default) =>
         new(sql, parameters, transaction, cancellationToken: cancellationToken);
@@ -286,7 +387,19 @@ internal sealed class SqliteFarmStore : IFarmStore
         public string PropertiesJson { get; set; } = "";
         public long CreatedAtMs { get; set; }
         public long UpdatedAtMs { get; set; }
+        public long? ParentId { get; set; }
 
-        public EntityRecord ToRecord() => new(Id, Name, Kind, ContainerId, PropertiesJson, FromUnixMs(CreatedAtMs), FromUnixMs(UpdatedAtMs));
+        public EntityRecord ToRecord() => new(Id, Name, Kind, ContainerId, PropertiesJson, FromUnixMs(CreatedAtMs), FromUnixMs(UpdatedAtMs), ParentId);
+    }
+
+    private sealed class RuleRow
+    {
+        public long Id { get; set; }
+        public long SubscriptionId { get; set; }
+        public string Name { get; set; } = "";
+        public string DefinitionJson { get; set; } = "";
+        public long CreatedAtMs { get; set; }
+
+        public RuleRecord ToRecord() => new(Id, SubscriptionId, Name, DefinitionJson, FromUnixMs(CreatedAtMs));
     }
 }

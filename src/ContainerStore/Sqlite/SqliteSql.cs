@@ -64,7 +64,7 @@ internal static class SqliteSql
         private const string ContainerColumns = """
             c.id AS Id, c.connection_string AS ConnectionString, c.owner_node AS OwnerNode, c.epoch AS Epoch,
             c.lease_expires_at AS LeaseExpiresAtMs, c.owned_since AS OwnedSinceMs,
-            (SELECT COUNT(*) FROM entities e WHERE e.container_id = c.id) AS EntityCount
+            (SELECT COUNT(*) FROM entities e WHERE e.container_id = c.id AND e.parent_id IS NULL) AS EntityCount
             """;
 
         /// <summary>The real connection string needs the id, so the row is inserted first and named after.</summary>
@@ -98,7 +98,7 @@ internal static class SqliteSql
 
         private const string EntityColumns = """
             id AS Id, name AS Name, kind AS Kind, container_id AS ContainerId, properties_json AS PropertiesJson,
-            created_at AS CreatedAtMs, updated_at AS UpdatedAtMs
+            created_at AS CreatedAtMs, updated_at AS UpdatedAtMs, parent_id AS ParentId
             """;
 
         public const string InsertEntity = $"""
@@ -121,7 +121,52 @@ internal static class SqliteSql
             RETURNING {EntityColumns}
             """;
 
+        /// <summary>The foreign keys' ON DELETE CASCADE takes a topic's subscriptions and their rules along.</summary>
         public const string DeleteEntity = "DELETE FROM entities WHERE name_key = @NameKey";
+
+        public const string GetEntityName = "SELECT name FROM entities WHERE id = @Id";
+
+        /// <summary>A child in its parent's container; no row when the parent is gone.</summary>
+        public const string InsertChildEntity = $"""
+            INSERT INTO entities (name, name_key, kind, container_id, parent_id, properties_json, created_at, updated_at)
+            SELECT @Name, @NameKey, @Kind, p.container_id, p.id, @PropertiesJson, {NowMs}, {NowMs}
+            FROM entities p WHERE p.id = @ParentId
+            RETURNING {EntityColumns}
+            """;
+
+        public const string ListChildEntities = $"SELECT {EntityColumns} FROM entities WHERE parent_id = @ParentId ORDER BY name_key";
+
+        /// <summary>Qualified by the alias r, for the join of <see cref="ListRulesOfTopic"/>.</summary>
+        private const string RuleColumns = """
+            r.id AS Id, r.subscription_id AS SubscriptionId, r.name AS Name, r.definition_json AS DefinitionJson,
+            r.created_at AS CreatedAtMs
+            """;
+
+        /// <summary>RETURNING may name only the inserted table's columns, unqualified.</summary>
+        private const string InsertedRuleColumns = """
+            id AS Id, subscription_id AS SubscriptionId, name AS Name, definition_json AS DefinitionJson,
+            created_at AS CreatedAtMs
+            """;
+
+        /// <summary>No row when the subscription is gone.</summary>
+        public const string InsertRule = $"""
+            INSERT INTO rules (subscription_id, name, name_key, definition_json, created_at)
+            SELECT s.id, @Name, @NameKey, @DefinitionJson, {NowMs}
+            FROM entities s WHERE s.id = @SubscriptionId
+            RETURNING {InsertedRuleColumns}
+            """;
+
+        public const string DeleteRule = "DELETE FROM rules WHERE subscription_id = @SubscriptionId AND name_key = @NameKey";
+
+        /// <summary>Ids rise with every rule created, so id order is creation order.</summary>
+        public const string ListRules = $"SELECT {RuleColumns} FROM rules r WHERE r.subscription_id = @SubscriptionId ORDER BY r.id";
+
+        public const string ListRulesOfTopic = $"""
+            SELECT {RuleColumns}
+            FROM rules r JOIN entities s ON s.id = r.subscription_id
+            WHERE s.parent_id = @TopicId
+            ORDER BY r.id
+            """;
     }
 
     public static class ContainerDb

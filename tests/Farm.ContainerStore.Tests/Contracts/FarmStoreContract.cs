@@ -312,6 +312,297 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.Empty(await store.ListEntitiesInContainerAsync(404));
     }
 
+    [StoreFact]
+    public async Task Container_EntityCount_CountsOnlyTopLevelEntities()
+    {
+        var store = await OpenAsync();
+        var busy = await CreateContainerAsync(store);
+        var idle = await CreateContainerAsync(store);
+        await store.CreateEntityAsync("queue", EntityKinds.Queue, busy.Id, "{}");
+        var topic = await store.CreateEntityAsync("topic", EntityKinds.Topic, busy.Id, "{}");
+        for (var i = 0; i < 3; i++)
+        {
+            await CreateSubscriptionAsync(store, topic, $"sub-{i}");
+        }
+
+        // Placement puts a new queue or topic in the container with the fewest; subscriptions
+        // follow their topic and do not count.
+        Assert.Equal(2, (await store.GetContainerAsync(busy.Id))!.EntityCount);
+        Assert.Equal([2L, 0L], (await store.ListContainersAsync()).Select(c => c.EntityCount));
+        Assert.Equal(0, (await store.GetContainerAsync(idle.Id))!.EntityCount);
+        Assert.Equal(5, (await store.ListEntitiesInContainerAsync(busy.Id)).Count);
+    }
+
+    [StoreFact]
+    public async Task CreateChildEntity_LivesInTheParentsContainer_WithItsFirstRule_AndIsListedUnderIt()
+    {
+        var store = await OpenAsync();
+        await CreateContainerAsync(store);
+        var container = await CreateContainerAsync(store);
+        var topic = await store.CreateEntityAsync("Orders", EntityKinds.Topic, container.Id, "{}");
+        var otherTopic = await store.CreateEntityAsync("payments", EntityKinds.Topic, container.Id, "{}");
+        await CreateSubscriptionAsync(store, otherTopic, "elsewhere");
+
+        var second = await store.CreateChildEntityAsync(
+            topic.Id, "Orders/Subscriptions/b-audit", EntityKinds.Subscription, """{"lockDuration":"PT30S"}""", "$Default", """{"sqlFilter":"1=1"}""");
+        var first = await store.CreateChildEntityAsync(
+            topic.Id, "Orders/Subscriptions/A-Billing", EntityKinds.Subscription, "{}", "$Default", "{}");
+
+        Assert.Null(topic.ParentId);
+        Assert.Equal(
+            ("Orders/Subscriptions/b-audit", EntityKinds.Subscription, container.Id, topic.Id, """{"lockDuration":"PT30S"}"""),
+            (second.Name, second.Kind, second.ContainerId, second.ParentId, second.PropertiesJson));
+        Assert.Equal(second.CreatedAt, second.UpdatedAt);
+        Assert.Equal(DateTimeKind.Utc, second.CreatedAt.Kind);
+        Assert.Equal(second, await store.GetEntityAsync("orders/subscriptions/B-AUDIT"));
+        Assert.Equal([first, second], await store.ListChildEntitiesAsync(topic.Id));
+        Assert.Equal(["elsewhere"], (await store.ListChildEntitiesAsync(otherTopic.Id)).Select(e => e.Name[(e.Name.LastIndexOf('/') + 1)..]));
+        Assert.Empty(await store.ListChildEntitiesAsync(404));
+        Assert.Empty(await store.ListChildEntitiesAsync(first.Id));
+
+        var rule = Assert.Single(await store.ListRulesAsync(second.Id));
+        Assert.Equal((second.Id, "$Default", """{"sqlFilter":"1=1"}"""), (rule.SubscriptionId, rule.Name, rule.DefinitionJson));
+        Assert.Equal(DateTimeKind.Utc, rule.CreatedAt.Kind);
+        Assert.Equal(
+            [EntityKinds.Subscription, EntityKinds.Subscription, EntityKinds.Subscription],
+            (await store.ListEntitiesAsync(EntityKinds.Subscription)).Select(e => e.Kind));
+    }
+
+    [StoreFact]
+    public async Task CreateChildEntity_WithNameTakenInAnotherCase_ThrowsEntityAlreadyExistsAndWritesNothing()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        var topic = await store.CreateEntityAsync("orders", EntityKinds.Topic, container.Id, "{}");
+        var existing = await CreateSubscriptionAsync(store, topic, "audit");
+        await store.CreateEntityAsync("orders/Subscriptions/queue-like", EntityKinds.Queue, container.Id, "{}");
+
+        var error = await Assert.ThrowsAsync<EntityAlreadyExistsException>(() => store.CreateChildEntityAsync(
+            topic.Id, "ORDERS/subscriptions/AUDIT", EntityKinds.Subscription, "{}", "$Default", "{}"));
+        await Assert.ThrowsAsync<EntityAlreadyExistsException>(() => store.CreateChildEntityAsync(
+            topic.Id, "orders/Subscriptions/Queue-Like", EntityKinds.Subscription, "{}", "$Default", "{}"));
+
+        Assert.Equal("ORDERS/subscriptions/AUDIT", error.Name);
+        Assert.Equal([existing.Id], (await store.ListChildEntitiesAsync(topic.Id)).Select(e => e.Id));
+        Assert.Single(await store.ListRulesOfTopicAsync(topic.Id));
+    }
+
+    [StoreFact]
+    public async Task CreateChildEntity_WhenTheParentIsGone_ThrowsKeyNotFoundAndWritesNothing()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        var topic = await store.CreateEntityAsync("orders", EntityKinds.Topic, container.Id, "{}");
+        Assert.True(await store.DeleteEntityAsync("orders"));
+
+        await Assert.ThrowsAsync<KeyNotFoundException>(() => store.CreateChildEntityAsync(
+            topic.Id, "orders/Subscriptions/audit", EntityKinds.Subscription, "{}", "$Default", "{}"));
+        await Assert.ThrowsAsync<KeyNotFoundException>(() => store.CreateChildEntityAsync(
+            404, "ghost/Subscriptions/audit", EntityKinds.Subscription, "{}", "$Default", "{}"));
+
+        Assert.Empty(await store.ListEntitiesAsync());
+        Assert.Empty(await store.ListChildEntitiesAsync(topic.Id));
+    }
+
+    [StoreFact]
+    public async Task DeleteEntity_Topic_DeletesItsSubscriptionsAndTheirRules_AndNothingElse()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        var orders = await store.CreateEntityAsync("orders", EntityKinds.Topic, container.Id, "{}");
+        var payments = await store.CreateEntityAsync("payments", EntityKinds.Topic, container.Id, "{}");
+        var queue = await store.CreateEntityAsync("orders-queue", EntityKinds.Queue, container.Id, "{}");
+        var audit = await CreateSubscriptionAsync(store, orders, "audit");
+        var billing = await CreateSubscriptionAsync(store, orders, "billing");
+        await store.CreateRuleAsync(audit.Id, "big", """{"sql":"amount > 100"}""");
+        var kept = await CreateSubscriptionAsync(store, payments, "audit");
+        await store.CreateRuleAsync(kept.Id, "small", "{}");
+
+        Assert.True(await store.DeleteEntityAsync("ORDERS"));
+
+        Assert.Null(await store.GetEntityAsync("orders"));
+        Assert.Null(await store.GetEntityAsync(audit.Name));
+        Assert.Null(await store.GetEntityAsync(billing.Name));
+        Assert.Empty(await store.ListChildEntitiesAsync(orders.Id));
+        Assert.Empty(await store.ListRulesAsync(audit.Id));
+        Assert.Empty(await store.ListRulesAsync(billing.Id));
+        Assert.Empty(await store.ListRulesOfTopicAsync(orders.Id));
+        Assert.Equal(new[] { payments.Id, kept.Id, queue.Id }.Order(), (await store.ListEntitiesAsync()).Select(e => e.Id).Order());
+        Assert.Equal(["$Default", "small"], (await store.ListRulesAsync(kept.Id)).Select(r => r.Name));
+        Assert.False(await store.DeleteEntityAsync("orders"));
+
+        // The names are free again, under new ids, with no rules left over.
+        var newOrders = await store.CreateEntityAsync("orders", EntityKinds.Topic, container.Id, "{}");
+        var newAudit = await CreateSubscriptionAsync(store, newOrders, "audit");
+        Assert.NotEqual(audit.Id, newAudit.Id);
+        Assert.Equal(["$Default"], (await store.ListRulesAsync(newAudit.Id)).Select(r => r.Name));
+    }
+
+    [StoreFact]
+    public async Task DeleteEntity_Subscription_DeletesItsRules_AndKeepsTheTopicAndItsOtherSubscriptions()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        var topic = await store.CreateEntityAsync("orders", EntityKinds.Topic, container.Id, "{}");
+        var audit = await CreateSubscriptionAsync(store, topic, "audit");
+        var billing = await CreateSubscriptionAsync(store, topic, "billing");
+
+        Assert.True(await store.DeleteEntityAsync("orders/subscriptions/AUDIT"));
+
+        Assert.Empty(await store.ListRulesAsync(audit.Id));
+        Assert.Equal([billing], await store.ListChildEntitiesAsync(topic.Id));
+        Assert.Equal([billing.Id], (await store.ListRulesOfTopicAsync(topic.Id)).Select(r => r.SubscriptionId));
+        Assert.NotNull(await store.GetEntityAsync("orders"));
+    }
+
+    [StoreFact]
+    public async Task CreateRule_ListsRulesInCreationOrder()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        var topic = await store.CreateEntityAsync("orders", EntityKinds.Topic, container.Id, "{}");
+        var subscription = await CreateSubscriptionAsync(store, topic, "audit");
+
+        var zeta = await store.CreateRuleAsync(subscription.Id, "zeta", """{"correlationFilter":{"label":"z"}}""");
+        var alpha = await store.CreateRuleAsync(subscription.Id, "Alpha", """{"sqlFilter":{"expression":"a = 1"}}""");
+        var middle = await store.CreateRuleAsync(subscription.Id, "middle", "{}");
+
+        var rules = await store.ListRulesAsync(subscription.Id);
+        Assert.Equal(["$Default", "zeta", "Alpha", "middle"], rules.Select(r => r.Name));
+        Assert.Equal([zeta, alpha, middle], rules.Skip(1));
+        Assert.Equal(
+            (subscription.Id, "Alpha", """{"sqlFilter":{"expression":"a = 1"}}"""),
+            (alpha.SubscriptionId, alpha.Name, alpha.DefinitionJson));
+        Assert.Equal(DateTimeKind.Utc, alpha.CreatedAt.Kind);
+        Assert.True(alpha.CreatedAt >= zeta.CreatedAt && middle.CreatedAt >= alpha.CreatedAt);
+        Assert.True(zeta.CreatedAt >= subscription.CreatedAt);
+        Assert.Empty(await store.ListRulesAsync(404));
+    }
+
+    [StoreFact]
+    public async Task CreateRule_WithNameTakenInAnotherCase_ThrowsRuleAlreadyExists_ButOtherSubscriptionsMayUseIt()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        var topic = await store.CreateEntityAsync("orders", EntityKinds.Topic, container.Id, "{}");
+        var audit = await CreateSubscriptionAsync(store, topic, "audit");
+        var billing = await CreateSubscriptionAsync(store, topic, "billing");
+        await store.CreateRuleAsync(audit.Id, "Big-Orders", "{}");
+
+        var error = await Assert.ThrowsAsync<RuleAlreadyExistsException>(() => store.CreateRuleAsync(audit.Id, "big-ORDERS", """{"other":true}"""));
+        await Assert.ThrowsAsync<RuleAlreadyExistsException>(() => store.CreateRuleAsync(audit.Id, "$DEFAULT", "{}"));
+        var elsewhere = await store.CreateRuleAsync(billing.Id, "big-orders", "{}");
+
+        Assert.Equal((audit.Name, "big-ORDERS"), (error.Subscription, error.Name));
+        Assert.Contains(audit.Name, error.Message);
+        Assert.Equal(["$Default", "Big-Orders"], (await store.ListRulesAsync(audit.Id)).Select(r => r.Name));
+        Assert.Equal("{}", (await store.ListRulesAsync(audit.Id))[1].DefinitionJson);
+        Assert.Equal(billing.Id, elsewhere.SubscriptionId);
+    }
+
+    [StoreFact]
+    public async Task CreateRule_OnASubscriptionThatIsGone_ThrowsKeyNotFound()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        var topic = await store.CreateEntityAsync("orders", EntityKinds.Topic, container.Id, "{}");
+        var audit = await CreateSubscriptionAsync(store, topic, "audit");
+        await store.DeleteEntityAsync(audit.Name);
+
+        await Assert.ThrowsAsync<KeyNotFoundException>(() => store.CreateRuleAsync(audit.Id, "late", "{}"));
+        await Assert.ThrowsAsync<KeyNotFoundException>(() => store.CreateRuleAsync(404, "nowhere", "{}"));
+
+        Assert.Empty(await store.ListRulesAsync(audit.Id));
+        Assert.Empty(await store.ListRulesOfTopicAsync(topic.Id));
+    }
+
+    [StoreFact]
+    public async Task DeleteRule_ByNameIgnoringCase_RemovesItOnce()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        var topic = await store.CreateEntityAsync("orders", EntityKinds.Topic, container.Id, "{}");
+        var audit = await CreateSubscriptionAsync(store, topic, "audit");
+        var billing = await CreateSubscriptionAsync(store, topic, "billing");
+        await store.CreateRuleAsync(audit.Id, "Big", "{}");
+        await store.CreateRuleAsync(billing.Id, "Big", "{}");
+
+        Assert.True(await store.DeleteRuleAsync(audit.Id, "bIG"));
+        Assert.False(await store.DeleteRuleAsync(audit.Id, "big"));
+        Assert.False(await store.DeleteRuleAsync(404, "big"));
+
+        Assert.Equal(["$Default"], (await store.ListRulesAsync(audit.Id)).Select(r => r.Name));
+        Assert.Equal(["$Default", "Big"], (await store.ListRulesAsync(billing.Id)).Select(r => r.Name));
+
+        // The name is free again, and the new rule comes last.
+        Assert.True(await store.DeleteRuleAsync(audit.Id, "$default"));
+        await store.CreateRuleAsync(audit.Id, "big", "{}");
+        await store.CreateRuleAsync(audit.Id, "$Default", "{}");
+        Assert.Equal(["big", "$Default"], (await store.ListRulesAsync(audit.Id)).Select(r => r.Name));
+    }
+
+    [StoreFact]
+    public async Task ListRulesOfTopic_ReturnsEverySubscriptionsRulesInCreationOrder_AndNoOtherTopics()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        var orders = await store.CreateEntityAsync("orders", EntityKinds.Topic, container.Id, "{}");
+        var payments = await store.CreateEntityAsync("payments", EntityKinds.Topic, container.Id, "{}");
+        var empty = await store.CreateEntityAsync("empty", EntityKinds.Topic, container.Id, "{}");
+        var queue = await store.CreateEntityAsync("queue", EntityKinds.Queue, container.Id, "{}");
+        var billing = await CreateSubscriptionAsync(store, orders, "billing");
+        var audit = await CreateSubscriptionAsync(store, orders, "audit");
+        await CreateSubscriptionAsync(store, payments, "audit");
+        var late = await store.CreateRuleAsync(billing.Id, "late", """{"late":1}""");
+
+        var rules = await store.ListRulesOfTopicAsync(orders.Id);
+
+        Assert.Equal(
+            [(billing.Id, "$Default"), (audit.Id, "$Default"), (billing.Id, "late")],
+            rules.Select(r => (r.SubscriptionId, r.Name)));
+        Assert.Equal(late, rules[2]);
+        Assert.Equal((await store.ListRulesAsync(audit.Id))[0], rules[1]);
+        Assert.Single(await store.ListRulesOfTopicAsync(payments.Id));
+        Assert.Empty(await store.ListRulesOfTopicAsync(empty.Id));
+        Assert.Empty(await store.ListRulesOfTopicAsync(queue.Id));
+        Assert.Empty(await store.ListRulesOfTopicAsync(404));
+    }
+
+    [StoreFact]
+    public async Task Open_Version1FarmDatabase_UpgradesAndKeepsItsEntitiesAsTopLevel()
+    {
+        _connectionString ??= await NewFarmConnectionStringAsync();
+        var (containerId, queueId) = await CreateVersion1FarmAsync(_connectionString, "Legacy-Orders");
+
+        var store = await OpenAsync();
+
+        var queue = await store.GetEntityAsync("legacy-orders");
+        Assert.NotNull(queue);
+        Assert.Equal(
+            (queueId, "Legacy-Orders", EntityKinds.Queue, containerId, (long?)null, """{"maxDeliveryCount":10}"""),
+            (queue.Id, queue.Name, queue.Kind, queue.ContainerId, queue.ParentId, queue.PropertiesJson));
+        Assert.Equal(1, (await store.GetContainerAsync(containerId))!.EntityCount);
+        Assert.Empty(await store.ListChildEntitiesAsync(queueId));
+
+        // The upgraded farm takes topics, subscriptions and rules, and reopening changes nothing.
+        var topic = await store.CreateEntityAsync("events", EntityKinds.Topic, containerId, "{}");
+        var subscription = await CreateSubscriptionAsync(store, topic, "all");
+        await store.CreateRuleAsync(subscription.Id, "more", "{}");
+        var reopened = await OpenAsync();
+        Assert.Equal(queue, await reopened.GetEntityAsync("Legacy-Orders"));
+        Assert.Equal(2, (await reopened.ListRulesOfTopicAsync(topic.Id)).Count);
+        Assert.Equal(2, (await reopened.GetContainerAsync(containerId))!.EntityCount);
+        Assert.True(await reopened.DeleteEntityAsync("events"));
+        Assert.Empty(await reopened.ListRulesAsync(subscription.Id));
+    }
+
+    /// <summary>
+    /// Makes the farm database at <paramref name="connectionString"/> as a build of schema version 1
+    /// left it (only migration 0001 applied), holding one container and one queue named
+    /// <paramref name="queueName"/> with properties {"maxDeliveryCount":10}. Returns their ids.
+    /// </summary>
+    protected abstract Task<(long ContainerId, long QueueId)> CreateVersion1FarmAsync(string connectionString, string queueName);
+
     /// <summary>Opens the test's farm database (the same one every time within a test).</summary>
     protected async Task<IFarmStore> OpenAsync()
     {
@@ -320,6 +611,10 @@ public abstract class FarmStoreContract : IAsyncLifetime
         _opened.Add(store);
         return store;
     }
+
+    /// <summary>A subscription "{topic}/Subscriptions/{name}" with the default rule, as the management API makes one.</summary>
+    private static Task<EntityRecord> CreateSubscriptionAsync(IFarmStore store, EntityRecord topic, string name) =>
+        store.CreateChildEntityAsync(topic.Id, $"{topic.Name}/Subscriptions/{name}", EntityKinds.Subscription, "{}", "$Default", """{"sqlFilter":{"expression":"1=1"}}""");
 
     private async Task<ContainerRecord> CreateContainerAsync(IFarmStore store)
     {

@@ -1,5 +1,7 @@
+using Dapper;
 using Farm.ContainerStore.Sqlite;
 using Farm.ContainerStore.Tests.Contracts;
+using Microsoft.Data.Sqlite;
 
 namespace Farm.ContainerStore.Tests.Sqlite;
 
@@ -10,6 +12,30 @@ public sealed class SqliteFarmStoreTests : FarmStoreContract
     protected override IStoreProvider Provider { get; } = new SqliteStoreProvider();
 
     protected override Task<string> NewFarmConnectionStringAsync() => Task.FromResult(_directory.ConnectionString("farm.db"));
+
+    /// <summary>Applies migration 0001 alone, the way a version-1 build's migrator did, and adds a container and a queue.</summary>
+    protected override async Task<(long ContainerId, long QueueId)> CreateVersion1FarmAsync(string connectionString, string queueName)
+    {
+        var version1 = MigrationScript.Load(typeof(SqliteMigrator), SqliteMigrator.FarmSchema).Single(m => m.Version == 1);
+        await using var connection = new SqliteConnection(connectionString);
+        await connection.OpenAsync();
+        using var transaction = connection.BeginTransaction();
+        await connection.ExecuteAsync(SqliteSql.Schema.CreateVersionTable, transaction: transaction);
+        await connection.ExecuteAsync(version1.Sql, transaction: transaction);
+        await connection.ExecuteAsync(SqliteSql.Schema.RecordVersion, new { version1.Version, version1.Name }, transaction);
+        var containerId = await connection.ExecuteScalarAsync<long>(
+            "INSERT INTO containers (connection_string, epoch) VALUES ('container-x', 0) RETURNING id", transaction: transaction);
+        var queueId = await connection.ExecuteScalarAsync<long>(
+            """
+            INSERT INTO entities (name, name_key, kind, container_id, properties_json, created_at, updated_at)
+            VALUES (@Name, lower(@Name), 'queue', @ContainerId, '{"maxDeliveryCount":10}', 1700000000000, 1700000000000)
+            RETURNING id
+            """,
+            new { Name = queueName, ContainerId = containerId },
+            transaction);
+        transaction.Commit();
+        return (containerId, queueId);
+    }
 
     public override async Task DisposeAsync()
     {
