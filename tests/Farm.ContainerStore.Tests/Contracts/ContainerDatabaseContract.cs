@@ -312,6 +312,105 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Equal(501, load.NextSequenceNumber);
     }
 
+    [StoreFact]
+    public async Task Commit_PointerRowWithoutPayload_LoadsBackWithoutPayloadAndWithItsSize()
+    {
+        // A subscription's row points at the topic's stored copy: no payload of its own, but the
+        // size of the message it stands for.
+        var database = await OpenOwnedAsync(epoch: 1);
+        await CommitAsync(database, 1, b => b.Inserts.AddRange([Pointer(Entity, 1, 1234), Message(Entity, 2)]));
+
+        var reopened = await ReopenAsync(database);
+        var messages = (await reopened.LoadEntityAsync(Entity, 0)).Messages;
+
+        Assert.Equal([1L, 2L], messages.Select(m => m.SequenceNumber));
+        Assert.Equal(Pointer(Entity, 1, 1234), messages[0]);
+        Assert.Null(messages[0].Payload);
+        Assert.Equal(1234, messages[0].PayloadSize);
+        Assert.Equal(16, messages[1].PayloadSize);
+        Assert.Equal([2L], (await reopened.ReadPayloadsAsync(Entity, [1, 2])).Keys);
+    }
+
+    [StoreFact]
+    public async Task Commit_UpdateWithoutPayload_OfAPointerRow_KeepsItWithoutPayloadAndKeepsItsSize()
+    {
+        var database = await OpenOwnedAsync(epoch: 1);
+        await CommitAsync(database, 1, b => b.Inserts.Add(Pointer(Entity, 1, 1234)));
+
+        await CommitAsync(database, 1, b =>
+            b.Updates.Add(new MessageUpdate(Entity, 1, SubQueue.DeadLetter, StoredMessageState.Active, 5, "reason", "description", "source", Payload: null)));
+
+        var stored = Assert.Single((await (await ReopenAsync(database)).LoadEntityAsync(Entity, 0)).Messages);
+        Assert.Equal(
+            (SubQueue.DeadLetter, 5, "reason", (byte[]?)null, 1234),
+            (stored.SubQueue, stored.DeliveryCount, stored.DeadLetterReason, stored.Payload, stored.PayloadSize));
+    }
+
+    [StoreFact]
+    public async Task Commit_UpdateWithPayload_OfAPointerRow_StoresThePayloadAndItsSize()
+    {
+        // A subscription's message that must outlive the topic's copy gets a payload of its own.
+        var database = await OpenOwnedAsync(epoch: 1);
+        await CommitAsync(database, 1, b => b.Inserts.AddRange([Pointer(Entity, 1, 1234), Pointer(Entity, 2, 99)]));
+        var own = new byte[] { 4, 5, 6, 7, 8 };
+
+        await CommitAsync(database, 1, b =>
+        {
+            b.Updates.Add(new MessageUpdate(Entity, 1, SubQueue.Main, StoredMessageState.Deferred, 1, null, null, null, own));
+            // Set, then updated again without a payload in the same batch: the payload stays.
+            b.Updates.Add(new MessageUpdate(Entity, 2, SubQueue.Main, StoredMessageState.Active, 1, null, null, null, own));
+            b.Updates.Add(new MessageUpdate(Entity, 2, SubQueue.Main, StoredMessageState.Active, 2, null, null, null, Payload: null));
+        });
+
+        var reopened = await ReopenAsync(database);
+        var messages = (await reopened.LoadEntityAsync(Entity, 0)).Messages;
+        Assert.Equal((StoredMessageState.Deferred, own.Length), (messages[0].State, messages[0].PayloadSize));
+        Assert.Equal(own, messages[0].Payload);
+        Assert.Equal((2, own.Length), (messages[1].DeliveryCount, messages[1].PayloadSize));
+        Assert.Equal(own, messages[1].Payload);
+        Assert.Equal(own, (await reopened.ReadPayloadsAsync(Entity, [1]))[1]);
+    }
+
+    [StoreFact]
+    public async Task Commit_PurgeOfSomeEntities_LeavesTheOtherEntitiesRowsAlone()
+    {
+        // A topic's stored copies and its subscriptions' pointer rows share the container; purging
+        // a deleted subscription (or topic) must not touch the others.
+        const long Topic = 20, Deleted = 21, Kept = 22, AlsoDeleted = 23;
+        var database = await OpenOwnedAsync(epoch: 1);
+        await CommitAsync(database, 1, b =>
+        {
+            b.Inserts.AddRange([Message(Topic, 1), Message(Topic, 2)]);
+            b.Inserts.AddRange([Pointer(Deleted, 1, 16), Pointer(Kept, 1, 16), Pointer(Kept, 2, 16), Pointer(AlsoDeleted, 1, 16)]);
+            b.SequenceCounters[Topic] = 3;
+            b.SequenceCounters[Deleted] = 2;
+            b.SequenceCounters[Kept] = 3;
+            b.SequenceCounters[AlsoDeleted] = 2;
+            b.Duplicates.Add(new DuplicateRecord(Topic, "m", 10_000));
+            b.Duplicates.Add(new DuplicateRecord(Deleted, "m", 10_000));
+        });
+
+        await CommitAsync(database, 1, b =>
+        {
+            b.PurgedEntities.AddRange([Deleted, AlsoDeleted]);
+            b.Updates.Add(new MessageUpdate(Kept, 1, SubQueue.Main, StoredMessageState.Active, 1, null, null, null, Payload: null));
+        });
+
+        var reopened = await ReopenAsync(database);
+        foreach (var gone in new[] { Deleted, AlsoDeleted })
+        {
+            var load = await reopened.LoadEntityAsync(gone, 0);
+            Assert.Equal((1L, 0, 0), (load.NextSequenceNumber, load.Messages.Count, load.DuplicateHistory.Count));
+        }
+
+        var topic = await reopened.LoadEntityAsync(Topic, 0);
+        Assert.Equal([Message(Topic, 1).Payload, Message(Topic, 2).Payload], topic.Messages.Select(m => m.Payload));
+        Assert.Equal((3L, 1), (topic.NextSequenceNumber, topic.DuplicateHistory.Count));
+        var kept = await reopened.LoadEntityAsync(Kept, 0);
+        Assert.Equal([Pointer(Kept, 1, 16) with { DeliveryCount = 1 }, Pointer(Kept, 2, 16)], kept.Messages);
+        Assert.Equal(3, kept.NextSequenceNumber);
+    }
+
     /// <summary>Opens the test's database (the same one every time within a test).</summary>
     protected async Task<IContainerDatabase> OpenAsync()
     {
@@ -329,6 +428,10 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Payload = Enumerable.Range(0, 16).Select(i => (byte)(i + sequenceNumber)).ToArray(),
         PayloadSize = 16,
     };
+
+    /// <summary>A subscription's row pointing at a topic's stored copy of <paramref name="size"/> bytes.</summary>
+    protected static MessageRecord Pointer(long entityId, long sequenceNumber, int size) =>
+        Message(entityId, sequenceNumber) with { Payload = null, PayloadSize = size, MessageId = $"m-{sequenceNumber}" };
 
     protected static Task CommitAsync(IContainerDatabase database, long epoch, Action<ContainerWriteBatch> fill)
     {
