@@ -1,5 +1,6 @@
 using Farm.Broker.Entities;
 using Farm.Broker.Node;
+using Farm.Broker.Topics;
 using Farm.ContainerStore.FarmDatabase;
 using Farm.ContainerStore.Sqlite;
 using Farm.Contracts.V1;
@@ -49,6 +50,38 @@ internal sealed class BrokerHarness : IAsyncDisposable
         var record = await Node.Farm.CreateEntityAsync(name, EntityKinds.Queue, 1, (settings ?? new QueueSettings()).ToJson());
         return await Node.LoadAsync(record, CancellationToken.None);
     }
+
+    public async Task<TopicEntity> CreateTopicAsync(string name, TopicSettings? settings = null)
+    {
+        var record = await Node.Farm.CreateEntityAsync(name, EntityKinds.Topic, 1, (settings ?? new TopicSettings()).ToJson());
+        return await Node.LoadTopicAsync(record, CancellationToken.None);
+    }
+
+    /// <summary>
+    /// Creates a subscription as the management API does: its record and first rule (the first of
+    /// <paramref name="rules"/>, or $Default), then any further rules, then tells the node.
+    /// </summary>
+    public async Task<QueueEntity> CreateSubscriptionAsync(string topic, string name, SubscriptionSettings? settings = null, params RuleProperties[] rules)
+    {
+        var topicRecord = await Node.Farm.GetEntityAsync(topic) ?? throw new InvalidOperationException("no topic");
+        var first = rules.Length > 0 ? rules[0] : RuleDefinitions.DefaultRule;
+        var record = await Node.Farm.CreateChildEntityAsync(topicRecord.Id, EntityNames.SubscriptionPath(topic, name), EntityKinds.Subscription,
+            (settings ?? new SubscriptionSettings()).ToJson(), first.Name, RuleDefinitions.ToJson(first));
+        foreach (var rule in rules.Skip(1))
+        {
+            await Node.Farm.CreateRuleAsync(record.Id, rule.Name, RuleDefinitions.ToJson(rule));
+        }
+        await Node.AddSubscriptionAsync(record, CancellationToken.None);
+        return await Node.ResolveQueueAsync(record.Name, CancellationToken.None);
+    }
+
+    public Task<QueueEntity> SubscriptionAsync(string topic, string name) =>
+        Node.ResolveQueueAsync(EntityNames.SubscriptionPath(topic, name), CancellationToken.None);
+
+    public Task<TopicEntity> TopicAsync(string name) => Node.ResolveTopicAsync(name, CancellationToken.None);
+
+    public static RuleProperties SqlRule(string name, string filter, string? action = null) =>
+        new() { Name = name, SqlFilter = new Contracts.V1.SqlFilter { Expression = filter }, SqlAction = action ?? "" };
 
     /// <summary>Reads what a container database holds for an entity, bypassing every broker.</summary>
     public async Task<Farm.ContainerStore.Containers.EntityLoad> ReadContainerDirectlyAsync(long containerId, long entityId)

@@ -1,5 +1,7 @@
 using System.Collections.Concurrent;
 using Farm.Broker.Entities;
+using Farm.Broker.Rules;
+using Farm.Broker.Topics;
 using Farm.ContainerStore.Containers;
 using Farm.ContainerStore.FarmDatabase;
 using Microsoft.Extensions.Logging;
@@ -12,14 +14,17 @@ namespace Farm.Broker.Containers;
 /// </summary>
 internal sealed partial class ContainerHost : IAsyncDisposable
 {
+    // Queues and subscriptions (each subscription is served by a QueueEntity of its own), by entity id.
     private readonly ConcurrentDictionary<long, QueueEntity> _entities = new();
+    private readonly ConcurrentDictionary<long, TopicEntity> _topics = new();
     private readonly SemaphoreSlim _loading = new(1, 1);
     private readonly TimeProvider _time;
     private readonly BrokerOptions _options;
     private readonly ILogger _logger;
     private readonly ITimer _sweepTimer;
     private int _lost;
-    private Func<string, CancellationToken, Task<QueueEntity>> _resolve = null!;
+    private Func<string, CancellationToken, Task<ISendTarget>> _resolve = null!;
+    private IFarmStore _farm = null!;
 
     private ContainerHost(ContainerRecord record, IContainerDatabase database, CommitQueue commits, TimeProvider time, BrokerOptions options, ILogger logger)
     {
@@ -56,7 +61,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     /// </summary>
     public static async Task<ContainerHost> OpenAsync(
         ContainerRecord record, Func<IContainerDatabase> openDatabase, TimeProvider time, BrokerOptions options,
-        Func<string, CancellationToken, Task<QueueEntity>> resolve, Action<long> onLost, ILogger logger, CancellationToken cancellationToken)
+        Func<string, CancellationToken, Task<ISendTarget>> resolve, IFarmStore farm, Action<long> onLost, ILogger logger, CancellationToken cancellationToken)
     {
         var database = openDatabase();
         if (!await database.RaiseEpochAsync(record.Epoch, cancellationToken).ConfigureAwait(false))
@@ -72,18 +77,24 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             host?.MarkLost();
             onLost(id);
         }, logger);
-        host = new ContainerHost(record, database, commits, time, options, logger) { _resolve = resolve };
+        host = new ContainerHost(record, database, commits, time, options, logger) { _resolve = resolve, _farm = farm };
         return host;
     }
 
     public bool TryGetEntity(long entityId, out QueueEntity entity) => _entities.TryGetValue(entityId, out entity!);
 
-    /// <summary>Loads an entity's messages from the database once; later calls return the loaded one.</summary>
+    public bool TryGetTopic(long topicId, out TopicEntity topic) => _topics.TryGetValue(topicId, out topic!);
+
+    /// <summary>Loads a queue's messages from the database once; later calls return the loaded one.</summary>
     public async Task<QueueEntity> LoadEntityAsync(EntityRecord record, CancellationToken cancellationToken)
     {
         if (_entities.TryGetValue(record.Id, out var loaded))
         {
             return loaded;
+        }
+        if (record.Kind == EntityKinds.Subscription)
+        {
+            return await LoadSubscriptionAsync(record, cancellationToken).ConfigureAwait(false);
         }
         await _loading.WaitAsync(cancellationToken).ConfigureAwait(false);
         try
@@ -106,14 +117,31 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         }
     }
 
-    /// <summary>Stops serving the entity and deletes its messages durably.</summary>
-    public async Task PurgeEntityAsync(long entityId)
+    /// <summary>
+    /// Stops serving the entity and deletes its messages durably; for a topic, its subscriptions'
+    /// too (<paramref name="childIds"/>: the subscriptions the farm database had, loaded here or not).
+    /// </summary>
+    public async Task PurgeEntityAsync(long entityId, IReadOnlyCollection<long>? childIds = null)
     {
+        var purged = new HashSet<long> { entityId };
+        purged.UnionWith(childIds ?? []);
         if (_entities.TryRemove(entityId, out var entity))
         {
             entity.MarkDeleted();
         }
-        await Commits.CommitAsync(batch => batch.PurgedEntities.Add(entityId)).ConfigureAwait(false);
+        if (_topics.TryRemove(entityId, out var topic))
+        {
+            topic.MarkDeleted();
+            foreach (var subscription in topic.Subscriptions)
+            {
+                purged.Add(subscription.Id);
+            }
+        }
+        foreach (var id in purged)
+        {
+            _entities.TryRemove(id, out _);
+        }
+        await Commits.CommitAsync(batch => batch.PurgedEntities.AddRange(purged)).ConfigureAwait(false);
     }
 
     /// <summary>
@@ -124,6 +152,11 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     /// </summary>
     public async Task StopTakingWorkAsync(TimeSpan maxWait)
     {
+        foreach (var topic in _topics.Values)
+        {
+            topic.StopTakingWork(FarmErrors.Create(Contracts.Rpc.RpcStatusCode.Unavailable, Contracts.V1.FarmErrorCode.ServiceBusy,
+                $"'{topic.Name}' is moving to another broker; try again."));
+        }
         foreach (var entity in _entities.Values)
         {
             entity.StopTakingWork(FarmErrors.Create(Contracts.Rpc.RpcStatusCode.Unavailable, Contracts.V1.FarmErrorCode.ServiceBusy,
@@ -138,8 +171,145 @@ internal sealed partial class ContainerHost : IAsyncDisposable
 
     private void MarkLost() => Interlocked.Exchange(ref _lost, 1);
 
+    /// <summary>Loads a topic (once) with all its subscriptions and their rules.</summary>
+    public async Task<TopicEntity> LoadTopicAsync(EntityRecord record, CancellationToken cancellationToken)
+    {
+        if (_topics.TryGetValue(record.Id, out var loaded))
+        {
+            return loaded;
+        }
+        await _loading.WaitAsync(cancellationToken).ConfigureAwait(false);
+        try
+        {
+            if (_topics.TryGetValue(record.Id, out loaded))
+            {
+                return loaded;
+            }
+            var nowMs = _time.GetUtcNow().ToUnixTimeMilliseconds();
+            var topic = new TopicEntity(record.Id, record.Name, TopicSettings.FromJson(record.PropertiesJson), Commits, _time, _options);
+            var topicLoad = await Database.LoadEntityAsync(record.Id, nowMs, cancellationToken).ConfigureAwait(false);
+            var children = await _farm.ListChildEntitiesAsync(record.Id, cancellationToken).ConfigureAwait(false);
+            var rules = (await _farm.ListRulesOfTopicAsync(record.Id, cancellationToken).ConfigureAwait(false)).ToLookup(r => r.SubscriptionId);
+            var subscriptions = new List<(TopicEntity.Subscription, EntityLoad)>();
+            foreach (var child in children)
+            {
+                var subscription = NewSubscription(child, rules[child.Id]);
+                subscriptions.Add((subscription, await Database.LoadEntityAsync(child.Id, nowMs, cancellationToken).ConfigureAwait(false)));
+            }
+            var garbage = topic.Load(topicLoad, subscriptions);
+            if (garbage.Count > 0)
+            {
+                await Commits.CommitAsync(batch => batch.Deletes.AddRange(garbage)).ConfigureAwait(false);
+            }
+            foreach (var (subscription, _) in subscriptions)
+            {
+                _entities[subscription.Id] = subscription.Queue;
+            }
+            _topics[record.Id] = topic;
+            LogTopicLoaded(_logger, record.Name, Id, subscriptions.Count, topic.GetCounts().Count);
+            return topic;
+        }
+        finally
+        {
+            _loading.Release();
+        }
+    }
+
+    private async Task<QueueEntity> LoadSubscriptionAsync(EntityRecord record, CancellationToken cancellationToken)
+    {
+        EntityNames.TrySplitSubscriptionPath(record.Name, out var topicName, out _);
+        var topicRecord = await _farm.GetEntityAsync(topicName, cancellationToken).ConfigureAwait(false);
+        if (topicRecord is null || topicRecord.Id != record.ParentId)
+        {
+            throw FarmErrors.EntityNotFound(record.Name);
+        }
+        var topic = await LoadTopicAsync(topicRecord, cancellationToken).ConfigureAwait(false);
+        if (_entities.TryGetValue(record.Id, out var queue))
+        {
+            return queue;
+        }
+        // Created after the topic was loaded here and not announced yet: add it now.
+        return (await AddSubscriptionAsync(topic.Id, record, cancellationToken).ConfigureAwait(false))
+            ?? throw FarmErrors.EntityNotFound(record.Name);
+    }
+
+    private TopicEntity.Subscription NewSubscription(EntityRecord record, IEnumerable<RuleRecord> rules)
+    {
+        var settings = SubscriptionSettings.FromJson(record.PropertiesJson);
+        var queue = new QueueEntity(record.Id, record.Name, settings.ToQueueSettings(), Commits, _time, _options) { Resolve = _resolve };
+        EntityNames.TrySplitSubscriptionPath(record.Name, out _, out var shortName);
+        return new TopicEntity.Subscription(record.Id, shortName, queue, ToRuleSet(rules), settings);
+    }
+
+    private static RuleSet ToRuleSet(IEnumerable<RuleRecord> rules) =>
+        new(rules.Select(r => RuleDefinitions.Parse(RuleDefinitions.FromJson(r.DefinitionJson))));
+
+    /// <summary>
+    /// A subscription was created: when its topic is loaded here, it starts receiving the topic's
+    /// next messages. Reads its rules from the farm database. Null when the topic is not loaded here.
+    /// </summary>
+    public async Task<QueueEntity?> AddSubscriptionAsync(long topicId, EntityRecord record, CancellationToken cancellationToken)
+    {
+        await _loading.WaitAsync(cancellationToken).ConfigureAwait(false);
+        try
+        {
+            if (!_topics.TryGetValue(topicId, out var topic))
+            {
+                return null;
+            }
+            if (topic.TryGetSubscription(record.Id, out var existing))
+            {
+                return existing.Queue;
+            }
+            var rules = await _farm.ListRulesAsync(record.Id, cancellationToken).ConfigureAwait(false);
+            var subscription = NewSubscription(record, rules);
+            _entities[record.Id] = subscription.Queue;
+            topic.AddSubscription(subscription);
+            return subscription.Queue;
+        }
+        finally
+        {
+            _loading.Release();
+        }
+    }
+
+    /// <summary>A subscription was deleted: stop serving it, purge its rows, release the copies it pointed at.</summary>
+    public async Task RemoveSubscriptionAsync(long topicId, long subscriptionId)
+    {
+        _entities.TryRemove(subscriptionId, out _);
+        if (_topics.TryGetValue(topicId, out var topic) && topic.RemoveSubscription(subscriptionId) is { } removed)
+        {
+            var held = removed.Queue.HeldSequenceNumbers();
+            await Commits.CommitAsync(batch => batch.PurgedEntities.Add(subscriptionId)).ConfigureAwait(false);
+            topic.ReleaseAll(held);
+            return;
+        }
+        await Commits.CommitAsync(batch => batch.PurgedEntities.Add(subscriptionId)).ConfigureAwait(false);
+    }
+
+    /// <summary>Re-reads a loaded subscription's rules after one was added or removed (serialised, so the last read wins).</summary>
+    public async Task RefreshRulesAsync(long topicId, long subscriptionId, CancellationToken cancellationToken)
+    {
+        await _loading.WaitAsync(cancellationToken).ConfigureAwait(false);
+        try
+        {
+            if (_topics.TryGetValue(topicId, out var topic) && topic.TryGetSubscription(subscriptionId, out var subscription))
+            {
+                subscription.Rules = ToRuleSet(await _farm.ListRulesAsync(subscriptionId, cancellationToken).ConfigureAwait(false));
+            }
+        }
+        finally
+        {
+            _loading.Release();
+        }
+    }
+
     private void Sweep()
     {
+        foreach (var topic in _topics.Values)
+        {
+            topic.Sweep();
+        }
         foreach (var entity in _entities.Values)
         {
             try
@@ -156,6 +326,13 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     public async ValueTask DisposeAsync()
     {
         await _sweepTimer.DisposeAsync().ConfigureAwait(false);
+        foreach (var topic in _topics.Values)
+        {
+            topic.Unload(IsLost
+                ? FarmErrors.NotOwner(topic.Name, null)
+                : FarmErrors.Create(Contracts.Rpc.RpcStatusCode.Unavailable, Contracts.V1.FarmErrorCode.ServiceBusy,
+                    $"The broker serving '{topic.Name}' is stopping; try again."));
+        }
         foreach (var entity in _entities.Values)
         {
             entity.Unload(IsLost
@@ -169,6 +346,9 @@ internal sealed partial class ContainerHost : IAsyncDisposable
 
     [LoggerMessage(Level = LogLevel.Information, Message = "Loaded {Entity} from container {ContainerId}: {Count} messages")]
     private static partial void LogEntityLoaded(ILogger logger, string entity, long containerId, int count);
+
+    [LoggerMessage(Level = LogLevel.Information, Message = "Loaded topic {Entity} from container {ContainerId}: {Subscriptions} subscriptions, {Count} stored messages")]
+    private static partial void LogTopicLoaded(ILogger logger, string entity, long containerId, int subscriptions, long count);
 
     [LoggerMessage(Level = LogLevel.Error, Message = "Sweeping {Entity} failed")]
     private static partial void LogSweepFailed(ILogger logger, string entity, Exception exception);

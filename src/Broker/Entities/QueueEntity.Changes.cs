@@ -90,7 +90,7 @@ internal sealed partial class QueueEntity
             {
                 lock (_gate)
                 {
-                    _main.Remove(message);
+                    RemoveStored(_main, message);
                 }
             },
             _ => Unsettle(message)));

@@ -12,7 +12,7 @@ internal sealed partial class QueueEntity
     private int _forwarding;
 
     /// <summary>Finds another entity by name; set by the container host.</summary>
-    public Func<string, CancellationToken, Task<QueueEntity>>? Resolve { get; set; }
+    public Func<string, CancellationToken, Task<ISendTarget>>? Resolve { get; set; }
 
     /// <summary>Starts forwarding in the background if there is anything to forward and no run is going.</summary>
     private void StartForwarding()
@@ -84,7 +84,7 @@ internal sealed partial class QueueEntity
             {
                 lock (_gate)
                 {
-                    taken.ForEach(sub.Remove);
+                    taken.ForEach(m => RemoveStored(sub, m));
                 }
             },
             onFailed: _ => taken.ForEach(Unsettle)).ConfigureAwait(false);

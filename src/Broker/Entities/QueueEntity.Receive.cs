@@ -105,7 +105,7 @@ internal sealed partial class QueueEntity
                 {
                     lock (_gate)
                     {
-                        taken.ForEach(sub.Remove);
+                        taken.ForEach(m => RemoveStored(sub, m));
                     }
                 },
                 onFailed: _ => ReleaseAfterFailedDelivery(taken)).ConfigureAwait(false);
@@ -205,7 +205,7 @@ internal sealed partial class QueueEntity
                 {
                     lock (_gate)
                     {
-                        taken.ForEach(_main.Remove);
+                        taken.ForEach(m => RemoveStored(_main, m));
                     }
                 },
                 onFailed: _ => ReleaseAfterFailedDelivery(taken)).ConfigureAwait(false);

@@ -174,7 +174,7 @@ internal sealed partial class QueueEntity
             {
                 lock (_gate)
                 {
-                    cancelled.ForEach(_main.Remove);
+                    cancelled.ForEach(m => RemoveStored(_main, m));
                 }
             },
             onFailed: _ =>

@@ -142,7 +142,7 @@ internal sealed partial class QueueEntity
             {
                 lock (_gate)
                 {
-                    sub.Remove(message);
+                    RemoveStored(sub, message);
                 }
             },
             _ => Unsettle(message)));

@@ -12,7 +12,7 @@ namespace Farm.Broker.Entities;
 /// through the container's <see cref="CommitQueue"/> and is acknowledged only after it committed.
 /// Lock expiry, scheduling and TTL run on the broker's <see cref="TimeProvider"/>.
 /// </summary>
-internal sealed partial class QueueEntity
+internal sealed partial class QueueEntity : ISendTarget
 {
     public const string MaxDeliveryCountExceeded = "MaxDeliveryCountExceeded";
     public const string TtlExpired = "TTLExpiredException";
@@ -66,8 +66,12 @@ internal sealed partial class QueueEntity
 
     private SubQueueState SubQueueOf(bool deadLetter) => deadLetter ? _deadLetter : _main;
 
-    /// <summary>Fills the cache from the container database (the broker just took the container).</summary>
-    public void Load(EntityLoad load)
+    /// <summary>
+    /// Fills the cache from the container database (the broker just took the container). A
+    /// subscription's rows without a payload point at the topic's stored copy, which
+    /// <paramref name="sharedCopy"/> finds by sequence number; rows it cannot find are skipped.
+    /// </summary>
+    public void Load(EntityLoad load, Func<long, Message?>? sharedCopy = null)
     {
         var now = NowMs;
         lock (_gate)
@@ -75,7 +79,12 @@ internal sealed partial class QueueEntity
             _nextSequence = Math.Max(load.NextSequenceNumber, 1);
             foreach (var record in load.Messages)
             {
-                var message = StoredMessage.FromRecord(record);
+                Message? shared = null;
+                if (record.Payload is null && (shared = sharedCopy?.Invoke(record.SequenceNumber)) is null)
+                {
+                    continue;
+                }
+                var message = StoredMessage.FromRecord(record, shared);
                 _nextSequence = Math.Max(_nextSequence, message.SequenceNumber + 1);
                 if (message.SubQueue == SubQueue.DeadLetter)
                 {

@@ -34,10 +34,11 @@ internal sealed class StoredMessage
     public MessageUpdate ToUpdate(long entityId, byte[]? payload = null) => new(
         entityId, SequenceNumber, SubQueue, State, DeliveryCount, DeadLetterReason, DeadLetterDescription, DeadLetterSource, payload);
 
-    public static StoredMessage FromRecord(MessageRecord record) => new()
+    /// <summary><paramref name="shared"/>: the topic's copy, for a subscription row stored without a payload.</summary>
+    public static StoredMessage FromRecord(MessageRecord record, Message? shared = null) => new()
     {
         SequenceNumber = record.SequenceNumber,
-        Message = Message.Parser.ParseFrom(record.Payload ?? []),
+        Message = shared ?? Message.Parser.ParseFrom(record.Payload ?? []),
         EnqueuedAtMs = record.EnqueuedAtMs,
         PayloadSize = record.PayloadSize,
         SubQueue = record.SubQueue,

@@ -22,32 +22,46 @@ public sealed class MessagingService(BrokerNode node)
         return (await node.ResolveQueueAsync(name, cancellationToken).ConfigureAwait(false), deadLetter);
     }
 
+    /// <summary>A queue or a topic; dead-letter queues and subscriptions are not sent to.</summary>
+    private async Task<ISendTarget> ResolveSendTargetAsync(string path, CancellationToken cancellationToken)
+    {
+        if (!EntityNames.TryParsePath(path, out var name, out var deadLetter, out var error))
+        {
+            throw FarmErrors.Invalid(error!);
+        }
+        if (deadLetter)
+        {
+            throw FarmErrors.Invalid($"'{path}' is a dead-letter queue: messages get there by dead-lettering, not by sending.");
+        }
+        if (EntityNames.IsSubscriptionPath(name))
+        {
+            throw FarmErrors.Invalid($"'{path}' is a subscription: messages reach it through its topic; send to the topic instead.");
+        }
+        return await node.ResolveSendTargetAsync(name, cancellationToken).ConfigureAwait(false);
+    }
+
     public async Task<SendResponse> SendAsync(SendRequest request, RpcCallContext context)
     {
         if (request.Messages.Count == 0)
         {
             throw FarmErrors.Invalid("A send needs at least one message.");
         }
-        var (queue, deadLetter) = await ResolveAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
-        if (deadLetter)
-        {
-            throw FarmErrors.Invalid($"'{request.Entity}' is a dead-letter queue: messages get there by dead-lettering, not by sending.");
-        }
+        var target = await ResolveSendTargetAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
         var batchBytes = request.CalculateSize();
         if (batchBytes > node.Options.MaxBatchSizeBytes)
         {
             throw FarmErrors.SizeExceeded($"The batch is {batchBytes} bytes; the maximum batch size is {node.Options.MaxBatchSizeBytes} bytes ({node.Options.MaxBatchSizeBytes / 1024} KB).");
         }
-        var seen = new HashSet<string>(StringComparer.OrdinalIgnoreCase) { queue.Name };
-        for (var hop = 0; queue.Settings.ForwardTo is { } target && hop < node.Options.MaxForwardHops; hop++)
+        var seen = new HashSet<string>(StringComparer.OrdinalIgnoreCase) { target.Name };
+        for (var hop = 0; target is QueueEntity { Settings.ForwardTo: { } next } && hop < node.Options.MaxForwardHops; hop++)
         {
-            if (!seen.Add(target))
+            if (!seen.Add(next))
             {
                 break;
             }
-            queue = await node.ResolveQueueAsync(target, context.CancellationToken).ConfigureAwait(false);
+            target = await node.ResolveSendTargetAsync(next, context.CancellationToken).ConfigureAwait(false);
         }
-        var sequenceNumbers = await queue.SendAsync(request.Messages).ConfigureAwait(false);
+        var sequenceNumbers = await target.SendAsync(request.Messages).ConfigureAwait(false);
         return new SendResponse { SequenceNumbers = { sequenceNumbers } };
     }
 
@@ -199,12 +213,12 @@ public sealed class MessagingService(BrokerNode node)
 
     public async Task<CancelScheduledResponse> CancelScheduledAsync(CancelScheduledRequest request, RpcCallContext context)
     {
-        var (queue, deadLetter) = await ResolveAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
-        if (deadLetter)
+        if (request.Entity.EndsWith(EntityNames.DeadLetterQueueSuffix, StringComparison.OrdinalIgnoreCase))
         {
             throw FarmErrors.Invalid("A dead-letter queue holds no scheduled messages.");
         }
-        await queue.CancelScheduledAsync(request.SequenceNumbers).ConfigureAwait(false);
+        var target = await ResolveSendTargetAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
+        await target.CancelScheduledAsync(request.SequenceNumbers).ConfigureAwait(false);
         return new CancelScheduledResponse();
     }
 }

@@ -1,6 +1,7 @@
 using System.Collections.Concurrent;
 using Farm.Broker.Containers;
 using Farm.Broker.Entities;
+using Farm.Broker.Topics;
 using Farm.ContainerStore;
 using Farm.ContainerStore.FarmDatabase;
 using Microsoft.Extensions.Logging;
@@ -106,7 +107,7 @@ public sealed partial class BrokerNode : IAsyncDisposable
             return false;
         }
         var database = await _provider.OpenContainerAsync(lease.ConnectionString, cancellationToken).ConfigureAwait(false);
-        var host = await ContainerHost.OpenAsync(lease, () => database, _time, Options, ResolveQueueAsync, OnContainerLost, _logger, cancellationToken).ConfigureAwait(false);
+        var host = await ContainerHost.OpenAsync(lease, () => database, _time, Options, ResolveSendTargetAsync, farm, OnContainerLost, _logger, cancellationToken).ConfigureAwait(false);
         _containers[containerId] = host;
         LogContainerTaken(_logger, containerId, lease.Epoch);
         return true;
@@ -127,12 +128,18 @@ public sealed partial class BrokerNode : IAsyncDisposable
     internal IReadOnlyCollection<ContainerHost> Containers => _containers.Values.ToList();
 
     /// <summary>
-    /// Finds a queue by name and loads it if needed. Throws NotFound for an unknown queue and
-    /// NOT_OWNER (naming the owner when it is known and alive) when its container is served elsewhere.
+    /// Finds what receivers use, a queue or a subscription ("topic/Subscriptions/sub"), by name and
+    /// loads it if needed. Throws NotFound for an unknown one, InvalidArgument for a topic (it is
+    /// received from through its subscriptions), and NOT_OWNER (naming the owner when it is known and
+    /// alive) when its container is served elsewhere.
     /// </summary>
     internal async Task<QueueEntity> ResolveQueueAsync(string name, CancellationToken cancellationToken)
     {
         var record = await FindEntityAsync(name, cancellationToken).ConfigureAwait(false);
+        if (record.Kind == EntityKinds.Topic)
+        {
+            throw FarmErrors.Invalid($"'{record.Name}' is a topic: receive from one of its subscriptions, '{record.Name}/Subscriptions/NAME'.");
+        }
         if (_containers.TryGetValue(record.ContainerId, out var host) && host.TryGetEntity(record.Id, out var cached))
         {
             return cached;
@@ -140,23 +147,64 @@ public sealed partial class BrokerNode : IAsyncDisposable
         if (host is not null)
         {
             // About to load it: read the record afresh, another node may have changed it since it was cached.
-            record = await Farm.GetEntityAsync(name, cancellationToken).ConfigureAwait(false) ?? throw FarmErrors.EntityNotFound(name);
+            record = await FreshRecordAsync(name, cancellationToken).ConfigureAwait(false);
         }
         return await LoadAsync(record, cancellationToken).ConfigureAwait(false);
     }
 
-    /// <summary>The entity's record, cached by name: routing must not cost a database query per call.</summary>
+    /// <summary>Finds what senders use, a queue or a topic, by name; a subscription is InvalidArgument.</summary>
+    internal async Task<ISendTarget> ResolveSendTargetAsync(string name, CancellationToken cancellationToken)
+    {
+        var record = await FindEntityAsync(name, cancellationToken).ConfigureAwait(false);
+        switch (record.Kind)
+        {
+            case EntityKinds.Topic:
+                return await LoadTopicAsync(record, cancellationToken).ConfigureAwait(false);
+            case EntityKinds.Subscription:
+                throw FarmErrors.Invalid($"'{record.Name}' is a subscription: messages reach it through its topic; send to the topic instead.");
+            default:
+                return await ResolveQueueAsync(name, cancellationToken).ConfigureAwait(false);
+        }
+    }
+
+    /// <summary>A topic by name, loaded with its subscriptions; NotFound when there is no such topic.</summary>
+    internal async Task<TopicEntity> ResolveTopicAsync(string name, CancellationToken cancellationToken)
+    {
+        var record = await FindEntityAsync(name, cancellationToken).ConfigureAwait(false);
+        if (record.Kind != EntityKinds.Topic)
+        {
+            throw FarmErrors.EntityNotFound(name);
+        }
+        return await LoadTopicAsync(record, cancellationToken).ConfigureAwait(false);
+    }
+
+    internal async Task<TopicEntity> LoadTopicAsync(EntityRecord record, CancellationToken cancellationToken)
+    {
+        if (!_containers.TryGetValue(record.ContainerId, out var host))
+        {
+            throw FarmErrors.NotOwner(record.Name, OwnerAddressOf(record.ContainerId));
+        }
+        if (host.TryGetTopic(record.Id, out var topic))
+        {
+            return topic;
+        }
+        record = await FreshRecordAsync(record.Name, cancellationToken).ConfigureAwait(false);
+        topic = await host.LoadTopicAsync(record, cancellationToken).ConfigureAwait(false);
+        _entityIndex[record.Name] = record;
+        return topic;
+    }
+
+    private async Task<EntityRecord> FreshRecordAsync(string name, CancellationToken cancellationToken) =>
+        await Farm.GetEntityAsync(name, cancellationToken).ConfigureAwait(false) ?? throw FarmErrors.EntityNotFound(name);
+
+    /// <summary>The entity's record (queue, topic or subscription), cached by name: routing must not cost a database query per call.</summary>
     internal async Task<EntityRecord> FindEntityAsync(string name, CancellationToken cancellationToken)
     {
         if (_entityIndex.TryGetValue(name, out var known))
         {
             return known;
         }
-        var record = await Farm.GetEntityAsync(name, cancellationToken).ConfigureAwait(false);
-        if (record is null || record.Kind != EntityKinds.Queue)
-        {
-            throw FarmErrors.EntityNotFound(name);
-        }
+        var record = await Farm.GetEntityAsync(name, cancellationToken).ConfigureAwait(false) ?? throw FarmErrors.EntityNotFound(name);
         _entityIndex[name] = record;
         return record;
     }
@@ -167,6 +215,7 @@ public sealed partial class BrokerNode : IAsyncDisposable
     /// <summary>True when this node serves the container the entity lives in.</summary>
     internal bool IsLocal(EntityRecord record) => _containers.ContainsKey(record.ContainerId);
 
+    /// <summary>Loads a queue or a subscription (with its topic).</summary>
     internal async Task<QueueEntity> LoadAsync(EntityRecord record, CancellationToken cancellationToken)
     {
         if (!_containers.TryGetValue(record.ContainerId, out var host))
@@ -178,23 +227,73 @@ public sealed partial class BrokerNode : IAsyncDisposable
         return entity;
     }
 
-    /// <summary>Forgets a deleted queue and deletes its messages.</summary>
-    internal async Task DropEntityAsync(EntityRecord record)
+    /// <summary>
+    /// Forgets a deleted queue or topic and deletes its messages; for a topic also its
+    /// subscriptions' (<paramref name="childIds"/>, read before the records were deleted).
+    /// </summary>
+    internal async Task DropEntityAsync(EntityRecord record, IReadOnlyCollection<long>? childIds = null)
     {
         _entityIndex.TryRemove(record.Name, out _);
+        foreach (var key in _entityIndex.Keys.Where(k => k.StartsWith(record.Name + EntityNames.SubscriptionsSegment, StringComparison.OrdinalIgnoreCase)))
+        {
+            _entityIndex.TryRemove(key, out _);
+        }
         if (_containers.TryGetValue(record.ContainerId, out var host))
         {
-            await host.PurgeEntityAsync(record.Id).ConfigureAwait(false);
+            await host.PurgeEntityAsync(record.Id, childIds).ConfigureAwait(false);
         }
     }
 
-    /// <summary>Applies new settings to a loaded queue (the farm database already has them).</summary>
+    /// <summary>A subscription was created: its topic, if loaded here, starts fanning out to it.</summary>
+    internal async Task AddSubscriptionAsync(EntityRecord subscription, CancellationToken cancellationToken)
+    {
+        _entityIndex[subscription.Name] = subscription;
+        if (_containers.TryGetValue(subscription.ContainerId, out var host))
+        {
+            await host.AddSubscriptionAsync(subscription.ParentId!.Value, subscription, cancellationToken).ConfigureAwait(false);
+        }
+    }
+
+    /// <summary>A subscription was deleted: stop serving it and delete its messages.</summary>
+    internal async Task DropSubscriptionAsync(EntityRecord subscription)
+    {
+        _entityIndex.TryRemove(subscription.Name, out _);
+        if (_containers.TryGetValue(subscription.ContainerId, out var host))
+        {
+            await host.RemoveSubscriptionAsync(subscription.ParentId!.Value, subscription.Id).ConfigureAwait(false);
+        }
+    }
+
+    /// <summary>A rule of a subscription was added or removed: a loaded subscription re-reads its rules.</summary>
+    internal async Task RefreshRulesAsync(EntityRecord subscription, CancellationToken cancellationToken)
+    {
+        if (_containers.TryGetValue(subscription.ContainerId, out var host))
+        {
+            await host.RefreshRulesAsync(subscription.ParentId!.Value, subscription.Id, cancellationToken).ConfigureAwait(false);
+        }
+    }
+
+    /// <summary>Applies new settings to a loaded queue, topic or subscription (the farm database already has them).</summary>
     internal void RefreshSettings(EntityRecord record)
     {
         _entityIndex[record.Name] = record;
-        if (_containers.TryGetValue(record.ContainerId, out var host) && host.TryGetEntity(record.Id, out var entity))
+        if (!_containers.TryGetValue(record.ContainerId, out var host))
         {
-            entity.Settings = QueueSettings.FromJson(record.PropertiesJson);
+            return;
+        }
+        switch (record.Kind)
+        {
+            case EntityKinds.Topic when host.TryGetTopic(record.Id, out var topic):
+                topic.Settings = TopicSettings.FromJson(record.PropertiesJson);
+                break;
+            case EntityKinds.Subscription when host.TryGetTopic(record.ParentId!.Value, out var topic)
+                && topic.TryGetSubscription(record.Id, out var subscription):
+                subscription.Settings = SubscriptionSettings.FromJson(record.PropertiesJson);
+                subscription.Queue.Settings = subscription.Settings.ToQueueSettings();
+                break;
+            case EntityKinds.Queue when host.TryGetEntity(record.Id, out var entity):
+                entity.Settings = QueueSettings.FromJson(record.PropertiesJson);
+                break;
         }
     }
 

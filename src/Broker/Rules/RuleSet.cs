@@ -7,21 +7,20 @@ namespace Farm.Broker.Rules;
 /// The rules of one subscription, immutable: adding or removing a rule makes a new set, so a
 /// fan-out in progress keeps evaluating the set it started with.
 /// <para>
-/// What a message produces on the subscription follows Azure Service Bus ("Topic filters and
-/// actions"): all matching rules <i>without</i> an action are OR-ed together and give the message
-/// once, unchanged; each matching rule <i>with</i> an action gives its own copy, changed by that
-/// action and stamped with the application property <c>RuleName</c> = the rule's name. So a message
-/// matching five rules, two of them with actions, arrives three times. A message that several
-/// action-less rules match still arrives once, which is the issue's "reaches a subscription once
-/// even if several rules match".
+/// A message reaches the subscription <b>once</b> when at least one rule's filter matches it, however
+/// many do (the issue's rule; Azure Service Bus instead makes one copy per matching rule that has an
+/// action). Every filter sees the message as sent. The actions of all matching rules apply, in rule
+/// order, to that one copy, each to the result of the one before, and the copy carries the
+/// application property <c>RuleName</c>: the names of the rules whose actions changed it, joined by
+/// ','. With no matching action the subscription gets the message unchanged.
 /// </para>
 /// </summary>
 public sealed class RuleSet
 {
     private readonly Rule[] _rules;
 
-    // Set when an action-less rule with the true filter is present: every message is delivered
-    // unchanged without evaluating the other action-less rules (the $Default-only subscription).
+    // Set when an action-less rule with the true filter is present and no rule has an action: every
+    // message is delivered unchanged without evaluating anything (the $Default-only subscription).
     private readonly bool _alwaysDeliversOriginal;
     private readonly bool _hasActions;
 
@@ -63,7 +62,7 @@ public sealed class RuleSet
         : null;
 
     /// <summary>
-    /// Evaluates every rule against the message, in order. Allocates nothing unless an action
+    /// Evaluates the rules against the message, in order. Allocates nothing unless an action
     /// matches. Throws <see cref="RuleEvaluationException"/> (with <see cref="RuleEvaluationException.RuleName"/>)
     /// when a rule cannot be evaluated, which the subscription turns into dead-lettering or dropping
     /// the message per its "dead-lettering on filter evaluation exceptions" setting.
@@ -73,14 +72,15 @@ public sealed class RuleSet
         ArgumentNullException.ThrowIfNull(message);
         if (_alwaysDeliversOriginal && !_hasActions)
         {
-            return new RuleSetResult(true, []);
+            return new RuleSetResult(true, null, null);
         }
-        var original = _alwaysDeliversOriginal;
-        List<RuleDelivery>? copies = null;
+        var matched = _alwaysDeliversOriginal;
+        RuleMessage? changed = null;
+        List<string>? applied = null;
         foreach (var rule in _rules)
         {
-            // Action-less rules are OR-ed: once one matched, the others cannot add anything.
-            if (rule.Action is null && original)
+            // Once something matched, an action-less rule cannot add anything.
+            if (rule.Action is null && matched)
             {
                 continue;
             }
@@ -90,14 +90,12 @@ public sealed class RuleSet
                 {
                     continue;
                 }
-                if (rule.Action is null)
+                matched = true;
+                if (rule.Action is not null)
                 {
-                    original = true;
-                    continue;
+                    changed = message.WithMessage(rule.Action.Apply(changed ?? message));
+                    (applied ??= []).Add(rule.Name);
                 }
-                var copy = rule.Action.Apply(message);
-                copy.ApplicationProperties[Rule.RuleNameProperty] = new PropertyValue { StringValue = rule.Name };
-                (copies ??= []).Add(new RuleDelivery(rule.Name, copy));
             }
             catch (RuleEvaluationException e)
             {
@@ -105,45 +103,35 @@ public sealed class RuleSet
                 throw;
             }
         }
-        return new RuleSetResult(original, copies is null ? [] : [.. copies]);
+        if (changed is null)
+        {
+            return new RuleSetResult(matched, null, null);
+        }
+        var copy = changed.Message;
+        copy.ApplicationProperties[Rule.RuleNameProperty] = new PropertyValue { StringValue = string.Join(',', applied!) };
+        return new RuleSetResult(true, copy, applied);
     }
 }
-
-/// <summary>A copy of a message made by the action of the rule named <paramref name="RuleName"/>.</summary>
-public readonly record struct RuleDelivery(string RuleName, Message Message);
 
 /// <summary>What one message gives one subscription; see <see cref="RuleSet"/>.</summary>
 public readonly struct RuleSetResult
 {
-    private readonly RuleDelivery[]? _actionCopies;
-
-    internal RuleSetResult(bool deliversOriginal, RuleDelivery[] actionCopies)
+    internal RuleSetResult(bool isMatch, Message? changed, IReadOnlyList<string>? appliedActions)
     {
-        DeliversOriginal = deliversOriginal;
-        _actionCopies = actionCopies;
+        IsMatch = isMatch;
+        Changed = changed;
+        AppliedActions = appliedActions ?? [];
     }
 
-    /// <summary>A rule without an action matched: the subscription gets the message as sent, once.</summary>
-    public bool DeliversOriginal { get; }
+    /// <summary>At least one rule matched: the subscription gets the message, once.</summary>
+    public bool IsMatch { get; }
 
-    /// <summary>One copy per matching rule with an action, in rule order; empty when none matched.</summary>
-    public IReadOnlyList<RuleDelivery> ActionCopies => _actionCopies ?? [];
+    /// <summary>The copy the matching rules' actions made; null when the message goes unchanged.</summary>
+    public Message? Changed { get; }
 
-    public bool IsMatch => DeliversOriginal || ActionCopies.Count > 0;
+    /// <summary>The names of the rules whose actions were applied, in order.</summary>
+    public IReadOnlyList<string> AppliedActions { get; }
 
-    /// <summary>How many messages the subscription gets.</summary>
-    public int DeliveryCount => (DeliversOriginal ? 1 : 0) + ActionCopies.Count;
-
-    /// <summary>The messages to store on the subscription: the original (if delivered) first, then the action copies.</summary>
-    public IEnumerable<Message> Messages(Message original)
-    {
-        if (DeliversOriginal)
-        {
-            yield return original;
-        }
-        foreach (var copy in ActionCopies)
-        {
-            yield return copy.Message;
-        }
-    }
+    /// <summary>What the subscription stores: the changed copy, or the message as sent; null when nothing matched.</summary>
+    public Message? MessageFor(Message original) => IsMatch ? Changed ?? original : null;
 }

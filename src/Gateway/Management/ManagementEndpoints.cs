@@ -20,5 +20,18 @@ internal static class ManagementEndpoints
         endpoints.MapUnary<MoveContainerRequest, ContainerInfo>(Prefix + "MoveContainer", MoveContainerRequest.Parser, service.MoveContainerAsync);
         endpoints.MapUnary<DrainNodeRequest, NodeInfo>(Prefix + "DrainNode", DrainNodeRequest.Parser, service.DrainNodeAsync);
         endpoints.MapUnary<TakeContainerRequest, ContainerInfo>(Prefix + "TakeContainer", TakeContainerRequest.Parser, service.TakeContainerAsync);
+        endpoints.MapUnary<CreateTopicRequest, TopicInfo>(Prefix + "CreateTopic", CreateTopicRequest.Parser, service.CreateTopicAsync);
+        endpoints.MapUnary<GetTopicRequest, TopicInfo>(Prefix + "GetTopic", GetTopicRequest.Parser, service.GetTopicAsync);
+        endpoints.MapUnary<UpdateTopicRequest, TopicInfo>(Prefix + "UpdateTopic", UpdateTopicRequest.Parser, service.UpdateTopicAsync);
+        endpoints.MapUnary<DeleteTopicRequest, DeleteTopicResponse>(Prefix + "DeleteTopic", DeleteTopicRequest.Parser, service.DeleteTopicAsync);
+        endpoints.MapUnary<ListTopicsRequest, ListTopicsResponse>(Prefix + "ListTopics", ListTopicsRequest.Parser, service.ListTopicsAsync);
+        endpoints.MapUnary<CreateSubscriptionRequest, SubscriptionInfo>(Prefix + "CreateSubscription", CreateSubscriptionRequest.Parser, service.CreateSubscriptionAsync);
+        endpoints.MapUnary<GetSubscriptionRequest, SubscriptionInfo>(Prefix + "GetSubscription", GetSubscriptionRequest.Parser, service.GetSubscriptionAsync);
+        endpoints.MapUnary<UpdateSubscriptionRequest, SubscriptionInfo>(Prefix + "UpdateSubscription", UpdateSubscriptionRequest.Parser, service.UpdateSubscriptionAsync);
+        endpoints.MapUnary<DeleteSubscriptionRequest, DeleteSubscriptionResponse>(Prefix + "DeleteSubscription", DeleteSubscriptionRequest.Parser, service.DeleteSubscriptionAsync);
+        endpoints.MapUnary<ListSubscriptionsRequest, ListSubscriptionsResponse>(Prefix + "ListSubscriptions", ListSubscriptionsRequest.Parser, service.ListSubscriptionsAsync);
+        endpoints.MapUnary<CreateRuleRequest, RuleInfo>(Prefix + "CreateRule", CreateRuleRequest.Parser, service.CreateRuleAsync);
+        endpoints.MapUnary<DeleteRuleRequest, DeleteRuleResponse>(Prefix + "DeleteRule", DeleteRuleRequest.Parser, service.DeleteRuleAsync);
+        endpoints.MapUnary<ListRulesRequest, ListRulesResponse>(Prefix + "ListRules", ListRulesRequest.Parser, service.ListRulesAsync);
     }
 }

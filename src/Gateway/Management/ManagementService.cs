@@ -16,7 +16,7 @@ namespace Farm.Gateway.Management;
 /// the broker that serves them. Calls about one queue's runtime (get with counts, update, delete)
 /// run on the node that owns the queue's container: another node forwards them there.
 /// </summary>
-internal sealed class ManagementService(BrokerNode node, OwnerChannels channels, Farm.ContainerStore.IStoreProvider store)
+internal sealed partial class ManagementService(BrokerNode node, OwnerChannels channels, Farm.ContainerStore.IStoreProvider store)
 {
     private const string Prefix = ManagementEndpoints.Prefix;
 

@@ -5,8 +5,8 @@ using static Farm.Broker.Tests.Rules.RuleTestMessages;
 namespace Farm.Broker.Tests.Rules;
 
 /// <summary>
-/// A subscription's rules together, per Azure Service Bus "Topic filters and actions": matching
-/// action-less rules give one unchanged message; each matching rule with an action gives a copy.
+/// A subscription's rules together: a message that any rule matches arrives once; the actions of all
+/// matching rules apply, in order, to that one copy.
 /// </summary>
 public sealed class RuleSetTests
 {
@@ -18,9 +18,8 @@ public sealed class RuleSetTests
     {
         var result = RuleSet.Default.Evaluate(Order());
         Assert.True(result.IsMatch);
-        Assert.True(result.DeliversOriginal);
-        Assert.Empty(result.ActionCopies);
-        Assert.Equal(1, result.DeliveryCount);
+        Assert.Null(result.Changed);
+        Assert.Empty(result.AppliedActions);
         Assert.Equal(Rule.DefaultRuleName, Assert.Single(RuleSet.Default.Rules).Name);
     }
 
@@ -29,8 +28,7 @@ public sealed class RuleSetTests
     {
         var result = RuleSet.Empty.Evaluate(Order());
         Assert.False(result.IsMatch);
-        Assert.Equal(0, result.DeliveryCount);
-        Assert.Empty(result.Messages(Order().Message));
+        Assert.Null(result.MessageFor(Order().Message));
     }
 
     [Fact]
@@ -45,9 +43,9 @@ public sealed class RuleSetTests
 
         var result = rules.Evaluate(message);
 
-        Assert.True(result.DeliversOriginal);
-        Assert.Empty(result.ActionCopies);
-        Assert.Same(message.Message, Assert.Single(result.Messages(message.Message)));
+        Assert.True(result.IsMatch);
+        Assert.Null(result.Changed);
+        Assert.Same(message.Message, result.MessageFor(message.Message));
     }
 
     [Fact]
@@ -58,52 +56,60 @@ public sealed class RuleSetTests
     }
 
     [Fact]
-    public void FiveMatchingRules_TwoWithActions_GiveThreeMessages_AsTheAzureDocsDescribe()
+    public void FiveMatchingRules_TwoWithActions_GiveOneMessage_WithBothActionsAppliedInOrder()
     {
         var rules = new RuleSet([
             Sql("a", "color = 'red'"),
             Sql("halve", "quantity > 1", "SET quantity = quantity / 2"),
             Sql("b", "EXISTS(vip)"),
-            Sql("tag", "1 = 1", "SET tag = 'tagged'; REMOVE color"),
+            Sql("tag", "1 = 1", "SET tag = 'tagged'; REMOVE color; SET seen = quantity"),
             new Rule("c", TrueFilter.Instance),
         ]);
         var message = Order();
 
         var result = rules.Evaluate(message);
 
-        Assert.Equal(3, result.DeliveryCount);
-        Assert.True(result.DeliversOriginal);
-        Assert.Equal(["halve", "tag"], result.ActionCopies.Select(c => c.RuleName));
+        Assert.True(result.IsMatch);
+        Assert.Equal(["halve", "tag"], result.AppliedActions);
+        var copy = Assert.IsType<Message>(result.Changed);
+        Assert.Same(copy, result.MessageFor(message.Message));
+        Assert.Equal(5, Value(copy, "quantity"));
+        Assert.Equal("tagged", Value(copy, "tag"));
+        Assert.False(copy.ApplicationProperties.ContainsKey("color"));
+        // The second action sees what the first one did.
+        Assert.Equal(5, Value(copy, "seen"));
+        Assert.Equal("halve,tag", Value(copy, Rule.RuleNameProperty));
 
-        var halved = result.ActionCopies[0].Message;
-        Assert.Equal(5, Value(halved, "quantity"));
-        Assert.Equal("red", Value(halved, "color"));
-        Assert.Equal("halve", Value(halved, Rule.RuleNameProperty));
-        Assert.False(halved.ApplicationProperties.ContainsKey("tag"));
-
-        var tagged = result.ActionCopies[1].Message;
-        Assert.Equal("tagged", Value(tagged, "tag"));
-        Assert.False(tagged.ApplicationProperties.ContainsKey("color"));
-        Assert.Equal(10, Value(tagged, "quantity"));
-        Assert.Equal("tag", Value(tagged, Rule.RuleNameProperty));
-
-        // The original is delivered as sent: no RuleName, no action's changes.
+        // The message as sent is untouched: the subscription's copy is a copy.
         Assert.False(message.Message.ApplicationProperties.ContainsKey(Rule.RuleNameProperty));
         Assert.Equal(10, Value(message.Message, "quantity"));
-        Assert.Equal([message.Message, halved, tagged], result.Messages(message.Message));
+        Assert.Equal("red", Value(message.Message, "color"));
     }
 
     [Fact]
-    public void OnlyARuleWithAnAction_Matching_DeliversJustItsCopy()
+    public void FiltersSeeTheMessageAsSent_NotAnEarlierActionsChanges()
+    {
+        var rules = new RuleSet([
+            Sql("recolor", "color = 'red'", "SET color = 'blue'"),
+            Sql("blue", "color = 'blue'", "SET matchedBlue = TRUE"),
+        ]);
+
+        var copy = rules.Evaluate(Order()).Changed!;
+
+        Assert.Equal("blue", Value(copy, "color"));
+        Assert.False(copy.ApplicationProperties.ContainsKey("matchedBlue"));
+    }
+
+    [Fact]
+    public void OnlyARuleWithAnAction_Matching_DeliversItsCopy()
     {
         var rules = new RuleSet([Sql("blue", "color = 'blue'"), Sql("red", "color = 'red'", "SET sys.Label = 'red-orders'")]);
 
         var result = rules.Evaluate(WithSystemProperties().WithProperty("color", "red"));
 
-        Assert.False(result.DeliversOriginal);
-        var copy = Assert.Single(result.ActionCopies);
-        Assert.Equal("red-orders", copy.Message.Subject);
-        Assert.Equal("red", copy.RuleName);
+        Assert.True(result.IsMatch);
+        Assert.Equal("red-orders", result.Changed!.Subject);
+        Assert.Equal("red", Value(result.Changed, Rule.RuleNameProperty));
     }
 
     [Fact]
@@ -126,7 +132,7 @@ public sealed class RuleSetTests
     {
         // They are OR-ed: the first match decides, so a later failing filter cannot dead-letter the message.
         var rules = new RuleSet([Sql("red", "color = 'red'"), Sql("broken", "quantity / zero = 1")]);
-        Assert.True(rules.Evaluate(Order()).DeliversOriginal);
+        Assert.True(rules.Evaluate(Order()).IsMatch);
     }
 
     [Fact]

@@ -1,0 +1,131 @@
+using Farm.ContainerStore.Containers;
+
+namespace Farm.Broker.Entities;
+
+// What a subscription needs beyond a queue: its messages come from its topic's fan-out instead of
+// sends, and most of them share the topic's stored copy, so the topic must hear when one is gone.
+internal sealed partial class QueueEntity
+{
+    /// <summary>
+    /// Called (under this entity's lock, after the commit) with the sequence number of every message
+    /// that left the entity for good: completed, received-and-deleted, expired, forwarded, cancelled.
+    /// A topic uses it to drop its stored copy once no subscription points at it any more.
+    /// </summary>
+    public Action<long>? MessageRemoved { get; set; }
+
+    private void RemoveStored(SubQueueState sub, StoredMessage message)
+    {
+        if (sub.Messages.ContainsKey(message.SequenceNumber))
+        {
+            sub.Remove(message);
+            MessageRemoved?.Invoke(message.SequenceNumber);
+        }
+    }
+
+    /// <summary>
+    /// Takes messages its topic committed for this subscription (in the order given). Returns false,
+    /// taking nothing, when the subscription is no longer served here (deleted or unloaded): the
+    /// caller then removes the rows it wrote.
+    /// </summary>
+    public bool AcceptFanOut(IReadOnlyList<StoredMessage> messages)
+    {
+        bool main = false, deadLetter = false;
+        lock (_gate)
+        {
+            if (_unloaded is not null)
+            {
+                return false;
+            }
+            foreach (var message in messages)
+            {
+                if (message.SubQueue == SubQueue.DeadLetter)
+                {
+                    _deadLetter.Add(message);
+                    _deadLetter.Available.Add(message.SequenceNumber);
+                    deadLetter = true;
+                    continue;
+                }
+                _main.Add(message);
+                if (message.State == StoredMessageState.Scheduled)
+                {
+                    _scheduled.Enqueue(message, message.ScheduledAtMs!.Value);
+                }
+                else
+                {
+                    _main.Available.Add(message.SequenceNumber);
+                    main = true;
+                }
+                if (message.ExpiresAtMs is { } expires)
+                {
+                    _timeToLive.Enqueue(message, expires);
+                }
+            }
+        }
+        if (main)
+        {
+            _main.SignalArrived();
+        }
+        if (deadLetter)
+        {
+            _deadLetter.SignalArrived();
+        }
+        if (Settings.ForwardTo is not null || Settings.ForwardDeadLetteredMessagesTo is not null)
+        {
+            StartForwarding();
+        }
+        return true;
+    }
+
+    /// <summary>Every message this entity holds, main and dead-letter (a deleted subscription releases them).</summary>
+    public IReadOnlyList<long> HeldSequenceNumbers()
+    {
+        lock (_gate)
+        {
+            return [.. _main.Messages.Keys, .. _deadLetter.Messages.Keys];
+        }
+    }
+
+    /// <summary>
+    /// Cancels those of <paramref name="sequenceNumbers"/> that are scheduled here and not yet
+    /// visible, ignoring the others (a topic asks every subscription). Returns how many it cancelled.
+    /// </summary>
+    public async Task<int> CancelScheduledIfHeldAsync(IReadOnlyCollection<long> sequenceNumbers)
+    {
+        var now = NowMs;
+        var cancelled = new List<StoredMessage>();
+        lock (_gate)
+        {
+            ThrowIfNotServing();
+            foreach (var sequence in sequenceNumbers)
+            {
+                if (_main.Messages.TryGetValue(sequence, out var message) && !message.Settling
+                    && message.State == StoredMessageState.Scheduled && message.ScheduledAtMs > now)
+                {
+                    message.Settling = true;
+                    cancelled.Add(message);
+                }
+            }
+        }
+        if (cancelled.Count == 0)
+        {
+            return 0;
+        }
+        await _commits.CommitAsync(
+            batch => batch.Deletes.AddRange(cancelled.Select(m => new MessageKey(Id, m.SequenceNumber))),
+            onCommitted: () =>
+            {
+                lock (_gate)
+                {
+                    cancelled.ForEach(m => RemoveStored(_main, m));
+                }
+            },
+            onFailed: _ =>
+            {
+                lock (_gate)
+                {
+                    cancelled.ForEach(m => m.Settling = false);
+                }
+            }).ConfigureAwait(false);
+        return cancelled.Count;
+    }
+}

@@ -1,0 +1,328 @@
+using Farm.Broker.Entities;
+using Farm.Broker.Rules;
+using Farm.ContainerStore.Containers;
+using Farm.Contracts.V1;
+using Google.Protobuf;
+
+namespace Farm.Broker.Topics;
+
+internal sealed partial class TopicEntity
+{
+    /// <summary>One message the topic accepted: its sequence number and what the broker assigned.</summary>
+    private sealed record Accepted(int Index, long SequenceNumber, Message Message, byte[] Payload, StoredMessageState State, long? ScheduledAtMs, long VisibleAtMs);
+
+    /// <summary>What one send writes and, once committed, hands to each subscription.</summary>
+    private sealed class FanOut(int subscriptions)
+    {
+        public List<StoredMessage>?[] Deliveries { get; } = new List<StoredMessage>?[subscriptions];
+        public List<MessageRecord>?[] Rows { get; } = new List<MessageRecord>?[subscriptions];
+    }
+
+    /// <summary>
+    /// Stores the messages once and fans them out to every subscription whose rules match, as one
+    /// atomic batch; returns their sequence numbers once durable (0 for a duplicate). A message no
+    /// subscription wants is accepted and dropped, as in Azure Service Bus.
+    /// </summary>
+    public async Task<long[]> SendAsync(IReadOnlyList<Message> messages)
+    {
+        var payloads = new byte[messages.Count][];
+        long total = 0;
+        for (var i = 0; i < messages.Count; i++)
+        {
+            payloads[i] = messages[i].ToByteArray();
+            if (payloads[i].Length > _options.MaxMessageSizeBytes)
+            {
+                throw FarmErrors.SizeExceeded(
+                    $"Message {i} is {payloads[i].Length} bytes; the maximum message size is {_options.MaxMessageSizeBytes} bytes ({_options.MaxMessageSizeBytes / 1024} KB).");
+            }
+            total += payloads[i].Length;
+        }
+        var settings = Settings;
+        var now = NowMs;
+        var results = new long[messages.Count];
+        var duplicates = new List<DuplicateRecord>();
+        List<Accepted> accepted;
+        Subscription[] subscriptions;
+        FanOut fanOut;
+        Task commit;
+        if (settings.SupportOrdering)
+        {
+            lock (_sendGate)
+            {
+                accepted = AcceptLocked(messages, payloads, total, settings, now, results, duplicates);
+                subscriptions = _subscriptions;
+                fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: false);
+                // Queued before the lock is let go: commits follow sequence order.
+                commit = Commit(accepted, subscriptions, fanOut, duplicates);
+            }
+        }
+        else
+        {
+            lock (_sendGate)
+            {
+                accepted = AcceptLocked(messages, payloads, total, settings, now, results, duplicates);
+                subscriptions = _subscriptions;
+            }
+            fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: subscriptions.Length >= ParallelFanOutThreshold);
+            commit = Commit(accepted, subscriptions, fanOut, duplicates);
+        }
+        await commit.ConfigureAwait(false);
+        return results;
+    }
+
+    private List<Accepted> AcceptLocked(
+        IReadOnlyList<Message> messages, byte[][] payloads, long total, TopicSettings settings, long now, long[] results, List<DuplicateRecord> duplicates)
+    {
+        ThrowIfNotServing();
+        var maxBytes = settings.MaxSizeInMegabytes * 1024 * 1024;
+        var (_, stored) = GetCounts();
+        if (stored + total > maxBytes)
+        {
+            throw FarmErrors.Create(Contracts.Rpc.RpcStatusCode.ResourceExhausted, FarmErrorCode.QuotaExceeded,
+                $"The topic '{Name}' is full: it holds {stored} bytes and MaxSizeInMegabytes is {settings.MaxSizeInMegabytes}.");
+        }
+        var accepted = new List<Accepted>(messages.Count);
+        for (var i = 0; i < messages.Count; i++)
+        {
+            var message = messages[i];
+            if (settings.RequiresDuplicateDetection && message.MessageId.Length > 0)
+            {
+                if (_duplicates.TryGetValue(message.MessageId, out var seenUntil) && seenUntil > now)
+                {
+                    continue;
+                }
+                var until = now + (long)settings.DuplicateDetectionHistoryTimeWindow.TotalMilliseconds;
+                _duplicates[message.MessageId] = until;
+                _duplicateExpiry.Enqueue(message.MessageId, until);
+                duplicates.Add(new DuplicateRecord(Id, message.MessageId, until));
+            }
+            var sequence = _nextSequence++;
+            results[i] = sequence;
+            long? scheduledAt = message.ScheduledEnqueueTime is { } s ? s.ToDateTimeOffset().ToUnixTimeMilliseconds() : null;
+            var state = scheduledAt > now ? StoredMessageState.Scheduled : StoredMessageState.Active;
+            accepted.Add(new Accepted(i, sequence, message, payloads[i], state,
+                state == StoredMessageState.Scheduled ? scheduledAt : null, Math.Max(now, scheduledAt ?? now)));
+        }
+        return accepted;
+    }
+
+    /// <summary>Runs every subscription's rules on every accepted message: what each one gets, and the rows to write.</summary>
+    private static FanOut Evaluate(List<Accepted> accepted, Subscription[] subscriptions, TopicSettings settings, long now, bool parallel)
+    {
+        var fanOut = new FanOut(subscriptions.Length);
+        if (accepted.Count == 0 || subscriptions.Length == 0)
+        {
+            return fanOut;
+        }
+        var enqueuedAt = DateTimeOffset.FromUnixTimeMilliseconds(now);
+        var ruleMessages = accepted.Select(a => new RuleMessage(a.Message, a.SequenceNumber, enqueuedAt) { Size = a.Payload.Length }).ToArray();
+        if (parallel)
+        {
+            Parallel.For(0, subscriptions.Length, s => EvaluateOne(s));
+        }
+        else
+        {
+            for (var s = 0; s < subscriptions.Length; s++)
+            {
+                EvaluateOne(s);
+            }
+        }
+        return fanOut;
+
+        void EvaluateOne(int s)
+        {
+            var subscription = subscriptions[s];
+            var rules = subscription.Rules;
+            var subscriptionSettings = subscription.Settings;
+            List<StoredMessage>? deliveries = null;
+            List<MessageRecord>? rows = null;
+            for (var m = 0; m < accepted.Count; m++)
+            {
+                var message = accepted[m];
+                Message? stored;
+                string? failure = null;
+                try
+                {
+                    stored = rules.Evaluate(ruleMessages[m]).MessageFor(message.Message);
+                }
+                catch (RuleEvaluationException e)
+                {
+                    if (!subscriptionSettings.DeadLetteringOnFilterEvaluationExceptions)
+                    {
+                        continue;
+                    }
+                    stored = message.Message;
+                    failure = $"Rule '{e.RuleName}' could not be evaluated: {e.Message}";
+                }
+                if (stored is null)
+                {
+                    continue;
+                }
+                var ownPayload = ReferenceEquals(stored, message.Message) ? null : stored.ToByteArray();
+                var size = ownPayload?.Length ?? message.Payload.Length;
+                var deadLetter = failure is not null;
+                long? expiresAt = null;
+                if (!deadLetter)
+                {
+                    var ttl = Min(settings.DefaultMessageTimeToLive, subscriptionSettings.DefaultMessageTimeToLive);
+                    if (stored.TimeToLive?.ToTimeSpan() is { } own && own > TimeSpan.Zero && own < ttl)
+                    {
+                        ttl = own;
+                    }
+                    expiresAt = ttl >= QueueSettings.InfiniteTimeToLive ? null : message.VisibleAtMs + (long)ttl.TotalMilliseconds;
+                }
+                var state = deadLetter ? StoredMessageState.Active : message.State;
+                var scheduledAt = deadLetter ? null : message.ScheduledAtMs;
+                (deliveries ??= []).Add(new StoredMessage
+                {
+                    SequenceNumber = message.SequenceNumber,
+                    Message = stored,
+                    EnqueuedAtMs = now,
+                    PayloadSize = size,
+                    SubQueue = deadLetter ? SubQueue.DeadLetter : SubQueue.Main,
+                    State = state,
+                    ScheduledAtMs = scheduledAt,
+                    ExpiresAtMs = expiresAt,
+                    DeadLetterReason = deadLetter ? FilterEvaluationFailed : null,
+                    DeadLetterDescription = failure,
+                });
+                (rows ??= []).Add(new MessageRecord
+                {
+                    EntityId = subscription.Queue.Id,
+                    SequenceNumber = message.SequenceNumber,
+                    SubQueue = deadLetter ? SubQueue.DeadLetter : SubQueue.Main,
+                    State = state,
+                    EnqueuedAtMs = now,
+                    ScheduledAtMs = scheduledAt,
+                    ExpiresAtMs = expiresAt,
+                    MessageId = message.Message.MessageId.Length > 0 ? message.Message.MessageId : null,
+                    DeadLetterReason = deadLetter ? FilterEvaluationFailed : null,
+                    DeadLetterDescription = failure,
+                    Payload = ownPayload,
+                    PayloadSize = size,
+                });
+            }
+            fanOut.Deliveries[s] = deliveries;
+            fanOut.Rows[s] = rows;
+        }
+    }
+
+    private static TimeSpan Min(TimeSpan a, TimeSpan b) => a < b ? a : b;
+
+    /// <summary>
+    /// Queues the batch: the topic's copies (only of messages some subscription wants), every
+    /// subscription row, the sequence counter and duplicate history. Once durable, the copies are
+    /// counted and each subscription takes its messages.
+    /// </summary>
+    private Task Commit(List<Accepted> accepted, Subscription[] subscriptions, FanOut fanOut, List<DuplicateRecord> duplicates)
+    {
+        var references = new Dictionary<long, int>();
+        foreach (var rows in fanOut.Rows)
+        {
+            foreach (var row in rows ?? [])
+            {
+                references[row.SequenceNumber] = references.GetValueOrDefault(row.SequenceNumber) + 1;
+            }
+        }
+        var copies = accepted.Where(a => references.ContainsKey(a.SequenceNumber)).ToList();
+        if (accepted.Count == 0)
+        {
+            return Task.CompletedTask;
+        }
+        var nextSequence = accepted[^1].SequenceNumber + 1;
+        return _commits.CommitAsync(
+            batch =>
+            {
+                foreach (var copy in copies)
+                {
+                    batch.Inserts.Add(new MessageRecord
+                    {
+                        EntityId = Id,
+                        SequenceNumber = copy.SequenceNumber,
+                        EnqueuedAtMs = copy.VisibleAtMs,
+                        MessageId = copy.Message.MessageId.Length > 0 ? copy.Message.MessageId : null,
+                        Payload = copy.Payload,
+                        PayloadSize = copy.Payload.Length,
+                    });
+                }
+                foreach (var rows in fanOut.Rows)
+                {
+                    if (rows is not null)
+                    {
+                        batch.Inserts.AddRange(rows);
+                    }
+                }
+                batch.SequenceCounters[Id] = Math.Max(batch.SequenceCounters.GetValueOrDefault(Id), nextSequence);
+                batch.Duplicates.AddRange(duplicates);
+            },
+            onCommitted: () =>
+            {
+                lock (_copiesGate)
+                {
+                    foreach (var copy in copies)
+                    {
+                        _copies[copy.SequenceNumber] = new StoredCopy(copy.Message, copy.Payload.Length) { References = references[copy.SequenceNumber] };
+                        _copiesBytes += copy.Payload.Length;
+                    }
+                }
+                for (var s = 0; s < subscriptions.Length; s++)
+                {
+                    if (fanOut.Deliveries[s] is { } deliveries && !subscriptions[s].Queue.AcceptFanOut(deliveries))
+                    {
+                        // Deleted (or unloaded) since the fan-out read it: its rows must not outlive it.
+                        DropRows(subscriptions[s].Queue.Id, deliveries);
+                    }
+                }
+            },
+            onFailed: _ =>
+            {
+                // Forget the ids so a retry of this send is not taken for a duplicate.
+                lock (_sendGate)
+                {
+                    foreach (var duplicate in duplicates)
+                    {
+                        _duplicates.Remove(duplicate.MessageId);
+                    }
+                }
+            });
+    }
+
+    private void DropRows(long subscriptionId, List<StoredMessage> deliveries)
+    {
+        var keys = deliveries.Select(d => new MessageKey(subscriptionId, d.SequenceNumber)).ToList();
+        _ = _commits.CommitAsync(batch => batch.Deletes.AddRange(keys))
+            .ContinueWith(static t => _ = t.Exception, TaskContinuationOptions.OnlyOnFaulted);
+        ReleaseAll(deliveries.Select(d => d.SequenceNumber));
+    }
+
+    /// <summary>
+    /// Cancels scheduled messages: every subscription drops its row; the topic's copy goes with the
+    /// last. NotFound for a sequence number the topic does not hold.
+    /// </summary>
+    public async Task CancelScheduledAsync(IReadOnlyList<long> sequenceNumbers)
+    {
+        lock (_sendGate)
+        {
+            ThrowIfNotServing();
+        }
+        lock (_copiesGate)
+        {
+            foreach (var sequence in sequenceNumbers)
+            {
+                if (!_copies.ContainsKey(sequence))
+                {
+                    throw FarmErrors.MessageNotFound(Name, sequence, "does not exist");
+                }
+            }
+        }
+        var cancelled = 0;
+        foreach (var subscription in Subscriptions)
+        {
+            cancelled += await subscription.Queue.CancelScheduledIfHeldAsync(sequenceNumbers).ConfigureAwait(false);
+        }
+        if (cancelled == 0)
+        {
+            throw FarmErrors.MessageNotFound(Name, sequenceNumbers[0], "is not a scheduled message waiting for its time");
+        }
+    }
+}
