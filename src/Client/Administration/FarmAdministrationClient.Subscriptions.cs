@@ -100,7 +100,7 @@ public sealed partial class FarmAdministrationClient
     public async Task<RuleProperties> CreateRuleAsync(string topicName, string subscriptionName, CreateRuleOptions options, CancellationToken cancellationToken = default)
     {
         ArgumentNullException.ThrowIfNull(options);
-        var path = SubscriptionPathOf(topicName, subscriptionName);
+        var path = RulePathOf(topicName, subscriptionName, options.Name);
         var request = new CreateRuleRequest { Topic = topicName, Subscription = subscriptionName, Rule = RuleMapper.ToProto(options) };
         var info = await CallAsync(RpcMethods.CreateRule, request, RuleInfo.Parser, path, cancellationToken).ConfigureAwait(false);
         return RuleMapper.FromInfo(info);
@@ -186,6 +186,7 @@ public sealed partial class FarmAdministrationClient
         return FarmEntityPath.SubscriptionPath(topicName, subscriptionName);
     }
 
+    /// <summary>"topic/Subscriptions/sub/Rules/rule" (Azure's form), so a failure names the rule and its subscription.</summary>
     private static string RulePathOf(string topicName, string subscriptionName, string ruleName)
         => $"{SubscriptionPathOf(topicName, subscriptionName)}/Rules/{ruleName}";
 }
