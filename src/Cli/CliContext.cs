@@ -96,7 +96,7 @@ public static class CliContext
         if (parseResult.Errors.Count > 0)
         {
             // "Required command was not provided" only adds noise next to the error that caused it.
-            var messages = parseResult.Errors.Select(e => e.Message.ReplaceLineEndings(" ").Trim().TrimEnd('.')).ToList();
+            var messages = parseResult.Errors.Select(e => e.Message.ReplaceLineEndings(" ").Trim().TrimEnd('.')).Distinct(StringComparer.Ordinal).ToList();
             if (messages.Count > 1)
             {
                 messages.RemoveAll(m => m.StartsWith("Required command was not provided", StringComparison.Ordinal));

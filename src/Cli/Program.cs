@@ -5,7 +5,7 @@ using Farm.Cli.Hosting;
 using Farm.Cli.Messaging;
 
 // The `farm` command. Each group of commands lives in its own folder: Hosting/ (up, down, status, node),
-// Entities/ (queue, container) and Messaging/ (send, receive, peek). CliContext holds what they
+// Entities/ (queue, topic, subscription, rule, container) and Messaging/ (send, receive, peek). CliContext holds what they
 // share: the global options, finding the farm, and errors as one line plus an exit code.
 var root = new RootCommand("Farm: a self-hosted message-broker farm with Azure Service Bus semantics")
 {
@@ -16,6 +16,9 @@ var root = new RootCommand("Farm: a self-hosted message-broker farm with Azure S
     StatusCommand.Create(),
     NodeCommands.Create(),
     QueueCommands.Create(),
+    TopicCommands.Create(),
+    SubscriptionCommands.Create(),
+    RuleCommands.Create(),
     ContainerCommands.Create(),
     SendCommand.Create(),
     ReceiveCommand.Create(),

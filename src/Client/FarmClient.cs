@@ -35,23 +35,34 @@ public sealed class FarmClient : IAsyncDisposable
 
     public bool IsClosed => Volatile.Read(ref _closed) != 0;
 
+    /// <summary>A sender to a queue or a topic.</summary>
     public FarmSender CreateSender(string entityPath)
     {
         ThrowIfClosed();
         return Track(new FarmSender(_connection, ValidatePath(entityPath), Untrack));
     }
 
+    /// <summary>A receiver on a queue, or on any entity path ("topic/Subscriptions/sub", "queue/$DeadLetterQueue").</summary>
     public FarmReceiver CreateReceiver(string entityPath, FarmReceiverOptions? options = null)
     {
         ThrowIfClosed();
         return Track(new FarmReceiver(_connection, ValidatePath(entityPath), options ?? new FarmReceiverOptions(), Untrack));
     }
 
+    /// <summary>A receiver on a topic's subscription ("topic/Subscriptions/sub"; its dead-letter queue with <see cref="SubQueue.DeadLetter"/>).</summary>
+    public FarmReceiver CreateReceiver(string topicName, string subscriptionName, FarmReceiverOptions? options = null)
+        => CreateReceiver(FarmEntityPath.FormatSubscriptionPath(topicName, subscriptionName), options);
+
+    /// <summary>A processor on a queue, or on any entity path ("topic/Subscriptions/sub", "queue/$DeadLetterQueue").</summary>
     public FarmProcessor CreateProcessor(string entityPath, FarmProcessorOptions? options = null)
     {
         ThrowIfClosed();
         return Track(new FarmProcessor(_connection, ValidatePath(entityPath), options ?? new FarmProcessorOptions(), Untrack));
     }
+
+    /// <summary>A processor on a topic's subscription ("topic/Subscriptions/sub"; its dead-letter queue with <see cref="SubQueue.DeadLetter"/>).</summary>
+    public FarmProcessor CreateProcessor(string topicName, string subscriptionName, FarmProcessorOptions? options = null)
+        => CreateProcessor(FarmEntityPath.FormatSubscriptionPath(topicName, subscriptionName), options);
 
     public async ValueTask DisposeAsync()
     {

@@ -1,3 +1,4 @@
+using System.CommandLine;
 using System.Globalization;
 using System.Text;
 using System.Text.Encodings.Web;
@@ -121,6 +122,11 @@ internal static class CliValues
     }
 
     public static string Number(long value) => value.ToString(CultureInfo.InvariantCulture);
+
+    public static string Bool(bool value) => value ? "true" : "false";
+
+    /// <summary>Whether the option was given on the command line (not just defaulted).</summary>
+    public static bool IsGiven(ParseResult parseResult, Option option) => parseResult.GetResult(option) is { Implicit: false };
 
     private static (string Number, string Unit) SplitUnit(string value)
     {

@@ -81,7 +81,7 @@ internal static class MessageOutput
         }
     }
 
-    private static JsonNode? PropertyJson(object? value) => value switch
+    internal static JsonNode? PropertyJson(object? value) => value switch
     {
         null => null,
         string s => s,

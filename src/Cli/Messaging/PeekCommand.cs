@@ -9,7 +9,10 @@ internal static class PeekCommand
 {
     public static Command Create()
     {
-        var entity = new Argument<string>("ENTITY") { Description = "Queue to peek at ('QUEUE/$DeadLetterQueue' for its dead letters)" };
+        var entity = new Argument<string>("ENTITY")
+        {
+            Description = "Queue or subscription to peek at: QUEUE or TOPIC/Subscriptions/SUB (append /$DeadLetterQueue for its dead letters)",
+        };
         var count = new Option<int>("--count") { Description = "Most messages to show", DefaultValueFactory = _ => 10, HelpName = "N" };
         var from = new Option<long?>("--from") { Description = "Start at this sequence number (default: the first)", HelpName = "SEQ" };
         var deadLetter = new Option<bool>("--dead-letter-queue") { Description = "Peek at the entity's dead-letter queue" };

@@ -14,7 +14,10 @@ internal static class ReceiveCommand
 
     public static Command Create()
     {
-        var entity = new Argument<string>("ENTITY") { Description = "Queue to receive from ('QUEUE/$DeadLetterQueue' for its dead letters)" };
+        var entity = new Argument<string>("ENTITY")
+        {
+            Description = "Queue or subscription to receive from: QUEUE or TOPIC/Subscriptions/SUB (append /$DeadLetterQueue for its dead letters)",
+        };
         var count = new Option<int>("--count") { Description = "Most messages to receive", DefaultValueFactory = _ => 1, HelpName = "N" };
         var mode = new Option<string>("--mode") { Description = "peek-lock (lock, then settle) or receive-and-delete", DefaultValueFactory = _ => "peek-lock" };
         mode.AcceptOnlyFromAmong("peek-lock", "receive-and-delete");
@@ -24,7 +27,7 @@ internal static class ReceiveCommand
         var deadLetter = new Option<bool>("--dead-letter-queue") { Description = "Receive from the entity's dead-letter queue" };
         var json = new Option<bool>("--json") { Description = "Print one JSON object per message per line (stable snake_case names)" };
 
-        var command = new Command("receive", "Receive messages from a queue and settle them") { entity, count, mode, settle, wait, deadLetter, json };
+        var command = new Command("receive", "Receive messages from a queue or a subscription and settle them") { entity, count, mode, settle, wait, deadLetter, json };
         command.SetAction(async (parseResult, cancellationToken) =>
         {
             var n = parseResult.GetValue(count);

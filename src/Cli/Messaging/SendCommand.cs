@@ -7,12 +7,12 @@ using Farm.Client;
 
 namespace Farm.Cli.Messaging;
 
-/// <summary>`farm send ENTITY [--count N] [--size BYTES | --body TEXT] [--property k=v]... [--batch N] [--message-id ID] [--ttl D] [--schedule-in D]`.</summary>
+/// <summary>`farm send ENTITY [--count N] [--size BYTES | --body TEXT] [--property k=v]... [--batch N] [--message-id ID] [--correlation-id ID] [--subject TEXT] [--ttl D] [--schedule-in D]`.</summary>
 internal static class SendCommand
 {
     public static Command Create()
     {
-        var entity = new Argument<string>("ENTITY") { Description = "Queue to send to" };
+        var entity = new Argument<string>("ENTITY") { Description = "Queue or topic to send to (a topic hands each message to the subscriptions whose rules select it)" };
         var count = new Option<int>("--count") { Description = "How many messages to send", DefaultValueFactory = _ => 1, HelpName = "N" };
         var size = new Option<int?>("--size") { Description = "Body of this many bytes (printable filler)", HelpName = "BYTES" };
         var body = new Option<string?>("--body") { Description = "Body text (UTF-8)", HelpName = "TEXT" };
@@ -24,11 +24,13 @@ internal static class SendCommand
         };
         var batch = new Option<int>("--batch") { Description = "Messages per send call (each call is one atomic batch)", DefaultValueFactory = _ => 1, HelpName = "N" };
         var messageId = new Option<string?>("--message-id") { Description = "MessageId for every message (default: a new GUID each)", HelpName = "ID" };
+        var correlationId = new Option<string?>("--correlation-id") { Description = "CorrelationId for every message", HelpName = "ID" };
+        var subject = new Option<string?>("--subject") { Description = "Subject (Label) for every message", HelpName = "TEXT" };
         var ttl = new Option<string?>("--ttl") { Description = "Time to live, e.g. 30s, 5m", HelpName = "DURATION" };
         var scheduleIn = new Option<string?>("--schedule-in") { Description = "Schedule the messages to appear after this delay, e.g. 1m", HelpName = "DURATION" };
         var json = new Option<bool>("--json") { Description = "Print a JSON summary with the sequence numbers" };
 
-        var command = new Command("send", "Send messages to a queue") { entity, count, size, body, property, batch, messageId, ttl, scheduleIn, json };
+        var command = new Command("send", "Send messages to a queue or a topic") { entity, count, size, body, property, batch, messageId, correlationId, subject, ttl, scheduleIn, json };
         command.SetAction(async (parseResult, cancellationToken) =>
         {
             var n = parseResult.GetValue(count);
@@ -60,6 +62,8 @@ internal static class SendCommand
             var delay = parseResult.GetValue(scheduleIn) is { } delayText ? CliValues.ParseDuration("--schedule-in", delayText) : (TimeSpan?)null;
             var fixedBody = bodySize is { } bytes ? BinaryData.FromBytes(Filler(bytes)) : bodyText is not null ? BinaryData.FromString(bodyText) : null;
             var id = parseResult.GetValue(messageId);
+            var correlation = parseResult.GetValue(correlationId);
+            var subjectText = parseResult.GetValue(subject);
             var entityPath = parseResult.GetValue(entity)!;
 
             FarmMessage Build(int index)
@@ -67,6 +71,8 @@ internal static class SendCommand
                 var message = new FarmMessage(fixedBody ?? BinaryData.FromString($"message {index + 1}"))
                 {
                     MessageId = id ?? Guid.NewGuid().ToString("N"),
+                    CorrelationId = correlation,
+                    Subject = subjectText,
                     TimeToLive = timeToLive,
                     ScheduledEnqueueTime = delay is { } d ? DateTimeOffset.UtcNow + d : null,
                 };

@@ -4,10 +4,11 @@ using Farm.Contracts.V1;
 namespace Farm.Client;
 
 /// <summary>
-/// Manages queues and containers and reports the farm's status, like Azure's
-/// ServiceBusAdministrationClient. Calls go to any gateway, with the client's retries and failover.
+/// Manages queues, topics, subscriptions, rules and containers and reports the farm's status, like
+/// Azure's ServiceBusAdministrationClient. Calls go to any gateway, with the client's retries and
+/// failover. Topics, subscriptions and rules are in FarmAdministrationClient.Topics.cs.
 /// </summary>
-public sealed class FarmAdministrationClient : IDisposable
+public sealed partial class FarmAdministrationClient : IDisposable
 {
     private readonly FarmConnection _connection;
 

@@ -1,4 +1,3 @@
-using Google.Protobuf.WellKnownTypes;
 using Proto = Farm.Contracts.V1;
 
 namespace Farm.Client;
@@ -6,9 +5,6 @@ namespace Farm.Client;
 /// <summary>Queue properties to and from farm.v1.QueueProperties.</summary>
 internal static class QueueMapper
 {
-    /// <summary>protobuf's largest Duration (10,000 years) stands for TimeSpan.MaxValue, "never".</summary>
-    private const long MaxDurationSeconds = 315_576_000_000;
-
     public static Proto.QueueProperties ToProto(QueueSettings settings, bool onlyAssigned)
     {
         bool Send(string property) => !onlyAssigned || settings.IsAssigned(property);
@@ -16,7 +12,7 @@ internal static class QueueMapper
         var proto = new Proto.QueueProperties();
         if (Send(nameof(QueueSettings.LockDuration)))
         {
-            proto.LockDuration = ToDuration(settings.LockDuration);
+            proto.LockDuration = WireDurations.ToDuration(settings.LockDuration);
         }
 
         if (Send(nameof(QueueSettings.MaxDeliveryCount)))
@@ -26,7 +22,7 @@ internal static class QueueMapper
 
         if (Send(nameof(QueueSettings.DefaultMessageTimeToLive)))
         {
-            proto.DefaultMessageTimeToLive = ToDuration(settings.DefaultMessageTimeToLive);
+            proto.DefaultMessageTimeToLive = WireDurations.ToDuration(settings.DefaultMessageTimeToLive);
         }
 
         if (Send(nameof(QueueSettings.DeadLetteringOnMessageExpiration)))
@@ -41,7 +37,7 @@ internal static class QueueMapper
 
         if (Send(nameof(QueueSettings.DuplicateDetectionHistoryTimeWindow)))
         {
-            proto.DuplicateDetectionHistoryTimeWindow = ToDuration(settings.DuplicateDetectionHistoryTimeWindow);
+            proto.DuplicateDetectionHistoryTimeWindow = WireDurations.ToDuration(settings.DuplicateDetectionHistoryTimeWindow);
         }
 
         if (Send(nameof(QueueSettings.RequiresSession)))
@@ -81,7 +77,7 @@ internal static class QueueMapper
             return;
         }
 
-        if (Positive(proto.LockDuration) is { } lockDuration)
+        if (WireDurations.Positive(proto.LockDuration) is { } lockDuration)
         {
             settings.LockDuration = lockDuration;
         }
@@ -91,7 +87,7 @@ internal static class QueueMapper
             settings.MaxDeliveryCount = proto.MaxDeliveryCount;
         }
 
-        if (Positive(proto.DefaultMessageTimeToLive) is { } ttl)
+        if (WireDurations.Positive(proto.DefaultMessageTimeToLive) is { } ttl)
         {
             settings.DefaultMessageTimeToLive = ttl;
         }
@@ -106,7 +102,7 @@ internal static class QueueMapper
             settings.RequiresDuplicateDetection = proto.RequiresDuplicateDetection;
         }
 
-        if (Positive(proto.DuplicateDetectionHistoryTimeWindow) is { } window)
+        if (WireDurations.Positive(proto.DuplicateDetectionHistoryTimeWindow) is { } window)
         {
             settings.DuplicateDetectionHistoryTimeWindow = window;
         }
@@ -190,23 +186,4 @@ internal static class QueueMapper
         EntityCount = status.EntityCount,
         Version = status.Version,
     };
-
-    public static Duration ToDuration(TimeSpan value)
-        => value.TotalSeconds >= MaxDurationSeconds ? new Duration { Seconds = MaxDurationSeconds } : Duration.FromTimeSpan(value);
-
-    public static TimeSpan? Positive(Duration? value)
-    {
-        if (value is null)
-        {
-            return null;
-        }
-
-        if (value.Seconds >= MaxDurationSeconds)
-        {
-            return TimeSpan.MaxValue;
-        }
-
-        var span = value.ToTimeSpan();
-        return span > TimeSpan.Zero ? span : null;
-    }
 }

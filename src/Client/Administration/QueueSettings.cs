@@ -12,7 +12,7 @@ public abstract class QueueSettings
     public static readonly TimeSpan DefaultDuplicateDetectionHistoryTimeWindow = TimeSpan.FromMinutes(10);
     public const long DefaultMaxSizeInMegabytes = 1024;
 
-    private readonly HashSet<string> _assigned = new(StringComparer.Ordinal);
+    private readonly AssignedProperties _assigned = new();
     private TimeSpan _lockDuration = DefaultLockDuration;
     private int _maxDeliveryCount = DefaultMaxDeliveryCount;
     private TimeSpan _defaultMessageTimeToLive = TimeSpan.MaxValue;
@@ -37,72 +37,72 @@ public abstract class QueueSettings
     public TimeSpan LockDuration
     {
         get => _lockDuration;
-        set => Assign(ref _lockDuration, Positive(value));
+        set => _assigned.Set(ref _lockDuration, AssignedProperties.Positive(value));
     }
 
     /// <summary>Deliveries before a message is dead-lettered. Default 10.</summary>
     public int MaxDeliveryCount
     {
         get => _maxDeliveryCount;
-        set => Assign(ref _maxDeliveryCount, value >= 1 ? value : throw new ArgumentOutOfRangeException(nameof(value), value, "MaxDeliveryCount must be at least 1."));
+        set => _assigned.Set(ref _maxDeliveryCount, AssignedProperties.AtLeastOne(value));
     }
 
     /// <summary>TimeSpan.MaxValue (the default): messages never expire.</summary>
     public TimeSpan DefaultMessageTimeToLive
     {
         get => _defaultMessageTimeToLive;
-        set => Assign(ref _defaultMessageTimeToLive, Positive(value));
+        set => _assigned.Set(ref _defaultMessageTimeToLive, AssignedProperties.Positive(value));
     }
 
     public bool DeadLetteringOnMessageExpiration
     {
         get => _deadLetteringOnMessageExpiration;
-        set => Assign(ref _deadLetteringOnMessageExpiration, value);
+        set => _assigned.Set(ref _deadLetteringOnMessageExpiration, value);
     }
 
     public bool RequiresDuplicateDetection
     {
         get => _requiresDuplicateDetection;
-        set => Assign(ref _requiresDuplicateDetection, value);
+        set => _assigned.Set(ref _requiresDuplicateDetection, value);
     }
 
     /// <summary>Default 10 minutes.</summary>
     public TimeSpan DuplicateDetectionHistoryTimeWindow
     {
         get => _duplicateDetectionHistoryTimeWindow;
-        set => Assign(ref _duplicateDetectionHistoryTimeWindow, Positive(value));
+        set => _assigned.Set(ref _duplicateDetectionHistoryTimeWindow, AssignedProperties.Positive(value));
     }
 
     public bool RequiresSession
     {
         get => _requiresSession;
-        set => Assign(ref _requiresSession, value);
+        set => _assigned.Set(ref _requiresSession, value);
     }
 
     /// <summary>An entity every message is forwarded to; null or empty clears it.</summary>
     public string? ForwardTo
     {
         get => _forwardTo;
-        set => Assign(ref _forwardTo, string.IsNullOrWhiteSpace(value) ? null : value);
+        set => _assigned.Set(ref _forwardTo, string.IsNullOrWhiteSpace(value) ? null : value);
     }
 
     public string? ForwardDeadLetteredMessagesTo
     {
         get => _forwardDeadLetteredMessagesTo;
-        set => Assign(ref _forwardDeadLetteredMessagesTo, string.IsNullOrWhiteSpace(value) ? null : value);
+        set => _assigned.Set(ref _forwardDeadLetteredMessagesTo, string.IsNullOrWhiteSpace(value) ? null : value);
     }
 
     /// <summary>Default 1024.</summary>
     public long MaxSizeInMegabytes
     {
         get => _maxSizeInMegabytes;
-        set => Assign(ref _maxSizeInMegabytes, value >= 1 ? value : throw new ArgumentOutOfRangeException(nameof(value), value, "MaxSizeInMegabytes must be at least 1."));
+        set => _assigned.Set(ref _maxSizeInMegabytes, AssignedProperties.AtLeastOne(value));
     }
 
     public bool EnableBatchedOperations
     {
         get => _enableBatchedOperations;
-        set => Assign(ref _enableBatchedOperations, value);
+        set => _assigned.Set(ref _enableBatchedOperations, value);
     }
 
     internal bool IsAssigned(string property) => _assigned.Contains(property);
@@ -116,22 +116,7 @@ public abstract class QueueSettings
         _assigned.Clear();
     }
 
-    internal void CopyAssignedFrom(QueueSettings other)
-    {
-        foreach (var property in other._assigned)
-        {
-            _assigned.Add(property);
-        }
-    }
-
-    private void Assign<T>(ref T field, T value, [System.Runtime.CompilerServices.CallerMemberName] string property = "")
-    {
-        field = value;
-        _assigned.Add(property);
-    }
-
-    private static TimeSpan Positive(TimeSpan value, [System.Runtime.CompilerServices.CallerMemberName] string property = "")
-        => value > TimeSpan.Zero ? value : throw new ArgumentOutOfRangeException(property, value, $"{property} must be positive.");
+    internal void CopyAssignedFrom(QueueSettings other) => _assigned.CopyFrom(other._assigned);
 }
 
 /// <summary>What to create, like Azure's CreateQueueOptions.</summary>

@@ -32,7 +32,8 @@ internal sealed partial class FarmConnection
     private static bool IsMessaging(string method) =>
         method.StartsWith("/farm.v1.Messaging/", StringComparison.Ordinal) && method != RpcMethods.Lookup;
 
-    private static string EntityNameOf(string entityPath) => entityPath.Split('/', 2)[0];
+    /// <summary>The entity a path belongs to, which Lookup resolves: "q" for "q/$DeadLetterQueue", "t" for "t/Subscriptions/s" (a topic and its subscriptions share a container).</summary>
+    internal static string EntityNameOf(string entityPath) => entityPath.Split('/', 2)[0];
 
     /// <summary>The gateway, or in redirect mode the broker that serves the entity (looked up on first use).</summary>
     internal async ValueTask<Route> RouteAsync(string method, string? entityPath, CancellationToken cancellationToken)

@@ -23,4 +23,18 @@ internal static class RpcMethods
     public const string GetStatus = "/farm.v1.Management/GetStatus";
     public const string MoveContainer = "/farm.v1.Management/MoveContainer";
     public const string DrainNode = "/farm.v1.Management/DrainNode";
+
+    public const string CreateTopic = "/farm.v1.Management/CreateTopic";
+    public const string GetTopic = "/farm.v1.Management/GetTopic";
+    public const string UpdateTopic = "/farm.v1.Management/UpdateTopic";
+    public const string DeleteTopic = "/farm.v1.Management/DeleteTopic";
+    public const string ListTopics = "/farm.v1.Management/ListTopics";
+    public const string CreateSubscription = "/farm.v1.Management/CreateSubscription";
+    public const string GetSubscription = "/farm.v1.Management/GetSubscription";
+    public const string UpdateSubscription = "/farm.v1.Management/UpdateSubscription";
+    public const string DeleteSubscription = "/farm.v1.Management/DeleteSubscription";
+    public const string ListSubscriptions = "/farm.v1.Management/ListSubscriptions";
+    public const string CreateRule = "/farm.v1.Management/CreateRule";
+    public const string DeleteRule = "/farm.v1.Management/DeleteRule";
+    public const string ListRules = "/farm.v1.Management/ListRules";
 }

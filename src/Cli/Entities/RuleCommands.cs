@@ -1,0 +1,104 @@
+using System.CommandLine;
+using System.Text.Json.Nodes;
+using Farm.Client;
+
+namespace Farm.Cli.Entities;
+
+/// <summary>`farm rule add|remove|list TOPIC SUB [NAME]`: the rules that select a subscription's messages.</summary>
+internal static class RuleCommands
+{
+    public static Command Create()
+    {
+        var rule = new Command(
+            "rule",
+            "Add, remove and list a subscription's rules: it receives a copy of every message that at least one of its rules selects (changes apply to messages sent afterwards)");
+        rule.Subcommands.Add(AddCommand());
+        rule.Subcommands.Add(RemoveCommand());
+        rule.Subcommands.Add(ListCommand());
+        return rule;
+    }
+
+    private static Argument<string> NameArgument() => new("NAME") { Description = "Rule name" };
+
+    private static Argument<string> SubscriptionArgument() => new("SUB") { Description = "Subscription name" };
+
+    private static Option<bool> JsonOption() => new("--json") { Description = "Print JSON (stable snake_case names) instead of a table" };
+
+    private static Command AddCommand()
+    {
+        var topic = SubscriptionCommands.TopicArgument();
+        var subscription = SubscriptionArgument();
+        var name = NameArgument();
+        var options = new RuleOptions();
+        var json = JsonOption();
+        var command = new Command("add", "Add a rule to a subscription (no filter: every message)") { topic, subscription, name, json };
+        options.AddTo(command);
+        command.SetAction(async (parseResult, cancellationToken) =>
+        {
+            var topicName = parseResult.GetValue(topic)!;
+            var subscriptionName = parseResult.GetValue(subscription)!;
+            var ruleName = parseResult.GetValue(name)!;
+            var rule = options.ToRule(parseResult, ruleName) ?? new CreateRuleOptions(ruleName);
+
+            using var admin = new FarmAdministrationClient(CliContext.ResolveConnectionString(parseResult));
+            var created = await admin.CreateRuleAsync(topicName, subscriptionName, rule, cancellationToken);
+            if (parseResult.GetValue(json))
+            {
+                await Console.Out.WriteLineAsync(CliValues.ToJsonIndented(RuleOptions.ToJson(created)));
+                return ExitCodes.Ok;
+            }
+
+            var action = created.Action is null ? string.Empty : $", action: {RuleOptions.ActionText(created.Action)}";
+            await Console.Out.WriteLineAsync(
+                $"Added rule '{created.Name}' to '{FarmEntityPath.FormatSubscriptionPath(topicName, subscriptionName)}': filter {RuleOptions.FilterText(created.Filter)}{action}.");
+            return ExitCodes.Ok;
+        });
+        return command;
+    }
+
+    private static Command RemoveCommand()
+    {
+        var topic = SubscriptionCommands.TopicArgument();
+        var subscription = SubscriptionArgument();
+        var name = NameArgument();
+        var command = new Command("remove", "Remove a rule from a subscription") { topic, subscription, name };
+        command.SetAction(async (parseResult, cancellationToken) =>
+        {
+            var topicName = parseResult.GetValue(topic)!;
+            var subscriptionName = parseResult.GetValue(subscription)!;
+            var ruleName = parseResult.GetValue(name)!;
+            using var admin = new FarmAdministrationClient(CliContext.ResolveConnectionString(parseResult));
+            await admin.DeleteRuleAsync(topicName, subscriptionName, ruleName, cancellationToken);
+            await Console.Out.WriteLineAsync($"Removed rule '{ruleName}' from '{topicName}/{FarmEntityPath.SubscriptionsSegment}/{subscriptionName}'.");
+            return ExitCodes.Ok;
+        });
+        return command;
+    }
+
+    private static Command ListCommand()
+    {
+        var topic = SubscriptionCommands.TopicArgument();
+        var subscription = SubscriptionArgument();
+        var json = JsonOption();
+        var command = new Command("list", "List a subscription's rules") { topic, subscription, json };
+        command.SetAction(async (parseResult, cancellationToken) =>
+        {
+            var topicName = parseResult.GetValue(topic)!;
+            var subscriptionName = parseResult.GetValue(subscription)!;
+            using var admin = new FarmAdministrationClient(CliContext.ResolveConnectionString(parseResult));
+            var rules = await admin.ListRulesAsync(topicName, subscriptionName, cancellationToken);
+            if (parseResult.GetValue(json))
+            {
+                var array = new JsonArray([.. rules.Select(r => (JsonNode)RuleOptions.ToJson(r))]);
+                await Console.Out.WriteLineAsync(CliValues.ToJsonIndented(array));
+                return ExitCodes.Ok;
+            }
+
+            await Console.Out.WriteAsync(rules.Count == 0
+                ? $"No rules on '{topicName}/{FarmEntityPath.SubscriptionsSegment}/{subscriptionName}': it selects no message.\n"
+                : RuleOptions.Table(rules.OrderBy(r => r.Name, StringComparer.Ordinal)));
+            return ExitCodes.Ok;
+        });
+        return command;
+    }
+}

@@ -1,0 +1,330 @@
+using System.CommandLine;
+using System.Text.Json.Nodes;
+using Farm.Client;
+
+namespace Farm.Cli.Entities;
+
+/// <summary>`farm subscription create|show|update|delete|list TOPIC [NAME]`.</summary>
+internal static class SubscriptionCommands
+{
+    public static Command Create()
+    {
+        var subscription = new Command("subscription", "Create, inspect, change and delete a topic's subscriptions (receive from TOPIC/Subscriptions/NAME)");
+        subscription.Subcommands.Add(CreateCommand());
+        subscription.Subcommands.Add(ShowCommand());
+        subscription.Subcommands.Add(UpdateCommand());
+        subscription.Subcommands.Add(DeleteCommand());
+        subscription.Subcommands.Add(ListCommand());
+        return subscription;
+    }
+
+    internal static Argument<string> TopicArgument() => new("TOPIC") { Description = "Topic name" };
+
+    internal static Argument<string> NameArgument() => new("NAME") { Description = "Subscription name" };
+
+    private static Option<bool> JsonOption() => new("--json") { Description = "Print JSON (stable snake_case names) instead of a table" };
+
+    private static Command CreateCommand()
+    {
+        var topic = TopicArgument();
+        var name = NameArgument();
+        var properties = new SubscriptionPropertyOptions();
+        var rule = new RuleOptions();
+        var json = JsonOption();
+        var command = new Command(
+            "create",
+            $"Create a subscription; it receives messages sent after it was created. A filter or action given here becomes its first rule, named {RuleProperties.DefaultRuleName} (default: every message)")
+        {
+            topic, name, json,
+        };
+        rule.AddTo(command);
+        properties.AddTo(command);
+        command.SetAction(async (parseResult, cancellationToken) =>
+        {
+            var options = new CreateSubscriptionOptions(parseResult.GetValue(topic)!, parseResult.GetValue(name)!);
+            properties.ApplyTo(parseResult, options);
+            var firstRule = rule.ToRule(parseResult, RuleProperties.DefaultRuleName);
+
+            using var admin = new FarmAdministrationClient(CliContext.ResolveConnectionString(parseResult));
+            var created = firstRule is null
+                ? await admin.CreateSubscriptionAsync(options, cancellationToken)
+                : await admin.CreateSubscriptionAsync(options, firstRule, cancellationToken);
+            await PrintAsync(admin, parseResult.GetValue(json), created, $"Created subscription '{created.Path}'.", cancellationToken);
+            return ExitCodes.Ok;
+        });
+        return command;
+    }
+
+    private static Command ShowCommand()
+    {
+        var topic = TopicArgument();
+        var name = NameArgument();
+        var json = JsonOption();
+        var command = new Command("show", "Show a subscription's properties, message counts and rules") { topic, name, json };
+        command.SetAction(async (parseResult, cancellationToken) =>
+        {
+            using var admin = new FarmAdministrationClient(CliContext.ResolveConnectionString(parseResult));
+            var properties = await admin.GetSubscriptionAsync(parseResult.GetValue(topic)!, parseResult.GetValue(name)!, cancellationToken);
+            await PrintAsync(admin, parseResult.GetValue(json), properties, header: null, cancellationToken);
+            return ExitCodes.Ok;
+        });
+        return command;
+    }
+
+    private static Command UpdateCommand()
+    {
+        var topic = TopicArgument();
+        var name = NameArgument();
+        var properties = new SubscriptionPropertyOptions();
+        var json = JsonOption();
+        var command = new Command("update", "Change some of a subscription's properties (the others keep their values); change its rules with 'farm rule'") { topic, name, json };
+        properties.AddTo(command);
+        command.SetAction(async (parseResult, cancellationToken) =>
+        {
+            var update = new SubscriptionProperties(parseResult.GetValue(topic)!, parseResult.GetValue(name)!);
+            if (properties.ApplyTo(parseResult, update) == 0)
+            {
+                throw new CliException(ExitCodes.BadInput, "Nothing to update: give at least one property option, e.g. --max-delivery-count 5 (see 'farm subscription update --help').");
+            }
+
+            using var admin = new FarmAdministrationClient(CliContext.ResolveConnectionString(parseResult));
+            var updated = await admin.UpdateSubscriptionAsync(update, cancellationToken);
+            await PrintAsync(admin, parseResult.GetValue(json), updated, $"Updated subscription '{updated.Path}'.", cancellationToken);
+            return ExitCodes.Ok;
+        });
+        return command;
+    }
+
+    private static Command DeleteCommand()
+    {
+        var topic = TopicArgument();
+        var name = NameArgument();
+        var command = new Command("delete", "Delete a subscription with its rules and messages") { topic, name };
+        command.SetAction(async (parseResult, cancellationToken) =>
+        {
+            var topicName = parseResult.GetValue(topic)!;
+            var subscriptionName = parseResult.GetValue(name)!;
+            using var admin = new FarmAdministrationClient(CliContext.ResolveConnectionString(parseResult));
+            await admin.DeleteSubscriptionAsync(topicName, subscriptionName, cancellationToken);
+            await Console.Out.WriteLineAsync($"Deleted subscription '{topicName}/{FarmEntityPath.SubscriptionsSegment}/{subscriptionName}'.");
+            return ExitCodes.Ok;
+        });
+        return command;
+    }
+
+    private static Command ListCommand()
+    {
+        var topic = TopicArgument();
+        var json = JsonOption();
+        var command = new Command("list", "List a topic's subscriptions with their message counts") { topic, json };
+        command.SetAction(async (parseResult, cancellationToken) =>
+        {
+            var topicName = parseResult.GetValue(topic)!;
+            using var admin = new FarmAdministrationClient(CliContext.ResolveConnectionString(parseResult));
+            var subscriptions = await admin.ListSubscriptionsWithRuntimePropertiesAsync(topicName, cancellationToken);
+            if (parseResult.GetValue(json))
+            {
+                var array = new JsonArray([.. subscriptions.Select(s => (JsonNode)ToJson(s.Properties, s.Runtime, rules: null))]);
+                await Console.Out.WriteLineAsync(CliValues.ToJsonIndented(array));
+                return ExitCodes.Ok;
+            }
+
+            if (subscriptions.Count == 0)
+            {
+                await Console.Out.WriteLineAsync($"No subscriptions on topic '{topicName}'.");
+                return ExitCodes.Ok;
+            }
+
+            await Console.Out.WriteAsync(CliValues.Table(
+                ["NAME", "ACTIVE", "SCHEDULED", "DEFERRED", "DEAD-LETTER", "LOCK", "MAX-DELIVERY", "TTL", "FORWARD-TO"],
+                subscriptions.OrderBy(s => s.Properties.SubscriptionName, StringComparer.Ordinal).Select(s => new[]
+                {
+                    s.Properties.SubscriptionName,
+                    CliValues.Number(s.Runtime.ActiveMessageCount),
+                    CliValues.Number(s.Runtime.ScheduledMessageCount),
+                    CliValues.Number(s.Runtime.DeferredMessageCount),
+                    CliValues.Number(s.Runtime.DeadLetterMessageCount),
+                    CliValues.FormatDuration(s.Properties.LockDuration),
+                    CliValues.Number(s.Properties.MaxDeliveryCount),
+                    CliValues.FormatDuration(s.Properties.DefaultMessageTimeToLive),
+                    s.Properties.ForwardTo ?? "-",
+                })));
+            return ExitCodes.Ok;
+        });
+        return command;
+    }
+
+    /// <summary>Properties, counts and rules: the counts and rules take two more calls.</summary>
+    private static async Task PrintAsync(FarmAdministrationClient admin, bool json, SubscriptionProperties properties, string? header, CancellationToken cancellationToken)
+    {
+        var runtime = await admin.GetSubscriptionRuntimePropertiesAsync(properties.TopicName, properties.SubscriptionName, cancellationToken);
+        var rules = await admin.ListRulesAsync(properties.TopicName, properties.SubscriptionName, cancellationToken);
+        if (json)
+        {
+            await Console.Out.WriteLineAsync(CliValues.ToJsonIndented(ToJson(properties, runtime, rules)));
+            return;
+        }
+
+        if (header is not null)
+        {
+            await Console.Out.WriteLineAsync(header);
+        }
+
+        await Console.Out.WriteAsync(CliValues.Table(
+            ["PROPERTY", "VALUE"],
+            [
+                ["topic", properties.TopicName],
+                ["name", properties.SubscriptionName],
+                ["path", properties.Path],
+                ["lock_duration", CliValues.FormatDuration(properties.LockDuration)],
+                ["max_delivery_count", CliValues.Number(properties.MaxDeliveryCount)],
+                ["default_message_time_to_live", CliValues.FormatDuration(properties.DefaultMessageTimeToLive)],
+                ["dead_lettering_on_message_expiration", CliValues.Bool(properties.DeadLetteringOnMessageExpiration)],
+                ["dead_lettering_on_filter_evaluation_exceptions", CliValues.Bool(properties.EnableDeadLetteringOnFilterEvaluationExceptions)],
+                ["requires_session", CliValues.Bool(properties.RequiresSession)],
+                ["forward_to", properties.ForwardTo ?? "-"],
+                ["forward_dead_lettered_messages_to", properties.ForwardDeadLetteredMessagesTo ?? "-"],
+                ["enable_batched_operations", CliValues.Bool(properties.EnableBatchedOperations)],
+                ["created_at", CliValues.Timestamp(properties.CreatedAt)],
+                ["updated_at", CliValues.Timestamp(properties.UpdatedAt)],
+                ["active_messages", CliValues.Number(runtime.ActiveMessageCount)],
+                ["scheduled_messages", CliValues.Number(runtime.ScheduledMessageCount)],
+                ["deferred_messages", CliValues.Number(runtime.DeferredMessageCount)],
+                ["dead_letter_messages", CliValues.Number(runtime.DeadLetterMessageCount)],
+                ["locked_messages", CliValues.Number(runtime.LockedMessageCount)],
+                ["total_messages", CliValues.Number(runtime.TotalMessageCount)],
+                ["size_in_bytes", CliValues.Number(runtime.SizeInBytes)],
+            ]));
+        await Console.Out.WriteLineAsync();
+        await Console.Out.WriteAsync(rules.Count == 0 ? "No rules: the subscription selects no message.\n" : RuleOptions.Table(rules));
+    }
+
+    /// <summary>The JSON shape of a subscription; its names are a contract for scripts. Durations are seconds (null: infinite).</summary>
+    internal static JsonObject ToJson(SubscriptionProperties properties, SubscriptionRuntimeProperties runtime, IReadOnlyList<RuleProperties>? rules)
+    {
+        var json = new JsonObject
+        {
+            ["topic"] = properties.TopicName,
+            ["name"] = properties.SubscriptionName,
+            ["path"] = properties.Path,
+            ["lock_duration_seconds"] = CliValues.DurationSeconds(properties.LockDuration),
+            ["max_delivery_count"] = properties.MaxDeliveryCount,
+            ["default_message_time_to_live_seconds"] = CliValues.DurationSeconds(properties.DefaultMessageTimeToLive),
+            ["dead_lettering_on_message_expiration"] = properties.DeadLetteringOnMessageExpiration,
+            ["dead_lettering_on_filter_evaluation_exceptions"] = properties.EnableDeadLetteringOnFilterEvaluationExceptions,
+            ["requires_session"] = properties.RequiresSession,
+            ["forward_to"] = properties.ForwardTo,
+            ["forward_dead_lettered_messages_to"] = properties.ForwardDeadLetteredMessagesTo,
+            ["enable_batched_operations"] = properties.EnableBatchedOperations,
+            ["created_at"] = CliValues.TimestampJson(properties.CreatedAt),
+            ["updated_at"] = CliValues.TimestampJson(properties.UpdatedAt),
+            ["counts"] = new JsonObject
+            {
+                ["active"] = runtime.ActiveMessageCount,
+                ["scheduled"] = runtime.ScheduledMessageCount,
+                ["deferred"] = runtime.DeferredMessageCount,
+                ["dead_letter"] = runtime.DeadLetterMessageCount,
+                ["locked"] = runtime.LockedMessageCount,
+                ["total"] = runtime.TotalMessageCount,
+                ["size_in_bytes"] = runtime.SizeInBytes,
+            },
+        };
+        if (rules is not null)
+        {
+            json["rules"] = new JsonArray([.. rules.Select(r => (JsonNode)RuleOptions.ToJson(r))]);
+        }
+
+        return json;
+    }
+}
+
+/// <summary>The subscription property options shared by `subscription create` and `subscription update`.</summary>
+internal sealed class SubscriptionPropertyOptions
+{
+    private readonly Option<string?> _lockDuration = new("--lock-duration") { Description = "How long a peek-lock holds a message, e.g. 30s (default 1m)", HelpName = "DURATION" };
+    private readonly Option<int?> _maxDeliveryCount = new("--max-delivery-count") { Description = "Deliveries before a message is dead-lettered (default 10)", HelpName = "N" };
+    private readonly Option<string?> _defaultTtl = new("--default-ttl") { Description = "Default message time to live, e.g. 1d, or 'infinite' (default)", HelpName = "DURATION" };
+    private readonly Option<bool> _deadLetterOnExpiration = new("--dead-letter-on-expiration") { Description = "Dead-letter expired messages instead of dropping them (true|false, default false)" };
+    private readonly Option<bool> _deadLetterOnFilterErrors = new("--dead-letter-on-filter-errors")
+    {
+        Description = "Dead-letter a message whose filter cannot be evaluated instead of dropping it (true|false, default true)",
+    };
+
+    private readonly Option<string?> _forwardTo = new("--forward-to") { Description = "Forward every message to this queue or topic ('' clears)", HelpName = "ENTITY" };
+    private readonly Option<string?> _forwardDeadLettersTo = new("--forward-dead-letters-to", "--forward-dead-lettered-to")
+    {
+        Description = "Forward dead-lettered messages to this queue or topic ('' clears)",
+        HelpName = "ENTITY",
+    };
+
+    private readonly Option<bool> _batchedOperations = new("--batched-operations") { Description = "Enable batched operations (true|false, default true)" };
+
+    public void AddTo(Command command)
+    {
+        command.Options.Add(_lockDuration);
+        command.Options.Add(_maxDeliveryCount);
+        command.Options.Add(_defaultTtl);
+        command.Options.Add(_deadLetterOnExpiration);
+        command.Options.Add(_deadLetterOnFilterErrors);
+        command.Options.Add(_forwardTo);
+        command.Options.Add(_forwardDeadLettersTo);
+        command.Options.Add(_batchedOperations);
+    }
+
+    /// <summary>Assigns the options given on the command line; returns how many there were.</summary>
+    public int ApplyTo(ParseResult parseResult, SubscriptionSettings settings)
+    {
+        var count = 0;
+        if (parseResult.GetValue(_lockDuration) is { } lockDuration)
+        {
+            settings.LockDuration = CliValues.ParseDuration("--lock-duration", lockDuration);
+            count++;
+        }
+
+        if (parseResult.GetValue(_maxDeliveryCount) is { } maxDeliveryCount)
+        {
+            settings.MaxDeliveryCount = maxDeliveryCount >= 1
+                ? maxDeliveryCount
+                : throw new CliException(ExitCodes.BadInput, $"--max-delivery-count must be at least 1, not {maxDeliveryCount}.");
+            count++;
+        }
+
+        if (parseResult.GetValue(_defaultTtl) is { } ttl)
+        {
+            settings.DefaultMessageTimeToLive = CliValues.ParseDuration("--default-ttl", ttl, allowInfinite: true);
+            count++;
+        }
+
+        if (CliValues.IsGiven(parseResult, _deadLetterOnExpiration))
+        {
+            settings.DeadLetteringOnMessageExpiration = parseResult.GetValue(_deadLetterOnExpiration);
+            count++;
+        }
+
+        if (CliValues.IsGiven(parseResult, _deadLetterOnFilterErrors))
+        {
+            settings.EnableDeadLetteringOnFilterEvaluationExceptions = parseResult.GetValue(_deadLetterOnFilterErrors);
+            count++;
+        }
+
+        if (CliValues.IsGiven(parseResult, _forwardTo))
+        {
+            settings.ForwardTo = parseResult.GetValue(_forwardTo);
+            count++;
+        }
+
+        if (CliValues.IsGiven(parseResult, _forwardDeadLettersTo))
+        {
+            settings.ForwardDeadLetteredMessagesTo = parseResult.GetValue(_forwardDeadLettersTo);
+            count++;
+        }
+
+        if (CliValues.IsGiven(parseResult, _batchedOperations))
+        {
+            settings.EnableBatchedOperations = parseResult.GetValue(_batchedOperations);
+            count++;
+        }
+
+        return count;
+    }
+}

@@ -1,0 +1,60 @@
+using System.CommandLine;
+using Farm.Cli.Entities;
+using Farm.Cli.Messaging;
+
+namespace Farm.Cli.Tests;
+
+/// <summary>The command tree accepts the documented synopses (parsing only; nothing runs).</summary>
+public class CommandLineTests
+{
+    private static RootCommand Root() => new()
+    {
+        CliContext.ConnectionOption,
+        CliContext.DataOption,
+        TopicCommands.Create(),
+        SubscriptionCommands.Create(),
+        RuleCommands.Create(),
+        SendCommand.Create(),
+        ReceiveCommand.Create(),
+        PeekCommand.Create(),
+    };
+
+    [Theory]
+    [InlineData("topic create events --support-ordering true --default-ttl 1d --duplicate-detection --max-size-mb 10 --batched-operations false")]
+    [InlineData("topic show events --json")]
+    [InlineData("topic update events --support-ordering false")]
+    [InlineData("topic delete events")]
+    [InlineData("topic list")]
+    [InlineData("subscription create events audit --sql-filter \"color = 'red'\" --action \"SET seen = TRUE\" --lock-duration 30s --max-delivery-count 3")]
+    [InlineData("subscription create events audit --correlation-filter sys.CorrelationId=x color=red --forward-to q --forward-dead-letters-to dl")]
+    [InlineData("subscription create events audit --dead-letter-on-expiration true --dead-letter-on-filter-errors false --default-ttl 1h")]
+    [InlineData("subscription show events audit")]
+    [InlineData("subscription update events audit --max-delivery-count 5")]
+    [InlineData("subscription delete events audit")]
+    [InlineData("subscription list events --json")]
+    [InlineData("rule add events audit red --sql-filter \"color = 'red'\"")]
+    [InlineData("rule add events audit corr --correlation-filter sys.Label=new --action \"SET x = 1\"")]
+    [InlineData("rule remove events audit red")]
+    [InlineData("rule list events audit --json")]
+    [InlineData("send events --property color=red --correlation-id c --subject s")]
+    [InlineData("receive events/Subscriptions/audit --count 5")]
+    [InlineData("receive events/Subscriptions/audit/$DeadLetterQueue")]
+    [InlineData("peek events/Subscriptions/audit --dead-letter-queue")]
+    public void Synopsis_Parses(string line)
+    {
+        var result = Root().Parse(line);
+
+        Assert.True(result.Errors.Count == 0, string.Join("; ", result.Errors.Select(e => e.Message)));
+    }
+
+    [Theory]
+    [InlineData("subscription create events")]
+    [InlineData("rule add events audit")]
+    [InlineData("rule list events")]
+    [InlineData("topic update")]
+    [InlineData("topic update events --support-ordering maybe")]
+    public void IncompleteCommands_AreParseErrors(string line)
+    {
+        Assert.NotEmpty(Root().Parse(line).Errors);
+    }
+}
