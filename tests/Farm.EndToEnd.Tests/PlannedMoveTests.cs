@@ -288,7 +288,7 @@ public sealed class PlannedMoveTests(ITestOutputHelper output)
     }
 
     /// <summary>A 3-node farm with 6 containers (`farm container create --count 5`), spread 2/2/2.</summary>
-    private static async Task<LocalFarm> StartBalancedFarmAsync()
+    internal static async Task<LocalFarm> StartBalancedFarmAsync()
     {
         var farm = await LocalFarm.StartAsync(nodes: 3);
         try

@@ -1,0 +1,154 @@
+using System.Collections.Concurrent;
+using System.Diagnostics;
+using Farm.Client;
+using Xunit.Abstractions;
+
+namespace Farm.EndToEnd.Tests;
+
+/// <summary>
+/// A topic on a 3-node farm: clients reach it through another node's gateway, and when its owner is
+/// SIGKILLed the topic, its subscriptions and their unsettled messages move with the container.
+/// </summary>
+[Collection(FarmCollection.Name)]
+public sealed class TopicFailoverTests(ITestOutputHelper output)
+{
+    private static readonly TimeSpan Deadline = TimeSpan.FromSeconds(60);
+
+    [Fact]
+    public async Task ATopicsSubscriptions_MoveWithItsContainer_WhenItsOwnerIsKilled_AndLoseNothingAcknowledged()
+    {
+        await using var farm = await PlannedMoveTests.StartBalancedFarmAsync();
+        using var admin = new FarmAdministrationClient(farm.ConnectionString);
+        var topic = await admin.CreateTopicAsync(new CreateTopicOptions("events") { RequiresDuplicateDetection = true, SupportOrdering = true });
+        await admin.CreateSubscriptionAsync(new CreateSubscriptionOptions("events", "all") { LockDuration = TimeSpan.FromSeconds(30) });
+        await admin.CreateSubscriptionAsync(new CreateSubscriptionOptions("events", "red"), new CreateRuleOptions("red", new SqlRuleFilter("color = 'red'")));
+        var owner = (int)(await admin.GetContainersAsync()).Single(c => c.Id == topic.ContainerId).OwnerNode!.Value;
+
+        // Another node's gateway first: every call is forwarded to the owner, then to whoever takes over.
+        var endpoints = farm.Endpoints.ToList();
+        var gateway = endpoints[owner % 3];
+        var connection = "Endpoint=" + string.Join(',', new[] { gateway }.Concat(endpoints.Where(e => e != gateway)));
+        output.WriteLine($"topic in container {topic.ContainerId} on node {owner}; clients enter at {gateway}");
+
+        var acknowledged = new ConcurrentDictionary<string, string>();
+        using var stopSending = new CancellationTokenSource();
+        await using var client = new FarmClient(connection);
+        var sending = Task.Run(async () =>
+        {
+            await using var sender = client.CreateSender("events");
+            for (var i = 0; !stopSending.IsCancellationRequested; i++)
+            {
+                var color = i % 3 == 0 ? "red" : "blue";
+                var message = new FarmMessage($"event {i}") { MessageId = $"m-{i}" };
+                message.ApplicationProperties["color"] = color;
+                try
+                {
+                    await sender.SendMessageAsync(message);
+                    acknowledged[message.MessageId] = color;
+                }
+                catch (FarmException)
+                {
+                    // Not acknowledged: it may or may not be stored; nothing is promised about it.
+                }
+            }
+        });
+        var all = new SubscriptionLoad(client, "events", "all");
+        var red = new SubscriptionLoad(client, "events", "red");
+
+        await WaitForAsync(() => acknowledged.Count >= 100, "100 sends acknowledged before the kill");
+        var killedAt = Stopwatch.StartNew();
+        var beforeKill = acknowledged.Count;
+        await farm.KillNodeAsync(owner);
+        await WaitForAsync(() => acknowledged.Count >= beforeKill + 100, "sends go on after the kill");
+        output.WriteLine($"100 more sends acknowledged {killedAt.Elapsed.TotalSeconds:0.0} s after the kill");
+        var newOwner = (await admin.GetContainersAsync()).Single(c => c.Id == topic.ContainerId).OwnerNode;
+        Assert.NotEqual(owner, newOwner);
+
+        await farm.StartNodeAsync(owner);
+        var afterRestart = acknowledged.Count;
+        await WaitForAsync(() => acknowledged.Count >= afterRestart + 50, "sends go on after the node came back");
+        await stopSending.CancelAsync();
+        await sending;
+
+        var expectedRed = acknowledged.Where(a => a.Value == "red").Select(a => a.Key).ToHashSet();
+        await WaitForAsync(() => all.Received.Keys.ToHashSet().IsSupersetOf(acknowledged.Keys), "'all' received every acknowledged send");
+        await WaitForAsync(() => red.Received.Keys.ToHashSet().IsSupersetOf(expectedRed), "'red' received every acknowledged red send");
+        await all.StopAsync();
+        await red.StopAsync();
+
+        output.WriteLine($"{acknowledged.Count} acknowledged; 'all' received {all.Received.Count} ids ({all.Deliveries} deliveries), 'red' {red.Received.Count} ({red.Deliveries})");
+        Assert.All(red.Received.Keys, id => Assert.Equal("red", acknowledged.GetValueOrDefault(id, "red")));
+        Assert.Empty(all.DeliveredAfterCompletion);
+        Assert.Empty(red.DeliveredAfterCompletion);
+    }
+
+    private static async Task WaitForAsync(Func<bool> condition, string what)
+    {
+        var deadline = Stopwatch.StartNew();
+        while (!condition())
+        {
+            Assert.True(deadline.Elapsed < Deadline, $"Not within {Deadline.TotalSeconds} s: {what}");
+            await Task.Delay(50);
+        }
+    }
+
+    /// <summary>A peek-lock receiver on one subscription that completes everything and remembers what it saw.</summary>
+    private sealed class SubscriptionLoad
+    {
+        private readonly CancellationTokenSource _stop = new();
+        private readonly Task _loop;
+        private readonly ConcurrentDictionary<string, bool> _completed = new();
+
+        public SubscriptionLoad(FarmClient client, string topic, string subscription)
+        {
+            _loop = Task.Run(async () =>
+            {
+                await using var receiver = client.CreateReceiver(topic, subscription);
+                while (!_stop.IsCancellationRequested)
+                {
+                    IReadOnlyList<FarmReceivedMessage> batch;
+                    try
+                    {
+                        batch = await receiver.ReceiveMessagesAsync(50, TimeSpan.FromSeconds(1), _stop.Token);
+                    }
+                    catch (Exception e) when (e is FarmException or OperationCanceledException)
+                    {
+                        continue;
+                    }
+                    foreach (var message in batch)
+                    {
+                        Interlocked.Increment(ref _deliveries);
+                        if (_completed.ContainsKey(message.MessageId!))
+                        {
+                            DeliveredAfterCompletion.Add(message.MessageId!);
+                        }
+                        Received[message.MessageId!] = true;
+                        try
+                        {
+                            await receiver.CompleteMessageAsync(message);
+                            _completed[message.MessageId!] = true;
+                        }
+                        catch (FarmException)
+                        {
+                            // Lock lost in the failover: it comes back, which is allowed.
+                        }
+                    }
+                }
+            });
+        }
+
+        private long _deliveries;
+
+        public long Deliveries => Interlocked.Read(ref _deliveries);
+
+        public ConcurrentDictionary<string, bool> Received { get; } = new();
+
+        public ConcurrentBag<string> DeliveredAfterCompletion { get; } = [];
+
+        public async Task StopAsync()
+        {
+            await _stop.CancelAsync();
+            await _loop;
+        }
+    }
+}
