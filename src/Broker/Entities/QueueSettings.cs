@@ -49,15 +49,15 @@ public sealed record QueueSettings
         }
         var next = this with
         {
-            LockDuration = patch.LockDuration is null ? LockDuration : ToTimeSpan(patch.LockDuration, "LockDuration"),
+            LockDuration = patch.LockDuration is null ? LockDuration : SettingValues.ToTimeSpan(patch.LockDuration, "LockDuration"),
             MaxDeliveryCount = patch.HasMaxDeliveryCount ? patch.MaxDeliveryCount : MaxDeliveryCount,
-            DefaultMessageTimeToLive = patch.DefaultMessageTimeToLive is null ? DefaultMessageTimeToLive : ToTimeSpan(patch.DefaultMessageTimeToLive, "DefaultMessageTimeToLive"),
+            DefaultMessageTimeToLive = patch.DefaultMessageTimeToLive is null ? DefaultMessageTimeToLive : SettingValues.ToTimeSpan(patch.DefaultMessageTimeToLive, "DefaultMessageTimeToLive"),
             DeadLetteringOnMessageExpiration = patch.HasDeadLetteringOnMessageExpiration ? patch.DeadLetteringOnMessageExpiration : DeadLetteringOnMessageExpiration,
             RequiresDuplicateDetection = patch.HasRequiresDuplicateDetection ? patch.RequiresDuplicateDetection : RequiresDuplicateDetection,
-            DuplicateDetectionHistoryTimeWindow = patch.DuplicateDetectionHistoryTimeWindow is null ? DuplicateDetectionHistoryTimeWindow : ToTimeSpan(patch.DuplicateDetectionHistoryTimeWindow, "DuplicateDetectionHistoryTimeWindow"),
+            DuplicateDetectionHistoryTimeWindow = patch.DuplicateDetectionHistoryTimeWindow is null ? DuplicateDetectionHistoryTimeWindow : SettingValues.ToTimeSpan(patch.DuplicateDetectionHistoryTimeWindow, "DuplicateDetectionHistoryTimeWindow"),
             RequiresSession = patch.HasRequiresSession ? patch.RequiresSession : RequiresSession,
-            ForwardTo = patch.HasForwardTo ? NullIfEmpty(patch.ForwardTo) : ForwardTo,
-            ForwardDeadLetteredMessagesTo = patch.HasForwardDeadLetteredMessagesTo ? NullIfEmpty(patch.ForwardDeadLetteredMessagesTo) : ForwardDeadLetteredMessagesTo,
+            ForwardTo = patch.HasForwardTo ? SettingValues.NullIfEmpty(patch.ForwardTo) : ForwardTo,
+            ForwardDeadLetteredMessagesTo = patch.HasForwardDeadLetteredMessagesTo ? SettingValues.NullIfEmpty(patch.ForwardDeadLetteredMessagesTo) : ForwardDeadLetteredMessagesTo,
             MaxSizeInMegabytes = patch.HasMaxSizeInMegabytes ? patch.MaxSizeInMegabytes : MaxSizeInMegabytes,
             EnableBatchedOperations = patch.HasEnableBatchedOperations ? patch.EnableBatchedOperations : EnableBatchedOperations,
         };
@@ -107,21 +107,6 @@ public sealed record QueueSettings
         }
         return s;
     }
-
-    private static TimeSpan ToTimeSpan(Duration d, string name)
-    {
-        if (d.Seconds < 0 || d.Nanos < 0)
-        {
-            throw FarmErrors.Invalid($"{name} must be positive; got {d.Seconds}s.");
-        }
-        if (d.Seconds > InfiniteTimeToLive.TotalSeconds)
-        {
-            return InfiniteTimeToLive;
-        }
-        return d.ToTimeSpan();
-    }
-
-    private static string? NullIfEmpty(string s) => string.IsNullOrEmpty(s) ? null : s;
 
     public QueueProperties ToProto() => new()
     {
