@@ -223,6 +223,15 @@ public sealed class PlannedMoveTests(ITestOutputHelper output)
             }
         }
 
+        // A topic in the same container: stored once on PostgreSQL, its subscriptions move with it.
+        await admin.CreateTopicAsync(new CreateTopicOptions("pg-events") { ContainerId = container });
+        await admin.CreateSubscriptionAsync(new CreateSubscriptionOptions("pg-events", "all"));
+        await admin.CreateSubscriptionAsync(new CreateSubscriptionOptions("pg-events", "even"), new CreateRuleOptions("even", new SqlRuleFilter("n % 2 = 0")));
+        await using (var sender = client.CreateSender("pg-events"))
+        {
+            await sender.SendMessagesAsync(Enumerable.Range(0, 20).Select(i => new FarmMessage($"event {i}") { MessageId = $"ev-{i}", ApplicationProperties = { ["n"] = i } }));
+        }
+
         // The container databases live on the server, named after the farm database.
         Assert.Contains($"{database.Name}_container_{queue.ContainerId}", await database.ListDatabasesAsync());
 
@@ -248,6 +257,20 @@ public sealed class PlannedMoveTests(ITestOutputHelper output)
 
         output.WriteLine($"received all 100 {waited.Elapsed.TotalSeconds:0.0} s after the kill");
         Assert.Equal(Enumerable.Range(0, 100).Select(i => $"pg-{i}").Order(), received.Order());
+        foreach (var (subscription, expected) in new[] { ("all", Enumerable.Range(0, 20)), ("even", Enumerable.Range(0, 20).Where(i => i % 2 == 0)) })
+        {
+            await using var receiver = client.CreateReceiver("pg-events", subscription);
+            var events = new List<string>();
+            while (await receiver.ReceiveMessagesAsync(50, TimeSpan.FromSeconds(2)) is { Count: > 0 } batch)
+            {
+                foreach (var message in batch)
+                {
+                    await receiver.CompleteMessageAsync(message);
+                    events.Add(message.MessageId!);
+                }
+            }
+            Assert.Equal(expected.Select(i => $"ev-{i}"), events);
+        }
         using (var status = await farm.StatusJsonAsync())
         {
             Assert.NotEqual(owner, ContainerOf(status, queue.ContainerId).GetProperty("owner_node").GetInt64());
