@@ -268,7 +268,17 @@ internal sealed class ChaosLoad(string connection, IReadOnlyList<string> queues)
 
     public int LostIn(string queue) => _acknowledged.Keys.Count(id => id.StartsWith(queue + "-", StringComparison.Ordinal) && !_received.ContainsKey(id));
 
+    /// <summary>True when a message with this id reached a receiver.</summary>
+    public bool WasReceived(string messageId) => _received.ContainsKey(messageId);
+
     public IReadOnlyList<string> Lost() => _acknowledged.Keys.Where(id => !_received.ContainsKey(id)).Order().Take(20).ToList();
+
+    /// <summary>Stops everything without waiting (a test that failed): no load goes on into the next test.</summary>
+    public void Abandon()
+    {
+        _stopSending.Cancel();
+        _stopReceiving.Cancel();
+    }
 
     public async Task StopAndDrainAsync(TimeSpan deadline)
     {
