@@ -171,10 +171,6 @@ internal static class PostgresSql
         public const string LockEpoch = "SELECT epoch FROM owner WHERE id = 1 FOR UPDATE";
 
         /// <summary>
-        /// True when the epoch was raised or already equals $1. The outer SELECT sees the row as it
-        /// was before the UPDATE, so the second test only matters when nothing was raised.
-        /// </summary>
-        /// <summary>
         /// How long <see cref="RaiseEpoch"/> waits for the owner row: a former owner's commit in
         /// flight ends within milliseconds, a stranded one only when the server ends it
         /// (<see cref="StrandedTransactionSessionOptions"/>). Failing fast keeps the caller's
@@ -182,6 +178,10 @@ internal static class PostgresSql
         /// </summary>
         public const string RaiseEpochLockTimeout = "SET LOCAL lock_timeout = '500ms'";
 
+        /// <summary>
+        /// True when the epoch was raised or already equals $1. The outer SELECT sees the row as it
+        /// was before the UPDATE, so the second test only matters when nothing was raised.
+        /// </summary>
         public const string RaiseEpoch = """
             WITH raised AS (UPDATE owner SET epoch = $1 WHERE id = 1 AND epoch < $1 RETURNING epoch)
             SELECT EXISTS (SELECT 1 FROM raised) OR (SELECT epoch FROM owner WHERE id = 1) = $1
