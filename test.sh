@@ -122,6 +122,14 @@ count_results() {
     END { print passed + 0, failed + 0, skipped + 0 }'
 }
 
+# The partition test puts nodes in network namespaces with `ip netns` (iproute2); it runs as root.
+setup_network_tools() {
+  if ! command -v ip >/dev/null 2>&1; then
+    log "installing iproute2 (ip netns) for the partition test"
+    apt_install iproute2
+  fi
+}
+
 results=""
 cleanup() {
   stop_postgres
@@ -131,6 +139,7 @@ trap cleanup EXIT
 
 setup_node
 setup_postgres
+setup_network_tools
 
 log "building (Release)"
 dotnet build Farm.sln -c Release -nologo -v quiet

@@ -192,6 +192,32 @@ internal sealed class ChaosLoad(string connection, IReadOnlyList<string> queues)
         }
     }
 
+    /// <summary>The longest time without an acknowledged send on the queue, from the last send before <paramref name="from"/> on.</summary>
+    public TimeSpan LongestGapSince(string queue, long from)
+    {
+        var times = _sendTimes[queue].Order().ToList();
+        var start = times.LastOrDefault(t => t <= from, from);
+        var longest = TimeSpan.Zero;
+        foreach (var time in times.Where(t => t > start))
+        {
+            var gap = Stopwatch.GetElapsedTime(start, time);
+            longest = gap > longest ? gap : longest;
+            start = time;
+        }
+        return longest;
+    }
+
+    /// <summary>Waits until <paramref name="count"/> sends to the queue were acknowledged after <paramref name="after"/>.</summary>
+    public async Task WaitForSendsAfterAsync(string queue, long after, int count, TimeSpan deadline)
+    {
+        var waited = Stopwatch.StartNew();
+        while (_sendTimes[queue].Count(t => t > after) < count)
+        {
+            Assert.True(waited.Elapsed < deadline, $"fewer than {count} sends on {queue} were acknowledged within {deadline}");
+            await Task.Delay(20);
+        }
+    }
+
     private async Task SendLoopAsync(string queue)
     {
         await using var client = new FarmClient(connection);
@@ -268,7 +294,17 @@ internal sealed class ChaosLoad(string connection, IReadOnlyList<string> queues)
 
     public int LostIn(string queue) => _acknowledged.Keys.Count(id => id.StartsWith(queue + "-", StringComparison.Ordinal) && !_received.ContainsKey(id));
 
+    /// <summary>True when a message with this id reached a receiver.</summary>
+    public bool WasReceived(string messageId) => _received.ContainsKey(messageId);
+
     public IReadOnlyList<string> Lost() => _acknowledged.Keys.Where(id => !_received.ContainsKey(id)).Order().Take(20).ToList();
+
+    /// <summary>Stops everything without waiting (a test that failed): no load goes on into the next test.</summary>
+    public void Abandon()
+    {
+        _stopSending.Cancel();
+        _stopReceiving.Cancel();
+    }
 
     public async Task StopAndDrainAsync(TimeSpan deadline)
     {

@@ -8,6 +8,9 @@ internal static class TestPaths
     /// <summary>farm.dll of the same configuration as the tests.</summary>
     public static string FarmCliDll { get; } = Metadata("FarmCliDll");
 
+    /// <summary>The node host (Farm.Gateway.dll) of the same configuration, for tests that start nodes themselves.</summary>
+    public static string NodeDll { get; } = Metadata("NodeDll");
+
     public static string RepositoryRoot { get; } = Metadata("RepositoryRoot");
 
     public static string NodeClientDirectory => Path.Combine(RepositoryRoot, "tests", "node-client");

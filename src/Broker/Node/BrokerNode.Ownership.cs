@@ -103,7 +103,19 @@ public sealed partial class BrokerNode
                     // Let go first, so taking it again raises the epoch past anything we wrote before.
                     await farm.ReleaseContainerAsync(container.Id, NodeId, cancellationToken).ConfigureAwait(false);
                 }
-                if (await TakeContainerAsync(farm, container.Id, cancellationToken).ConfigureAwait(false))
+                bool taken;
+                try
+                {
+                    taken = await TakeContainerAsync(farm, container.Id, cancellationToken).ConfigureAwait(false);
+                }
+                catch (Exception e) when (e is not OperationCanceledException)
+                {
+                    // One container that cannot be fenced yet must not stop the pass: heartbeats,
+                    // lease renewals and the other takes go on, and this one is tried again next pass.
+                    LogTakeFailed(_logger, container.Id, e);
+                    continue;
+                }
+                if (taken)
                 {
                     mine++;
                     _orphanSeen.Remove(container.Id);

@@ -107,7 +107,17 @@ public sealed partial class BrokerNode : IAsyncDisposable
             return false;
         }
         var database = await _provider.OpenContainerAsync(lease.ConnectionString, cancellationToken).ConfigureAwait(false);
-        var host = await ContainerHost.OpenAsync(lease, () => database, _time, Options, ResolveSendTargetAsync, farm, OnContainerLost, _logger, cancellationToken).ConfigureAwait(false);
+        ContainerHost host;
+        try
+        {
+            host = await ContainerHost.OpenAsync(lease, () => database, _time, Options, ResolveSendTargetAsync, farm, OnContainerLost, _logger, cancellationToken).ConfigureAwait(false);
+        }
+        catch
+        {
+            // Not fenced (e.g. a former owner's stranded commit still holds the epoch row): close it, a later pass tries again.
+            await database.DisposeAsync().ConfigureAwait(false);
+            throw;
+        }
         _containers[containerId] = host;
         LogContainerTaken(_logger, containerId, lease.Epoch);
         return true;
@@ -331,6 +341,9 @@ public sealed partial class BrokerNode : IAsyncDisposable
 
     [LoggerMessage(Level = LogLevel.Information, Message = "Took container {ContainerId} at epoch {Epoch}")]
     private static partial void LogContainerTaken(ILogger logger, long containerId, long epoch);
+
+    [LoggerMessage(Level = LogLevel.Warning, Message = "Could not take container {ContainerId} now; trying again on the next pass")]
+    private static partial void LogTakeFailed(ILogger logger, long containerId, Exception exception);
 
     [LoggerMessage(Level = LogLevel.Warning, Message = "Container {ContainerId} is leased by another live node; not taking it")]
     private static partial void LogContainerHeld(ILogger logger, long containerId);

@@ -53,8 +53,20 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
     public Task<bool> RaiseEpochAsync(long newEpoch, CancellationToken cancellationToken = default) =>
         WriteAsync("raise the epoch", async connection =>
         {
-            await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.RaiseEpoch, connection) { Parameters = { Parameter(newEpoch) } };
-            return (bool)(await command.ExecuteScalarAsync(cancellationToken).ConfigureAwait(false))!;
+            // Waits only briefly for the owner row (see RaiseEpochLockTimeout): while a former
+            // owner's stranded transaction holds it, this fails with StoreUnavailable, to be retried.
+            await using var transaction = await connection.BeginTransactionAsync(cancellationToken).ConfigureAwait(false);
+            await using (var timeout = new NpgsqlCommand(PostgresSql.ContainerDb.RaiseEpochLockTimeout, connection, transaction))
+            {
+                await timeout.ExecuteNonQueryAsync(cancellationToken).ConfigureAwait(false);
+            }
+            bool raised;
+            await using (var command = new NpgsqlCommand(PostgresSql.ContainerDb.RaiseEpoch, connection, transaction) { Parameters = { Parameter(newEpoch) } })
+            {
+                raised = (bool)(await command.ExecuteScalarAsync(cancellationToken).ConfigureAwait(false))!;
+            }
+            await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
+            return raised;
         }, cancellationToken);
 
     public Task CommitAsync(long expectedEpoch, ContainerWriteBatch batch, CancellationToken cancellationToken = default)

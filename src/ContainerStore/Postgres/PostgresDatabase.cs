@@ -40,10 +40,10 @@ internal sealed class PostgresDatabase : IAsyncDisposable
         var settings = Parse(connectionString, description);
         settings.ApplicationName ??= "farm";
 
-        // An acknowledged write must be durable whatever the server's or the database's default is.
-        settings.Options = string.IsNullOrWhiteSpace(settings.Options)
-            ? PostgresSql.DurableSessionOptions
-            : $"{settings.Options} {PostgresSql.DurableSessionOptions}";
+        // An acknowledged write must be durable whatever the server's or the database's default is,
+        // and a transaction stranded by a frozen or cut-off node must not hold its locks for hours.
+        var options = $"{PostgresSql.DurableSessionOptions} {PostgresSql.StrandedTransactionSessionOptions}";
+        settings.Options = string.IsNullOrWhiteSpace(settings.Options) ? options : $"{settings.Options} {options}";
 
         // Group commits repeat the same few statements; prepared once per connection they skip parsing and planning.
         if (settings.MaxAutoPrepare == 0)
@@ -132,6 +132,9 @@ internal sealed class PostgresDatabase : IAsyncDisposable
         return new StoreUnavailableException($"Cannot {action} the PostgreSQL {_description} '{Name}' on {Server}: {Describe(e)}.{hint}", e);
     }
 
+    /// <summary>SQLSTATE 25P03, which Npgsql's PostgresErrorCodes does not name.</summary>
+    private const string IdleInTransactionSessionTimeout = "25P03";
+
     /// <summary>
     /// Errors that mean the server or the database cannot be reached or used now (no connection,
     /// refused login, missing database, shutting down, out of space), as opposed to errors in what
@@ -151,7 +154,9 @@ internal sealed class PostgresDatabase : IAsyncDisposable
             || state.StartsWith("57", StringComparison.Ordinal) // operator intervention (shutdown, cannot connect now)
             || state.StartsWith("58", StringComparison.Ordinal) // system error (I/O)
             || state is PostgresErrorCodes.InvalidCatalogName // database does not exist
+                or PostgresErrorCodes.LockNotAvailable // held by another session for now (lock_timeout)
                 or PostgresErrorCodes.ReadOnlySqlTransaction // a standby, or a read-only server
+                or IdleInTransactionSessionTimeout // the server ended a transaction we left waiting
                 or PostgresErrorCodes.DataCorrupted
                 or PostgresErrorCodes.IndexCorrupted;
     }

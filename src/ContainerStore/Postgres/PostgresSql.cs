@@ -19,6 +19,15 @@ internal static class PostgresSql
     /// </summary>
     public const string DurableSessionOptions = "-c synchronous_commit=on";
 
+    /// <summary>
+    /// Also sent in every startup packet: the server ends a session that sits inside a transaction
+    /// for this long. Our transactions never pause between statements; one that does was stranded by
+    /// a node that froze or lost its network mid-commit, and it would hold the container's owner row
+    /// lock (<see cref="ContainerDb.LockEpoch"/>) until TCP gave up on it, hours later, so the new
+    /// owner could not raise the epoch and take the container over.
+    /// </summary>
+    public const string StrandedTransactionSessionOptions = "-c idle_in_transaction_session_timeout=5s";
+
     public static class Schema
     {
         /// <summary>
@@ -202,6 +211,14 @@ internal static class PostgresSql
         /// and the commit.
         /// </summary>
         public const string LockEpoch = "SELECT epoch FROM owner WHERE id = 1 FOR UPDATE";
+
+        /// <summary>
+        /// How long <see cref="RaiseEpoch"/> waits for the owner row: a former owner's commit in
+        /// flight ends within milliseconds, a stranded one only when the server ends it
+        /// (<see cref="StrandedTransactionSessionOptions"/>). Failing fast keeps the caller's
+        /// ownership pass (and its heartbeat) going; it tries again on the next pass.
+        /// </summary>
+        public const string RaiseEpochLockTimeout = "SET LOCAL lock_timeout = '500ms'";
 
         /// <summary>
         /// True when the epoch was raised or already equals $1. The outer SELECT sees the row as it

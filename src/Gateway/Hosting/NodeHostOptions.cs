@@ -5,7 +5,8 @@ namespace Farm.Gateway.Hosting;
 
 /// <summary>
 /// The node host's command line: <c>--node-id N --data DIR --port P [--host 127.0.0.1]
-/// [--store sqlite|postgres] [--farm-connection CS]</c>. The `farm` CLI starts nodes this way.
+/// [--store sqlite|postgres] [--farm-connection CS] [--forward-timeout SECONDS]</c>. The `farm` CLI
+/// starts nodes this way.
 /// </summary>
 internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port)
 {
@@ -23,6 +24,10 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port)
             Store = (configuration["store"] ?? Sqlite).Trim().ToLowerInvariant(),
             FarmConnectionString = configuration["farm-connection"],
         };
+        if (configuration["forward-timeout"] is { } forwardTimeout)
+        {
+            node.ForwardTimeout = ParseSeconds(forwardTimeout, "--forward-timeout");
+        }
         if (node.Store is not (Sqlite or Postgres))
         {
             throw new ArgumentException($"--store {node.Store} is not supported; use {Sqlite} or {Postgres}.");
@@ -34,6 +39,16 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port)
                 "--store postgres needs --farm-connection with the farm database's Npgsql connection string (Host=...;Database=...;Username=...;Password=...).");
         }
         return new NodeHostOptions(node, configuration["host"] ?? "127.0.0.1", port);
+    }
+
+    /// <summary>A positive number of seconds, e.g. 5 or 2.5.</summary>
+    private static TimeSpan ParseSeconds(string text, string name)
+    {
+        if (!double.TryParse(text, NumberStyles.Float, CultureInfo.InvariantCulture, out var seconds) || !(seconds > 0) || seconds > 3600)
+        {
+            throw new ArgumentException($"{name} must be a number of seconds above 0 and at most 3600; got '{text}'.");
+        }
+        return TimeSpan.FromSeconds(seconds);
     }
 
     private static long ParseLong(string text, string name, long min, long max = long.MaxValue)

@@ -14,7 +14,7 @@ namespace Farm.Gateway.Routing;
 /// here; any other goes to the owning broker (forward mode). A call marked direct is never
 /// forwarded: it is answered NOT_OWNER with the owner's address, for the caller to follow.
 /// </summary>
-internal sealed partial class MessagingRouter(MessagingService local, BrokerNode node, OwnerChannels channels, ILogger<MessagingRouter> logger)
+internal sealed partial class MessagingRouter(MessagingService local, BrokerNode node, NodeOptions options, OwnerChannels channels, ILogger<MessagingRouter> logger)
 {
     private static bool IsDirect(RpcCallContext context) => context.GetHeader(OwnerChannels.DirectHeader) is not null;
 
@@ -78,10 +78,44 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
         where TRequest : IMessage<TRequest>
         where TResponse : IMessage<TResponse>
     {
+        // A deadline of our own: an owner that froze or was cut off never answers, and HTTP/2
+        // keep-alive would take 15 s to say so, longer than this gateway holds a call. Past it the
+        // call is only given up once the farm agrees the owner is gone (dead, or no longer the
+        // owner): a slow owner may still commit it, and a retry would then store a second copy.
+        var timeout = options.ForwardTimeout + (request is ReceiveBatchRequest { MaxWait: { } wait } && wait.ToTimeSpan() > TimeSpan.Zero
+            ? wait.ToTimeSpan()
+            : TimeSpan.Zero);
+        using var giveUp = CancellationTokenSource.CreateLinkedTokenSource(context.CancellationToken);
+        var call = channels.Get(owner).UnaryAsync(method, request, parser, new CallOptions(OwnerChannels.DirectHeaders, CancellationToken: giveUp.Token));
         try
         {
-            return await channels.Get(owner).UnaryAsync(method, request, parser,
-                new CallOptions(OwnerChannels.DirectHeaders, CancellationToken: context.CancellationToken)).ConfigureAwait(false);
+            try
+            {
+                return await call.WaitAsync(timeout).ConfigureAwait(false);
+            }
+            catch (TimeoutException)
+            {
+                // Late: keep waiting while the owner is alive and still the owner, as far as the farm knows.
+            }
+            while (await IsStillOwnerAsync(owner, entityPath, context.CancellationToken).ConfigureAwait(false))
+            {
+                if (await Task.WhenAny(call, Task.Delay(OwnerPoll, context.CancellationToken)).ConfigureAwait(false) == call)
+                {
+                    return await call.ConfigureAwait(false);
+                }
+            }
+            await giveUp.CancelAsync().ConfigureAwait(false);
+            try
+            {
+                return await call.ConfigureAwait(false);
+            }
+            catch (OperationCanceledException) when (!context.CancellationToken.IsCancellationRequested)
+            {
+                // Unreachable as far as this call is concerned: Unavailable, so RouteAsync holds it for the next owner.
+                LogForwardGivenUp(logger, method, entityPath, owner, timeout.TotalSeconds);
+                throw new RpcException(RpcStatusCode.Unavailable,
+                    $"The broker at {owner} did not answer {method} for '{entityPath}' within {timeout.TotalSeconds:0.#} s and is no longer its live owner.");
+            }
         }
         catch (RpcException e) when (e.FarmError == "MESSAGING_ENTITY_NOT_FOUND")
         {
@@ -92,6 +126,17 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
             }
             throw;
         }
+    }
+
+    /// <summary>True while the last ownership pass names <paramref name="owner"/> as the live owner of the entity's container.</summary>
+    private async Task<bool> IsStillOwnerAsync(string owner, string entityPath, CancellationToken cancellationToken)
+    {
+        if (!EntityNames.TryParsePath(entityPath, out var name, out _, out _))
+        {
+            return false;
+        }
+        var record = await node.FindEntityAsync(name, cancellationToken).ConfigureAwait(false);
+        return string.Equals(node.OwnerAddressOf(record.ContainerId), owner, StringComparison.OrdinalIgnoreCase);
     }
 
     private const string P = MessagingEndpoints.Prefix;
@@ -263,6 +308,9 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
             await MessagingService.DisposeQuietlyAsync(rest).ConfigureAwait(false);
         }
     }
+
+    [LoggerMessage(Level = LogLevel.Warning, Message = "Forwarded {Method} for {Entity} to {Owner}: no answer within {Seconds} s and the owner is gone; holding it for the next owner")]
+    private static partial void LogForwardGivenUp(ILogger logger, string method, string entity, string owner, double seconds);
 
     [LoggerMessage(Level = LogLevel.Debug, Message = "Receive stream on {Entity}: {Route}, credit {Credit}")]
     private static partial void LogReceiveStream(ILogger logger, string entity, string route, int credit);

@@ -3,6 +3,7 @@ using System.Net;
 using System.Net.Sockets;
 using Farm.ContainerStore.Containers;
 using Farm.ContainerStore.Postgres;
+using Farm.ContainerStore.Tests.Contracts;
 using Npgsql;
 using Xunit.Abstractions;
 
@@ -220,6 +221,34 @@ public sealed class PostgresStoreProviderTests(ITestOutputHelper output) : IAsyn
 
         Assert.Equal(landed, (await newOwner.LoadEntityAsync(1, 0)).Messages.Count);
         output.WriteLine($"{landed} of 20 commits landed before the raise");
+    }
+
+    [PostgresFact]
+    public async Task RaiseEpoch_BehindAStrandedCommit_FailsRetryably_AndSucceedsOnceTheServerEndsThatTransaction()
+    {
+        var connectionString = _provider.NewContainerConnectionString(_databases.FarmConnectionString, 1);
+        var newOwner = await OpenContainerAsync(connectionString);
+        Assert.True(await newOwner.RaiseEpochAsync(1));
+
+        // A former owner froze or lost its network in the middle of a commit: its transaction holds
+        // the owner row and never says another word (its connection has the provider's session options).
+        await using var former = PostgresDatabase.Resolve(connectionString, "container database");
+        await using var connection = await former.OpenConnectionAsync(CancellationToken.None);
+        await using var stranded = await connection.BeginTransactionAsync();
+        await using (var lockEpoch = new NpgsqlCommand(PostgresSql.ContainerDb.LockEpoch, connection, stranded))
+        {
+            Assert.Equal(1L, await lockEpoch.ExecuteScalarAsync());
+        }
+
+        // The new owner does not wait on it (that would stall its ownership pass): a retryable failure...
+        var busy = await Assert.ThrowsAsync<StoreUnavailableException>(() => newOwner.RaiseEpochAsync(2).WaitAsync(TimeSpan.FromSeconds(30)));
+        output.WriteLine(busy.Message);
+
+        // ...until the server ends the stranded transaction, and then the epoch goes up.
+        await Eventually.ValueAsync(async () => await Capture(newOwner.RaiseEpochAsync(2)) is null ? "raised" : null,
+            TimeSpan.FromSeconds(30), "the epoch to be raised past the stranded transaction");
+        Assert.Equal(2, await newOwner.ReadEpochAsync());
+        await Assert.ThrowsAnyAsync<NpgsqlException>(() => stranded.CommitAsync());
     }
 
     [PostgresFact]
