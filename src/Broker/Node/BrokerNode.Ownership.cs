@@ -50,9 +50,15 @@ public sealed partial class BrokerNode
             .OrderBy(n => n.Id)
             .ToList();
         var liveIds = live.Select(n => n.Id).ToHashSet();
+        // Routing names every owner that still heartbeats, a draining one too: it serves its
+        // containers until it hands each over, and its receivers' settlements must reach it while it
+        // waits for them (held for the next owner instead, they would find their locks gone).
+        var serving = nodes
+            .Where(n => (n.State is NodeStates.Active or NodeStates.Draining) && (n.Id == NodeId || n.HeartbeatAge < _nodeOptions.NodeTimeout))
+            .ToDictionary(n => n.Id, n => n.Address);
         _owners = containers.ToDictionary(
             c => c.Id,
-            c => (c.OwnerNode ?? 0, c.Epoch, c.OwnerNode is { } o && liveIds.Contains(o) ? live.First(n => n.Id == o).Address : null));
+            c => (c.OwnerNode ?? 0, c.Epoch, c.OwnerNode is { } o ? serving.GetValueOrDefault(o) : null));
 
         var owned = containers.GroupBy(c => c.OwnerNode ?? 0).ToDictionary(g => g.Key, g => g.Count());
         int ShareOf(long nodeId)
