@@ -49,6 +49,7 @@ internal sealed class RunState
     private readonly long[]? _lastSequence;
     private long _nextId;
     private long _expectedDeliveries;
+    private long _owedDeliveries;
     private long _receivedTotal;
     private long _duplicates;
     private long _foreign;
@@ -57,8 +58,7 @@ internal sealed class RunState
     private long _sendErrors;
     private long _settleErrors;
     private long _receiveErrors;
-    private long _windowStart;
-    private long _windowEnd;
+    private int _inWindow;
 
     /// <param name="fanout">Which subscriptions each message should reach (a queue: <see cref="Fanout.Queue"/>).</param>
     /// <param name="trackOrder">
@@ -92,8 +92,11 @@ internal sealed class RunState
     /// <summary>Deliveries the acknowledged messages should make (each to every subscription it matches).</summary>
     public long ExpectedDeliveries => Interlocked.Read(ref _expectedDeliveries);
 
-    /// <summary>Deliveries acknowledged but not received yet.</summary>
-    public long Backlog => ExpectedDeliveries - Received.Count;
+    /// <summary>
+    /// Deliveries owed by the messages sent so far (acknowledged or still on their way: a topic
+    /// starts delivering before the sender hears back) that were not received yet.
+    /// </summary>
+    public long Backlog => Interlocked.Read(ref _owedDeliveries) - Received.Count;
 
     /// <summary>Deliveries, counting duplicates.</summary>
     public long ReceivedTotal => Interlocked.Read(ref _receivedTotal);
@@ -120,20 +123,36 @@ internal sealed class RunState
     /// <summary>Reserves <paramref name="count"/> consecutive ids; returns the first.</summary>
     public long ReserveIds(int count) => Interlocked.Add(ref _nextId, count) - count;
 
-    public void StartWindow() => Interlocked.Exchange(ref _windowStart, Stopwatch.GetTimestamp());
+    /// <summary>From now on, latencies are recorded (a run may measure several windows).</summary>
+    public void StartWindow() => Volatile.Write(ref _inWindow, 1);
 
-    public void EndWindow() => Interlocked.Exchange(ref _windowEnd, Stopwatch.GetTimestamp());
+    public void EndWindow() => Volatile.Write(ref _inWindow, 0);
+
+    /// <summary>A send of these ids is about to start: their deliveries count towards <see cref="Backlog"/>.</summary>
+    public void OnSending(long firstId, int count) => Interlocked.Add(ref _owedDeliveries, DeliveriesOf(firstId, count));
+
+    /// <summary>A send failed: its deliveries are no longer counted as owed (if it was stored after all, the check tells).</summary>
+    public void OnSendFailed(long firstId, int count) => Interlocked.Add(ref _owedDeliveries, -DeliveriesOf(firstId, count));
+
+    private long DeliveriesOf(long firstId, int count)
+    {
+        long deliveries = 0;
+        for (var id = firstId; id < firstId + count; id++)
+        {
+            deliveries += Fanout.CountFor(id);
+        }
+
+        return deliveries;
+    }
 
     public void OnAcked(long firstId, int count)
     {
-        long expected = 0;
         for (var id = firstId; id < firstId + count; id++)
         {
             Acked.Add(id);
-            expected += Fanout.CountFor(id);
         }
 
-        Interlocked.Add(ref _expectedDeliveries, expected);
+        Interlocked.Add(ref _expectedDeliveries, DeliveriesOf(firstId, count));
     }
 
     /// <summary>
@@ -175,9 +194,7 @@ internal sealed class RunState
             }
         }
 
-        var start = Interlocked.Read(ref _windowStart);
-        var end = Interlocked.Read(ref _windowEnd);
-        if (start != 0 && now >= start && (end == 0 || now < end)
+        if (Volatile.Read(ref _inWindow) != 0
             && message.ApplicationProperties.TryGetValue(SentAtProperty, out var value) && value is long sentAt)
         {
             Latency.Record((long)Stopwatch.GetElapsedTime(sentAt, now).TotalMicroseconds);

@@ -67,6 +67,7 @@ internal sealed class SendLoad(SendSettings settings, string connectionString, s
                 batch.Add(message);
             }
 
+            state.OnSending(first, settings.Batch);
             try
             {
                 await sender.SendMessagesAsync(batch, CancellationToken.None).ConfigureAwait(false);
@@ -75,6 +76,7 @@ internal sealed class SendLoad(SendSettings settings, string connectionString, s
             catch (FarmException e)
             {
                 // Not acknowledged: the batch may or may not be stored; the check at the end tells.
+                state.OnSendFailed(first, settings.Batch);
                 state.OnSendError(e);
                 await Task.Delay(100, CancellationToken.None).ConfigureAwait(false);
             }

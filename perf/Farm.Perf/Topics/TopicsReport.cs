@@ -28,6 +28,7 @@ internal sealed record LoadFigures(
     long Deliveries,
     long MessagesIn,
     double DurationS,
+    IReadOnlyList<double>? WindowsDeliveriesPerSec,
     CpuFigures? Cpu,
     Verification Verification);
 
@@ -38,6 +39,7 @@ internal sealed record QueueVsTopicFigures(
     LoadFigures Queue,
     LoadFigures Topic1Sub,
     double Ratio,
+    double? RatioPerNodeCpu,
     double Target,
     double SbwsRatio,
     bool MetTarget,
@@ -53,7 +55,9 @@ internal sealed record FanoutFigures(
     double RatioToTarget,
     bool MetTarget,
     double CreateSubscriptionsS,
-    string ReceiveStyle);
+    string ReceiveStyle,
+    double? DeliveriesPerNodeCpuS,
+    double? DeliveriesPerCpuS);
 
 internal sealed record OrderingFigures(
     int Subscriptions,
@@ -62,6 +66,7 @@ internal sealed record OrderingFigures(
     LoadFigures Off,
     double Ratio,
     double RatioIn,
+    double? RatioPerNodeCpu,
     double Target,
     double SbwsRatio,
     bool MetTarget,
@@ -72,6 +77,7 @@ internal sealed record TopicsSettings(
     double WarmupS,
     double RunWarmupS,
     double DurationS,
+    int Rounds,
     int Size,
     QueueVsTopicSettings QueueVsTopic,
     FanoutSettings Fanout,

@@ -54,7 +54,7 @@ internal sealed class TopicsScenario(PerfOptions options, string connectionStrin
     {
         var total = Stopwatch.StartNew();
         using var admin = new FarmAdministrationClient(connectionString);
-        Console.Error.WriteLine($"perf: topics on {connectionString}: shared warm-up {Seconds(options.Warmup)} s, then {Seconds(options.RunWarmup)} s + {Seconds(options.Duration)} s per figure ({string.Join(", ", PerfOptions.TopicsParts.Where(Runs))})");
+        Console.Error.WriteLine($"perf: topics on {connectionString}: shared warm-up {Seconds(options.Warmup)} s, then {Seconds(options.Duration)} s measured per side in {options.Rounds} rounds, {Seconds(options.RunWarmup)} s of load before each window ({string.Join(", ", PerfOptions.TopicsParts.Where(Runs))})");
 
         var created = new List<(string Name, bool Topic)>();
         try
@@ -83,11 +83,16 @@ internal sealed class TopicsScenario(PerfOptions options, string connectionStrin
             QueueVsTopicFigures? queueVsTopic = null;
             if (Runs("queue-vs-topic"))
             {
-                // The topic goes first: whatever warming up is left favours the queue, never the figure to beat.
-                var topic = await RunLoadAsync(Topic1Spec(admin), "topic-1-sub", options.RunWarmup, options.Duration, cancellationToken).ConfigureAwait(false);
-                var queue = await RunLoadAsync(QueueSpec(admin), "queue", options.RunWarmup, options.Duration, cancellationToken).ConfigureAwait(false);
+                // Rounds in ABBA order (topic, queue, queue, topic, ...), so a machine that gets busier
+                // or quieter during the run, and whatever warming up is left, weigh on both alike.
+                var topicSide = new Side(Topic1Spec(admin));
+                var queueSide = new Side(QueueSpec(admin));
+                await RunPairAsync(topicSide, queueSide, before: null, cancellationToken).ConfigureAwait(false);
+                var topic = await FiguresAsync(topicSide, cancellationToken).ConfigureAwait(false);
+                var queue = await FiguresAsync(queueSide, cancellationToken).ConfigureAwait(false);
                 var ratio = Ratio(topic.DeliveriesPerSec, queue.DeliveriesPerSec);
-                queueVsTopic = new QueueVsTopicFigures(queue, topic, ratio, QueueRatioTarget, SbwsQueueRatio, ratio >= QueueRatioTarget, "topic-1-sub first, then queue");
+                queueVsTopic = new QueueVsTopicFigures(
+                    queue, topic, ratio, RatioPerNodeCpu(topic, queue), QueueRatioTarget, SbwsQueueRatio, ratio >= QueueRatioTarget, PairOrder("topic-1-sub", "queue"));
                 Console.Error.WriteLine(QueueVsTopicLine(queueVsTopic));
             }
 
@@ -101,16 +106,18 @@ internal sealed class TopicsScenario(PerfOptions options, string connectionStrin
             OrderingFigures? ordering = null;
             if (Runs("ordering"))
             {
-                // On first, for the same reason as the topic above: leftover warming up favours off.
-                var on = await RunLoadAsync(OrderingSpec(admin, orderRequired: true), "ordering-on", options.RunWarmup, options.Duration, cancellationToken).ConfigureAwait(false);
-                await SetOrderingAsync(admin, OrderingName, false, cancellationToken).ConfigureAwait(false);
-                var off = await RunLoadAsync(OrderingSpec(admin, orderRequired: false), "ordering-off", options.RunWarmup, options.Duration, cancellationToken).ConfigureAwait(false);
+                // One topic, switched with UpdateTopicAsync before each run (it is drained in between).
+                var onSide = new Side(OrderingSpec(admin, orderRequired: true) with { Label = "ordering-on" });
+                var offSide = new Side(OrderingSpec(admin, orderRequired: false) with { Label = "ordering-off" });
+                await RunPairAsync(onSide, offSide, (side, ct) => SetOrderingAsync(admin, OrderingName, side == onSide, ct), cancellationToken).ConfigureAwait(false);
+                var on = await FiguresAsync(onSide, cancellationToken).ConfigureAwait(false);
+                var off = await FiguresAsync(offSide, cancellationToken).ConfigureAwait(false);
                 var ratio = Ratio(on.DeliveriesPerSec, off.DeliveriesPerSec);
                 var averageMatches = Math.Round(Enumerable.Range(0, 3000).Average(n => OrderingFanout().CountFor(n)), 2);
                 ordering = new OrderingFigures(
-                    options.OrderingSubscriptions, averageMatches, on, off, ratio, Ratio(on.InPerSec, off.InPerSec),
+                    options.OrderingSubscriptions, averageMatches, on, off, ratio, Ratio(on.InPerSec, off.InPerSec), RatioPerNodeCpu(on, off),
                     OrderingRatioTarget, SbwsOrderingRatio, ratio >= OrderingRatioTarget, OrderingFilterDescription,
-                    "ordering on first, then off (switched with UpdateTopicAsync on the live topic)");
+                    PairOrder("ordering-on", "ordering-off") + "; SupportOrdering switched with UpdateTopicAsync on the live topic before each");
                 Console.Error.WriteLine(OrderingLine(ordering));
             }
 
@@ -130,13 +137,19 @@ internal sealed class TopicsScenario(PerfOptions options, string connectionStrin
     }
 
     public static string QueueVsTopicLine(QueueVsTopicFigures f) => string.Create(CultureInfo.InvariantCulture,
-        $"topics: queue vs topic-1-sub: queue {f.Queue.DeliveriesPerSec:0} msg/s (p50 {f.Queue.P50Ms:0.0} ms), topic with 1 subscription {f.Topic1Sub.DeliveriesPerSec:0} msg/s (p50 {f.Topic1Sub.P50Ms:0.0} ms); ratio {f.Ratio:0.00} (target >= {f.Target:0.0}, SBWS {f.SbwsRatio:0.00}) -> {Met(f.MetTarget)}");
+        $"topics: queue vs topic-1-sub: queue {f.Queue.DeliveriesPerSec:0} msg/s (p50 {f.Queue.P50Ms:0.0} ms), topic with 1 subscription {f.Topic1Sub.DeliveriesPerSec:0} msg/s (p50 {f.Topic1Sub.P50Ms:0.0} ms); ratio {f.Ratio:0.00}{PerCpu(f.RatioPerNodeCpu)} (target >= {f.Target:0.0}, SBWS {f.SbwsRatio:0.00}) -> {Met(f.MetTarget)}");
 
     public static string FanoutLine(FanoutFigures f) => string.Create(CultureInfo.InvariantCulture,
-        $"topics: topic-{f.Subscriptions}-subs: {f.DeliveriesPerSec:0} deliveries/s ({f.InPerSec:0} msg/s in, p50 {f.Run.P50Ms:0.0} ms, p99 {f.Run.P99Ms:0.0} ms); {f.RatioToTarget:0.00} x the {f.Target:0} target (SBWS three nodes {f.SbwsDeliveriesPerSec:0}) -> {Met(f.MetTarget)}");
+        $"topics: topic-{f.Subscriptions}-subs: {f.DeliveriesPerSec:0} deliveries/s ({f.InPerSec:0} msg/s in, p50 {f.Run.P50Ms:0} ms, p99 {f.Run.P99Ms:0} ms{NodeCpu(f.Run)}); {f.RatioToTarget:0.00} x the {f.Target:0} target (SBWS three nodes {f.SbwsDeliveriesPerSec:0}) -> {Met(f.MetTarget)}");
 
     public static string OrderingLine(OrderingFigures f) => string.Create(CultureInfo.InvariantCulture,
-        $"topics: ordering on vs off ({f.Subscriptions} SQL-filtered subscriptions, {f.AverageMatches:0.#} matches a message): on {f.On.DeliveriesPerSec:0} deliveries/s ({f.On.InPerSec:0} msg/s in), off {f.Off.DeliveriesPerSec:0} deliveries/s ({f.Off.InPerSec:0} msg/s in); ratio on/off {f.Ratio:0.00} (target >= {f.Target:0.0}, SBWS {f.SbwsRatio:0.00}) -> {Met(f.MetTarget)}");
+        $"topics: ordering on vs off ({f.Subscriptions} SQL-filtered subscriptions, {f.AverageMatches:0.#} matches a message): on {f.On.DeliveriesPerSec:0} deliveries/s ({f.On.InPerSec:0} msg/s in), off {f.Off.DeliveriesPerSec:0} deliveries/s ({f.Off.InPerSec:0} msg/s in); ratio on/off {f.Ratio:0.00}{PerCpu(f.RatioPerNodeCpu)} (target >= {f.Target:0.0}, SBWS {f.SbwsRatio:0.00}) -> {Met(f.MetTarget)}; out of order: on {f.On.Verification.OutOfOrder}, off {f.Off.Verification.OutOfOrder}");
+
+    private static string PerCpu(double? ratio) => ratio is { } r ? string.Create(CultureInfo.InvariantCulture, $", per node CPU-second {r:0.00}") : string.Empty;
+
+    private static string NodeCpu(LoadFigures f) => f.Cpu is { NodeCores: { } node } cpu
+        ? string.Create(CultureInfo.InvariantCulture, $"; node {node:0.00} cores, load generator {cpu.LoadGeneratorCores:0.00}, other work {cpu.OtherCores:0.00}")
+        : string.Empty;
 
     private static string Met(bool met) => met ? "target met" : "TARGET MISSED";
 
@@ -154,34 +167,44 @@ internal sealed class TopicsScenario(PerfOptions options, string connectionStrin
             return null;
         }
 
-        var specs = new List<LoadSpec>();
+        // Phases rather than everything at once: the filtered topic's fan-out would hold up the
+        // queue's group commits (one container, one commit loop) and leave its code cold.
+        var phases = new List<List<LoadSpec>>();
         if (Runs("queue-vs-topic"))
         {
-            specs.Add(QueueSpec(admin) with { Label = "warm-up queue" });
-            specs.Add(Topic1Spec(admin) with { Label = "warm-up topic-1-sub" });
+            phases.Add([QueueSpec(admin) with { Label = "warm-up queue" }, Topic1Spec(admin) with { Label = "warm-up topic-1-sub" }]);
         }
 
         if (Runs("ordering"))
         {
-            specs.Add(OrderingSpec(admin, orderRequired: true) with { Label = "warm-up ordering-on" });
+            phases.Add([OrderingSpec(admin, orderRequired: true) with { Label = "warm-up ordering-on" }]);
         }
 
-        if (specs.Count == 0)
+        if (phases.Count == 0)
         {
             return null;
         }
 
-        var loads = specs.Select(s => RunningLoad.Start(s, connectionString)).ToList();
-        var clock = Stopwatch.StartNew();
-        await Task.WhenAll(loads.Select(l => LoadRun.WatchAsync(l.Spec.State, options.Warmup, l.Spec.Label, cancellationToken))).ConfigureAwait(false);
-        var window = clock.Elapsed.TotalSeconds;
         var results = new List<LoadFigures>();
-        foreach (var load in loads)
+        var phaseLength = options.Warmup / phases.Count;
+        var clock = Stopwatch.StartNew();
+        foreach (var phase in phases)
         {
-            results.Add(await load.FinishAsync(new Window(window, load.Spec.State.Acked.Count, load.Spec.State.Received.Count), cancellationToken).ConfigureAwait(false));
+            var sides = phase.Select(spec => new Side(spec)).ToList();
+            var loads = sides.Select(side => RunningLoad.Start(side.Spec, connectionString)).ToList();
+            var phaseClock = Stopwatch.StartNew();
+            await Task.WhenAll(sides.Select(side => LoadRun.WatchAsync(side.Spec.State, phaseLength, side.Spec.Label, cancellationToken))).ConfigureAwait(false);
+            var seconds = phaseClock.Elapsed.TotalSeconds;
+            for (var i = 0; i < sides.Count; i++)
+            {
+                var state = sides[i].Spec.State;
+                sides[i].Windows.Add(new Window(seconds, state.Acked.Count, state.Received.Count));
+                sides[i].Drained = await loads[i].StopAsync(cancellationToken).ConfigureAwait(false);
+                results.Add(await FiguresAsync(sides[i], cancellationToken).ConfigureAwait(false));
+            }
         }
 
-        return new WarmupFigures(Math.Round(window, 3), results);
+        return new WarmupFigures(Math.Round(clock.Elapsed.TotalSeconds, 3), results);
     }
 
     // --- the loads ------------------------------------------------------------------------------
@@ -251,25 +274,104 @@ internal sealed class TopicsScenario(PerfOptions options, string connectionStrin
             LeftAsync: ct => LeftInTopicAsync(admin, FanoutName, ct),
             OrderRequired: false,
             Entity: "topic");
-        var run = await RunLoadAsync(spec, spec.Label, options.RunWarmup, options.Duration, cancellationToken).ConfigureAwait(false);
+        var side = new Side(spec);
+        await RunRoundAsync(side, spec.Label, options.Duration, cancellationToken).ConfigureAwait(false);
+        var run = await FiguresAsync(side, cancellationToken).ConfigureAwait(false);
         return new FanoutFigures(
             subscriptions, run.DeliveriesPerSec, run.InPerSec, run, FanoutTarget, SbwsFanout,
             Ratio(run.DeliveriesPerSec, FanoutTarget), run.DeliveriesPerSec >= FanoutTarget, createSeconds,
-            options.FanoutStyle.ToString().ToLowerInvariant());
+            options.FanoutStyle.ToString().ToLowerInvariant(),
+            run.Cpu?.NodeCores is > 0 and var node ? Math.Round(run.DeliveriesPerSec / node) : null,
+            run.Cpu?.NodeCores is > 0 and var both ? Math.Round(run.DeliveriesPerSec / (both + run.Cpu.LoadGeneratorCores)) : null);
     }
 
     private ReceiveSettings FanoutReceiveSettings()
         => new(options.FanoutStyle, options.FanoutPrefetch,
-            options.FanoutStyle == ReceiveStyle.Processor ? 1 : Math.Max(1, options.FanoutPrefetch),
+            options.FanoutConcurrency ?? (options.FanoutStyle == ReceiveStyle.Processor ? 1 : Math.Max(1, options.FanoutPrefetch)),
             Math.Max(1, options.FanoutPrefetch));
 
-    /// <summary>Starts a load, warms up, measures one window, then drains and checks it.</summary>
-    private async Task<LoadFigures> RunLoadAsync(LoadSpec spec, string label, TimeSpan warmup, TimeSpan duration, CancellationToken cancellationToken)
+    /// <summary>
+    /// <paramref name="a"/> and <paramref name="b"/> in <see cref="PerfOptions.Rounds"/> rounds of
+    /// <c>--duration / rounds</c> each, in ABBA order; <paramref name="before"/> runs before each run.
+    /// </summary>
+    private async Task RunPairAsync(Side a, Side b, Func<Side, CancellationToken, Task>? before, CancellationToken cancellationToken)
     {
-        var load = RunningLoad.Start(spec with { Label = label }, connectionString);
-        var window = await LoadRun.MeasureAsync(spec.State, label, warmup, duration, cancellationToken, _cpu).ConfigureAwait(false);
-        return await load.FinishAsync(window, cancellationToken).ConfigureAwait(false);
+        var window = options.Duration / options.Rounds;
+        for (var round = 0; round < options.Rounds; round++)
+        {
+            foreach (var side in round % 2 == 0 ? new[] { a, b } : [b, a])
+            {
+                if (before is not null)
+                {
+                    await before(side, cancellationToken).ConfigureAwait(false);
+                }
+
+                await RunRoundAsync(side, $"{side.Spec.Label} (round {round + 1}/{options.Rounds})", window, cancellationToken).ConfigureAwait(false);
+            }
+        }
     }
+
+    private string PairOrder(string a, string b)
+        => options.Rounds == 1 ? $"{a}, then {b}" : $"{options.Rounds} rounds in ABBA order: {a}, {b}, {b}, {a}, ...";
+
+    /// <summary>Starts the side's load, warms up, measures one window, then stops it and drains (checked at the end).</summary>
+    private async Task RunRoundAsync(Side side, string label, TimeSpan duration, CancellationToken cancellationToken)
+    {
+        var load = RunningLoad.Start(side.Spec, connectionString);
+        var window = await LoadRun.MeasureAsync(side.Spec.State, label, options.RunWarmup, duration, cancellationToken, _cpu).ConfigureAwait(false);
+        side.Windows.Add(window);
+        side.Drained &= await load.StopAsync(cancellationToken).ConfigureAwait(false);
+    }
+
+    /// <summary>The side's figures over all its windows, and the exactly-once check over all its rounds.</summary>
+    private static async Task<LoadFigures> FiguresAsync(Side side, CancellationToken cancellationToken)
+    {
+        var spec = side.Spec;
+        var state = spec.State;
+        var left = await spec.LeftAsync(cancellationToken).ConfigureAwait(false);
+        var verification = LoadRun.Verify(state, left, side.Drained, spec.OrderRequired, spec.Entity);
+        var seconds = side.Windows.Sum(w => w.Seconds);
+        var delivered = side.Windows.Sum(w => w.Delivered);
+        var acked = side.Windows.Sum(w => w.Acked);
+        return new LoadFigures(
+            spec.Label,
+            seconds > 0 ? Math.Round(delivered / seconds, 1) : 0,
+            seconds > 0 ? Math.Round(acked / seconds, 1) : 0,
+            Math.Round(state.Latency.PercentileMs(0.50), 2),
+            Math.Round(state.Latency.PercentileMs(0.90), 2),
+            Math.Round(state.Latency.PercentileMs(0.99), 2),
+            Math.Round(state.Latency.PercentileMs(0.999), 2),
+            delivered,
+            acked,
+            Math.Round(seconds, 3),
+            side.Windows.Count > 1 ? side.Windows.Select(w => w.DeliveredPerSec).ToList() : null,
+            CpuOf(side.Windows),
+            verification);
+    }
+
+    /// <summary>CPU use over several windows, weighted by their length.</summary>
+    private static CpuFigures? CpuOf(IReadOnlyList<Window> windows)
+    {
+        var measured = windows.Where(w => w.Cpu is not null).ToList();
+        var seconds = measured.Sum(w => w.Seconds);
+        if (measured.Count == 0 || seconds <= 0)
+        {
+            return null;
+        }
+
+        double? Weighted(Func<CpuFigures, double?> pick)
+            => measured.All(w => pick(w.Cpu!) is not null) ? Math.Round(measured.Sum(w => pick(w.Cpu!)!.Value * w.Seconds) / seconds, 2) : null;
+
+        return new CpuFigures(
+            Weighted(c => c.NodeCores), Weighted(c => c.LoadGeneratorCores) ?? 0, Weighted(c => c.MachineBusyCores), Weighted(c => c.OtherCores),
+            measured[0].Cpu!.Cores);
+    }
+
+    /// <summary>a's deliveries per node CPU-second over b's: the ratio with the machine's other work taken out, roughly.</summary>
+    private static double? RatioPerNodeCpu(LoadFigures a, LoadFigures b)
+        => a.Cpu?.NodeCores is > 0 and var na && b.Cpu?.NodeCores is > 0 and var nb
+            ? Ratio(a.DeliveriesPerSec / na, b.DeliveriesPerSec / nb)
+            : null;
 
     /// <summary>What one load sends where, and how it is received and checked.</summary>
     private sealed record LoadSpec(
@@ -283,16 +385,26 @@ internal sealed class TopicsScenario(PerfOptions options, string connectionStrin
         bool OrderRequired,
         string Entity);
 
-    private sealed class RunningLoad : IDisposable
+    /// <summary>One load measured in one or more rounds: one run state (so one exactly-once check) across them.</summary>
+    private sealed class Side(LoadSpec spec)
+    {
+        public LoadSpec Spec { get; } = spec;
+
+        public List<Window> Windows { get; } = [];
+
+        /// <summary>Every round's drain ended with everything received.</summary>
+        public bool Drained { get; set; } = true;
+    }
+
+    private sealed class RunningLoad
     {
         private readonly CancellationTokenSource _stopSending = new();
         private readonly CancellationTokenSource _stopReceiving = new();
+        private readonly LoadSpec _spec;
         private Task _sending = Task.CompletedTask;
         private Task _receiving = Task.CompletedTask;
 
-        private RunningLoad(LoadSpec spec) => Spec = spec;
-
-        public LoadSpec Spec { get; }
+        private RunningLoad(LoadSpec spec) => _spec = spec;
 
         public static RunningLoad Start(LoadSpec spec, string connectionString)
         {
@@ -302,45 +414,24 @@ internal sealed class TopicsScenario(PerfOptions options, string connectionStrin
             return load;
         }
 
-        /// <summary>Stops the senders, lets the receivers take what is left, checks the whole run.</summary>
-        public async Task<LoadFigures> FinishAsync(Window window, CancellationToken cancellationToken)
+        /// <summary>Stops the senders, lets the receivers take what is left, stops them; false when the drain timed out.</summary>
+        public async Task<bool> StopAsync(CancellationToken cancellationToken)
         {
             try
             {
                 await _stopSending.CancelAsync().ConfigureAwait(false);
                 await _sending.ConfigureAwait(false);
-                var drained = await LoadRun.DrainAsync(Spec.State, cancellationToken).ConfigureAwait(false);
+                var drained = await LoadRun.DrainAsync(_spec.State, cancellationToken).ConfigureAwait(false);
                 await _stopReceiving.CancelAsync().ConfigureAwait(false);
                 await _receiving.ConfigureAwait(false);
-                var left = await Spec.LeftAsync(cancellationToken).ConfigureAwait(false);
-                var verification = LoadRun.Verify(Spec.State, left, drained, Spec.OrderRequired, Spec.Entity);
-                var state = Spec.State;
-                return new LoadFigures(
-                    Spec.Label,
-                    window.DeliveredPerSec,
-                    window.AckedPerSec,
-                    Math.Round(state.Latency.PercentileMs(0.50), 2),
-                    Math.Round(state.Latency.PercentileMs(0.90), 2),
-                    Math.Round(state.Latency.PercentileMs(0.99), 2),
-                    Math.Round(state.Latency.PercentileMs(0.999), 2),
-                    window.Delivered,
-                    window.Acked,
-                    Math.Round(window.Seconds, 3),
-                    window.Cpu,
-                    verification);
+                return drained;
             }
             finally
             {
-                Dispose();
+                _stopSending.Dispose();
+                _stopReceiving.Dispose();
             }
         }
-
-        public void Dispose()
-        {
-            _stopSending.Dispose();
-            _stopReceiving.Dispose();
-        }
-
     }
 
     // --- the ordering topic's filters -----------------------------------------------------------
@@ -375,6 +466,7 @@ internal sealed class TopicsScenario(PerfOptions options, string connectionStrin
         options.Warmup.TotalSeconds,
         options.RunWarmup.TotalSeconds,
         options.Duration.TotalSeconds,
+        options.Rounds,
         options.Size,
         new QueueVsTopicSettings(options.Senders, options.InFlight, options.Batch, options.Receivers, options.Prefetch, options.Concurrency, SupportOrdering: false),
         new FanoutSettings(options.Subscriptions, options.FanoutSenders, options.FanoutBatch, options.FanoutRate, options.FanoutBacklog, options.FanoutClients,
