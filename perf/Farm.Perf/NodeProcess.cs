@@ -200,8 +200,17 @@ internal sealed class NodeProcess : IDisposable
         }
     }
 
+    /// <summary>
+    /// The node to start: <c>FARM_PERF_NODE_DLL</c> when set (to compare another build of the node
+    /// with the same load generator), else the Farm.Gateway.dll built along with this project.
+    /// </summary>
     private static string NodeDllPath()
     {
+        if (Environment.GetEnvironmentVariable("FARM_PERF_NODE_DLL") is { Length: > 0 } overridden)
+        {
+            return overridden;
+        }
+
         var fromBuild = typeof(NodeProcess).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>()
             .FirstOrDefault(a => a.Key == "FarmNodeDll")?.Value;
         return fromBuild ?? Path.Combine(AppContext.BaseDirectory, "Farm.Gateway.dll");
