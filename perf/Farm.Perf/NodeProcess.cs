@@ -64,7 +64,10 @@ internal sealed class NodeProcess : IDisposable
             RedirectStandardOutput = true,
             RedirectStandardError = true,
             UseShellExecute = false,
-            WorkingDirectory = dataDirectory,
+            // Not the data directory: the node's host watches its working directory (its content
+            // root) for configuration changes, and every write to a container database there would
+            // wake that watcher (about 5% of a core under load). --data says where the data goes.
+            WorkingDirectory = Path.GetDirectoryName(Path.GetFullPath(nodeDll)) ?? dataDirectory,
         };
         foreach (var argument in new[] { nodeDll, "--node-id", nodeId.ToString(System.Globalization.CultureInfo.InvariantCulture), "--data", dataDirectory, "--port", port.ToString(System.Globalization.CultureInfo.InvariantCulture) })
         {

@@ -50,7 +50,7 @@ internal sealed record PerfOptions
                               queue vs topic-1-sub: the single-queue load, same defaults (2, 1, 50, 2, 500, 128)
           --subscriptions 1000  subscriptions ($Default rule) of the fan-out topic
           --fanout-rate 0     messages/s into it (0: as fast as --fanout-backlog lets)
-          --fanout-senders 1  --fanout-batch 50
+          --fanout-senders 1  --fanout-batch 20
           --fanout-backlog 100000  deliveries owed but not yet received above which its senders wait
           --fanout-clients 4  FarmClients its receivers (one per subscription) are spread over
           --fanout-prefetch 200  prefetch of each, also the most messages taken per receive
@@ -142,7 +142,7 @@ internal sealed record PerfOptions
 
     public int FanoutSenders { get; init; } = 1;
 
-    public int FanoutBatch { get; init; } = 50;
+    public int FanoutBatch { get; init; } = 20;
 
     /// <summary>topics: FarmClients the fan-out receivers are spread over.</summary>
     public int FanoutClients { get; init; } = 4;
