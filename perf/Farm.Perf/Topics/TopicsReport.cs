@@ -17,14 +17,15 @@ internal sealed record TopicsReport(
 /// <summary>One load on one entity: its window and the exactly-once check of the whole run.</summary>
 /// <param name="DeliveriesPerSec">Deliveries received and completed per second in the window (a queue: messages).</param>
 /// <param name="InPerSec">Messages acknowledged to senders per second in the window.</param>
+/// <param name="P50Ms">Send-to-receive latency over the windows; null when nothing was measured (the warm-up).</param>
 internal sealed record LoadFigures(
     string Entity,
     double DeliveriesPerSec,
     double InPerSec,
-    double P50Ms,
-    double P90Ms,
-    double P99Ms,
-    double P999Ms,
+    double? P50Ms,
+    double? P90Ms,
+    double? P99Ms,
+    double? P999Ms,
     long Deliveries,
     long MessagesIn,
     double DurationS,

@@ -337,10 +337,10 @@ internal sealed class TopicsScenario(PerfOptions options, string connectionStrin
             spec.Label,
             seconds > 0 ? Math.Round(delivered / seconds, 1) : 0,
             seconds > 0 ? Math.Round(acked / seconds, 1) : 0,
-            Math.Round(state.Latency.PercentileMs(0.50), 2),
-            Math.Round(state.Latency.PercentileMs(0.90), 2),
-            Math.Round(state.Latency.PercentileMs(0.99), 2),
-            Math.Round(state.Latency.PercentileMs(0.999), 2),
+            Percentile(state, 0.50),
+            Percentile(state, 0.90),
+            Percentile(state, 0.99),
+            Percentile(state, 0.999),
             delivered,
             acked,
             Math.Round(seconds, 3),
@@ -348,6 +348,9 @@ internal sealed class TopicsScenario(PerfOptions options, string connectionStrin
             CpuOf(side.Windows),
             verification);
     }
+
+    private static double? Percentile(RunState state, double quantile)
+        => state.Latency.Count == 0 ? null : Math.Round(state.Latency.PercentileMs(quantile), 2);
 
     /// <summary>CPU use over several windows, weighted by their length.</summary>
     private static CpuFigures? CpuOf(IReadOnlyList<Window> windows)
