@@ -64,7 +64,10 @@ internal sealed class NodeProcess : IDisposable
             RedirectStandardOutput = true,
             RedirectStandardError = true,
             UseShellExecute = false,
-            WorkingDirectory = dataDirectory,
+            // Not the data directory: the node's host watches its working directory (its content
+            // root) for configuration changes, and every write to a container database there would
+            // wake that watcher (about 5% of a core under load). --data says where the data goes.
+            WorkingDirectory = Path.GetDirectoryName(Path.GetFullPath(nodeDll)) ?? dataDirectory,
         };
         foreach (var argument in new[] { nodeDll, "--node-id", nodeId.ToString(System.Globalization.CultureInfo.InvariantCulture), "--data", dataDirectory, "--port", port.ToString(System.Globalization.CultureInfo.InvariantCulture) })
         {
@@ -200,8 +203,17 @@ internal sealed class NodeProcess : IDisposable
         }
     }
 
+    /// <summary>
+    /// The node to start: <c>FARM_PERF_NODE_DLL</c> when set (to compare another build of the node
+    /// with the same load generator), else the Farm.Gateway.dll built along with this project.
+    /// </summary>
     private static string NodeDllPath()
     {
+        if (Environment.GetEnvironmentVariable("FARM_PERF_NODE_DLL") is { Length: > 0 } overridden)
+        {
+            return overridden;
+        }
+
         var fromBuild = typeof(NodeProcess).Assembly.GetCustomAttributes<AssemblyMetadataAttribute>()
             .FirstOrDefault(a => a.Key == "FarmNodeDll")?.Value;
         return fromBuild ?? Path.Combine(AppContext.BaseDirectory, "Farm.Gateway.dll");

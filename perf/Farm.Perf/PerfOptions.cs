@@ -20,6 +20,7 @@ internal sealed record PerfOptions
 {
     public const string Usage = """
         usage: Farm.Perf single-queue [options]
+               Farm.Perf topics [options]
                Farm.Perf failover [--kills 20] [--redirect] [--seed N] [--out FILE]
         single-queue:
           --connection CS     farm to drive (default: start a single node on a temporary data directory)
@@ -38,6 +39,26 @@ internal sealed record PerfOptions
           --peer-batch 100    rows per SQLite transaction in the storage peer
           --no-peer           skip the storage peer
           --out FILE          JSON result (default perf/results/single-queue.json)
+        topics (queue vs topic-1-sub, topic with 1,000 subscriptions, ordering on vs off; one run, one node):
+          --connection CS     farm to drive (default: start a single node on a temporary data directory)
+          --warmup 20s        shared warm-up first: queue, 1-subscription topic and filtered topic loaded at once
+          --run-warmup 3s     load before each measured window, not counted
+          --duration 20s      measured time of each figure's side; comparisons split it over --rounds windows
+          --rounds 2          queue/topic and on/off take turns in this many rounds, in ABBA order
+          --size 1024         message body bytes (every load)
+          --senders, --inflight, --batch, --receivers, --prefetch, --concurrency
+                              queue vs topic-1-sub: the single-queue load, same defaults (2, 1, 50, 2, 500, 128)
+          --subscriptions 1000  subscriptions ($Default rule) of the fan-out topic
+          --fanout-rate 0     messages/s into it (0: as fast as --fanout-backlog lets)
+          --fanout-senders 1  --fanout-batch 20
+          --fanout-backlog 100000  deliveries owed but not yet received above which its senders wait
+          --fanout-clients 4  FarmClients its receivers (one per subscription) are spread over
+          --fanout-prefetch 200  prefetch of each, also the most messages taken per receive
+          --fanout-style receiver|processor  --fanout-concurrency N (default: the prefetch; 1 for processors)
+          --ordering-subscriptions 64  --ordering-senders 8  --ordering-batch 20
+                              the ordering topic: SQL-filtered subscriptions, concurrent senders, messages per send
+          --only LIST         some of: queue-vs-topic,fanout,ordering (default: all)
+          --out FILE          JSON result (default perf/results/topics.json)
         failover (starts its own 3-node farm; SIGKILLs a node --kills times under light load):
           --kills 20          nodes to kill, one after the other (restarted and rebalanced in between)
           --redirect          clients use EnableRedirect=true (default: forward through the gateways)
@@ -45,8 +66,25 @@ internal sealed record PerfOptions
           --out FILE          JSON result (default perf/results/failover.json, failover-redirect.json with --redirect)
         """;
 
-    /// <summary>The options of the failover scenario; every other option belongs to single-queue.</summary>
+    /// <summary>The options each scenario takes.</summary>
     private static readonly HashSet<string> FailoverOptions = ["--kills", "--redirect", "--seed", "--out"];
+
+    private static readonly HashSet<string> SingleQueueOptions =
+    [
+        "--connection", "--duration", "--warmup", "--size", "--senders", "--inflight", "--batch", "--receivers", "--prefetch",
+        "--receive-style", "--concurrency", "--complete", "--peer-batch", "--no-peer", "--out",
+    ];
+
+    private static readonly HashSet<string> TopicsOptions =
+    [
+        "--connection", "--duration", "--warmup", "--run-warmup", "--rounds", "--size", "--senders", "--inflight", "--batch", "--receivers",
+        "--prefetch", "--concurrency", "--subscriptions", "--fanout-rate", "--fanout-senders", "--fanout-batch", "--fanout-clients",
+        "--fanout-prefetch", "--fanout-style", "--fanout-concurrency", "--fanout-backlog", "--ordering-subscriptions", "--ordering-senders", "--ordering-batch",
+        "--only", "--out",
+    ];
+
+    /// <summary>The figures of the topics scenario, for --only.</summary>
+    public static readonly IReadOnlyList<string> TopicsParts = ["queue-vs-topic", "fanout", "ordering"];
 
     public string Scenario { get; init; } = "single-queue";
 
@@ -90,32 +128,75 @@ internal sealed record PerfOptions
     /// <summary>failover: seed of the choice of node to kill; null: from the clock.</summary>
     public int? Seed { get; init; }
 
+    /// <summary>topics: load before each measured window (after the shared --warmup at the start).</summary>
+    public TimeSpan RunWarmup { get; init; } = TimeSpan.FromSeconds(3);
+
+    /// <summary>topics: rounds the two sides of a comparison take turns in (ABBA), splitting --duration between them.</summary>
+    public int Rounds { get; init; } = 2;
+
+    /// <summary>topics: subscriptions of the fan-out topic.</summary>
+    public int Subscriptions { get; init; } = 1000;
+
+    /// <summary>topics: messages per second into the fan-out topic (0: as fast as the backlog limit lets).</summary>
+    public int FanoutRate { get; init; }
+
+    public int FanoutSenders { get; init; } = 1;
+
+    public int FanoutBatch { get; init; } = 20;
+
+    /// <summary>topics: FarmClients the fan-out receivers are spread over.</summary>
+    public int FanoutClients { get; init; } = 4;
+
+    public int FanoutPrefetch { get; init; } = 200;
+
+    public ReceiveStyle FanoutStyle { get; init; } = ReceiveStyle.Receiver;
+
+    /// <summary>topics: completes in flight per fan-out receiver, or each processor's MaxConcurrentCalls (null: the prefetch, or 1 for a processor).</summary>
+    public int? FanoutConcurrency { get; init; }
+
+    /// <summary>topics: deliveries owed but not received above which fan-out senders wait.</summary>
+    public int FanoutBacklog { get; init; } = 100_000;
+
+    /// <summary>topics: subscriptions (each with a SQL filter) of the ordering topic.</summary>
+    public int OrderingSubscriptions { get; init; } = 64;
+
+    public int OrderingSenders { get; init; } = 8;
+
+    public int OrderingBatch { get; init; } = 20;
+
+    /// <summary>topics: which figures to run (default: all).</summary>
+    public IReadOnlySet<string> Only { get; init; } = TopicsParts.ToHashSet();
+
     /// <summary>Parses the arguments; throws <see cref="ArgumentException"/> naming what was wrong.</summary>
     public static PerfOptions Parse(IReadOnlyList<string> args)
     {
         if (args.Count == 0 || args[0].StartsWith('-'))
         {
-            throw new ArgumentException("name a scenario first: single-queue or failover");
+            throw new ArgumentException("name a scenario first: single-queue, topics or failover");
         }
 
         var options = new PerfOptions { Scenario = args[0] };
-        if (options.Scenario is not ("single-queue" or "failover"))
+        if (options.Scenario is not ("single-queue" or "failover" or "topics"))
         {
-            throw new ArgumentException($"unknown scenario '{options.Scenario}'; the scenarios are: single-queue, failover");
+            throw new ArgumentException($"unknown scenario '{options.Scenario}'; the scenarios are: single-queue, topics, failover");
         }
 
-        var failover = options.Scenario == "failover";
+        var allowed = options.Scenario switch
+        {
+            "failover" => FailoverOptions,
+            "topics" => TopicsOptions,
+            _ => SingleQueueOptions,
+        };
         for (var i = 1; i < args.Count; i++)
         {
             var name = args[i];
-            if (failover && !FailoverOptions.Contains(name))
+            if (!allowed.Contains(name))
             {
-                throw new ArgumentException($"'{name}' is not an option of failover (it takes --kills, --redirect, --seed, --out)");
-            }
-
-            if (!failover && FailoverOptions.Contains(name) && name != "--out")
-            {
-                throw new ArgumentException($"{name} belongs to the failover scenario");
+                var owner = new[] { ("single-queue", SingleQueueOptions), ("topics", TopicsOptions), ("failover", FailoverOptions) }
+                    .Where(o => o.Item2.Contains(name)).Select(o => o.Item1).ToList();
+                throw new ArgumentException(owner.Count == 0
+                    ? $"unknown option '{name}'"
+                    : $"'{name}' is not an option of {options.Scenario} (it belongs to {string.Join(" and ", owner)})");
             }
 
             if (name == "--no-peer")
@@ -154,6 +235,21 @@ internal sealed record PerfOptions
                 "--out" => options with { Out = value },
                 "--kills" => options with { Kills = ParseInt(name, value, 1, 1000) },
                 "--seed" => options with { Seed = ParseInt(name, value, int.MinValue, int.MaxValue) },
+                "--rounds" => options with { Rounds = ParseInt(name, value, 1, 100) },
+                "--run-warmup" => options with { RunWarmup = ParseDuration(name, value, allowZero: true) },
+                "--subscriptions" => options with { Subscriptions = ParseInt(name, value, 1, 5000) },
+                "--fanout-rate" => options with { FanoutRate = ParseInt(name, value, 0, 1_000_000) },
+                "--fanout-senders" => options with { FanoutSenders = ParseInt(name, value, 1, 1024) },
+                "--fanout-batch" => options with { FanoutBatch = ParseInt(name, value, 1, 4500) },
+                "--fanout-clients" => options with { FanoutClients = ParseInt(name, value, 1, 5000) },
+                "--fanout-prefetch" => options with { FanoutPrefetch = ParseInt(name, value, 0, 100_000) },
+                "--fanout-style" => options with { FanoutStyle = ParseStyle(value) },
+                "--fanout-concurrency" => options with { FanoutConcurrency = ParseInt(name, value, 1, 10_000) },
+                "--fanout-backlog" => options with { FanoutBacklog = ParseInt(name, value, 0, int.MaxValue) },
+                "--ordering-subscriptions" => options with { OrderingSubscriptions = ParseInt(name, value, 1, 5000) },
+                "--ordering-senders" => options with { OrderingSenders = ParseInt(name, value, 1, 1024) },
+                "--ordering-batch" => options with { OrderingBatch = ParseInt(name, value, 1, 4500) },
+                "--only" => options with { Only = ParseOnly(value) },
                 _ => throw new ArgumentException($"unknown option '{name}'"),
             };
         }
@@ -182,6 +278,18 @@ internal sealed record PerfOptions
         "processor" => ReceiveStyle.Processor,
         _ => throw new ArgumentException($"--receive-style must be receiver or processor; got '{value}'"),
     };
+
+    private static IReadOnlySet<string> ParseOnly(string value)
+    {
+        var parts = value.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries).ToHashSet(StringComparer.Ordinal);
+        var unknown = parts.Except(TopicsParts).ToList();
+        if (parts.Count == 0 || unknown.Count > 0)
+        {
+            throw new ArgumentException($"--only takes a comma-separated list of {string.Join(", ", TopicsParts)}; got '{value}'");
+        }
+
+        return parts;
+    }
 
     private static bool ParseComplete(string value) => value switch
     {

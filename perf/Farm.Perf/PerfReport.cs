@@ -34,7 +34,11 @@ internal sealed record RunSettings(
     double WarmupS,
     bool ExternalFarm);
 
-/// <summary>The exactly-once check over the whole run (warm-up, window and drain).</summary>
+/// <summary>
+/// The exactly-once check over the whole run (warm-up, window and drain). For a topic, received and
+/// lost count deliveries (message, subscription) and left_in_queue what the topic and its
+/// subscriptions still hold.
+/// </summary>
 internal sealed record Verification(
     bool Passed,
     long Attempted,
@@ -49,7 +53,20 @@ internal sealed record Verification(
     long CompleteErrors,
     long ReceiveErrors,
     long LeftInQueue,
-    IReadOnlyList<string> Problems);
+    IReadOnlyList<string> Problems)
+{
+    /// <summary>Fan-out runs: subscriptions each message could reach (null for a queue).</summary>
+    public int? Subscriptions { get; init; }
+
+    /// <summary>Fan-out runs: deliveries the acknowledged messages owed (message x matching subscription).</summary>
+    public long? ExpectedDeliveries { get; init; }
+
+    /// <summary>Fan-out runs: deliveries to a subscription whose filter should not have selected the message.</summary>
+    public long? Unexpected { get; init; }
+
+    /// <summary>Runs with one receiver per subscription: deliveries after a higher sequence number of the same subscription.</summary>
+    public long? OutOfOrder { get; init; }
+}
 
 internal sealed record PeerFigures(
     string Name,

@@ -4,6 +4,7 @@ using System.Text.Json.Serialization;
 using Farm.Perf;
 using Farm.Perf.Failover;
 using Farm.Perf.SingleQueue;
+using Farm.Perf.Topics;
 
 // The load generator: `dotnet run -c Release --project perf/Farm.Perf -- single-queue [options]`.
 // Runs the scenario against a farm (its own single node unless --connection is given), then the
@@ -11,6 +12,8 @@ using Farm.Perf.SingleQueue;
 // duplicated or failed to deliver a message, 2 on bad arguments.
 // `-- failover [--kills 20] [--redirect]`: its own 3-node farm, SIGKILLs nodes under load, writes
 // the unavailability after each kill (see perf/README.md and Failover/FailoverScenario.cs).
+// `-- topics`: queue vs topic with 1 subscription, a topic with 1,000 subscriptions, ordering on vs
+// off, in one run against its own node; writes perf/results/topics.json (Topics/TopicsScenario.cs).
 PerfOptions options;
 try
 {
@@ -44,6 +47,11 @@ var inv = CultureInfo.InvariantCulture;
 if (options.Scenario == "failover")
 {
     return await RunFailoverAsync(options, command, jsonOptions, cancel.Token);
+}
+
+if (options.Scenario == "topics")
+{
+    return await RunTopicsAsync(options, command, jsonOptions, cancel.Token);
 }
 
 FarmFigures farm;
@@ -144,6 +152,74 @@ static async Task<int> RunFailoverAsync(PerfOptions options, string command, Jso
         foreach (var problem in v.Problems)
         {
             Console.Error.WriteLine($"perf:   - {problem}");
+        }
+
+        Console.Error.WriteLine("perf: !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
+        return 1;
+    }
+
+    return 0;
+}
+
+// The topics scenario: runs its figures, writes perf/results/topics.json, prints a line per figure.
+static async Task<int> RunTopicsAsync(PerfOptions options, string command, JsonSerializerOptions jsonOptions, CancellationToken cancellationToken)
+{
+    TopicsReport report;
+    LocalNode? node = null;
+    try
+    {
+        var connection = options.Connection;
+        if (connection is null)
+        {
+            node = await LocalNode.StartAsync(cancellationToken);
+            connection = node.ConnectionString;
+            Console.Error.WriteLine($"perf: started a single node (pid {node.ProcessId}) at {node.Address}");
+        }
+
+        report = await new TopicsScenario(options, connection, node?.ProcessId).RunAsync(command, cancellationToken);
+    }
+    catch (Exception e) when (e is InvalidOperationException or TimeoutException or Farm.Client.FarmException or OperationCanceledException)
+    {
+        Console.Error.WriteLine($"perf: the topics run failed: {e.Message}");
+        return 1;
+    }
+    finally
+    {
+        if (node is not null)
+        {
+            await node.DisposeAsync();
+        }
+    }
+
+    var output = options.Out ?? DefaultOutput("topics");
+    await WriteJsonAsync(output, JsonSerializer.Serialize(report, jsonOptions));
+    if (report.QueueVsTopic is { } queueVsTopic)
+    {
+        Console.WriteLine(TopicsScenario.QueueVsTopicLine(queueVsTopic));
+    }
+
+    if (report.Fanout is { } fanout)
+    {
+        Console.WriteLine(TopicsScenario.FanoutLine(fanout));
+    }
+
+    if (report.Ordering is { } ordering)
+    {
+        Console.WriteLine(TopicsScenario.OrderingLine(ordering));
+    }
+
+    Console.WriteLine($"topics: {(report.Passed ? "every message delivered exactly once per subscription" : "DELIVERY CHECK FAILED")}; {report.TotalS:0} s in all -> {output}");
+    if (!report.Passed)
+    {
+        var loads = (report.Warmup?.Loads ?? []).Concat(new[] { report.QueueVsTopic?.Queue, report.QueueVsTopic?.Topic1Sub, report.Fanout?.Run, report.Ordering?.On, report.Ordering?.Off }.OfType<LoadFigures>());
+        Console.Error.WriteLine("perf: !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
+        Console.Error.WriteLine("perf: THE TOPICS RUN FAILED ITS DELIVERY CHECK: the figures above do not count.");
+        foreach (var load in loads.Where(l => !l.Verification.Passed))
+        {
+            foreach (var problem in load.Verification.Problems)
+            {
+                Console.Error.WriteLine($"perf:   - {load.Entity}: {problem}");
+            }
         }
 
         Console.Error.WriteLine("perf: !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");

@@ -2,7 +2,7 @@ using Farm.Client;
 using Farm.Contracts.Rpc;
 using Farm.Contracts.V1;
 
-namespace Farm.Perf.SingleQueue;
+namespace Farm.Perf.Load;
 
 /// <summary>
 /// <c>--complete batch</c>: completes a whole received batch with one Settle call on the wire,

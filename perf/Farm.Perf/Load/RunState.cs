@@ -1,0 +1,218 @@
+using System.Diagnostics;
+using System.Globalization;
+using Farm.Client;
+
+namespace Farm.Perf.Load;
+
+/// <summary>
+/// Where each message should end up: in every one of <see cref="Count"/> subscriptions, or in those
+/// <see cref="Matches"/> selects (the load generator's own copy of the subscriptions' filters, so
+/// the run can check the broker's choice). A queue is a fan-out of one.
+/// </summary>
+internal sealed record Fanout(int Count, Func<long, int, bool>? Matches = null)
+{
+    public static readonly Fanout Queue = new(1);
+
+    public bool Expects(long id, int subscription) => Matches is null || Matches(id, subscription);
+
+    /// <summary>How many subscriptions message <paramref name="id"/> should reach.</summary>
+    public int CountFor(long id)
+    {
+        if (Matches is null)
+        {
+            return Count;
+        }
+
+        var count = 0;
+        for (var s = 0; s < Count; s++)
+        {
+            count += Matches(id, s) ? 1 : 0;
+        }
+
+        return count;
+    }
+}
+
+/// <summary>
+/// What senders and receivers share during a run: message ids handed out and acknowledged, the
+/// deliveries received (one per message and subscription, to prove exactly-once delivery per
+/// subscription at the end), the latency histogram, the measured window and error counts. For a
+/// queue the fan-out is one and a delivery is a message.
+/// </summary>
+internal sealed class RunState
+{
+    /// <summary>The application property carrying the sender's Stopwatch timestamp.</summary>
+    public const string SentAtProperty = "perf-sent-at";
+
+    private const int ErrorsPrinted = 5;
+
+    private readonly long[]? _lastSequence;
+    private long _nextId;
+    private long _expectedDeliveries;
+    private long _owedDeliveries;
+    private long _receivedTotal;
+    private long _duplicates;
+    private long _foreign;
+    private long _unexpected;
+    private long _outOfOrder;
+    private long _sendErrors;
+    private long _settleErrors;
+    private long _receiveErrors;
+    private int _inWindow;
+
+    /// <param name="fanout">Which subscriptions each message should reach (a queue: <see cref="Fanout.Queue"/>).</param>
+    /// <param name="trackOrder">
+    /// Count deliveries that arrive after a higher sequence number of the same subscription. Only
+    /// meaningful with one receiver per subscription.
+    /// </param>
+    public RunState(Fanout? fanout = null, bool trackOrder = false)
+    {
+        Fanout = fanout ?? Fanout.Queue;
+        if (trackOrder)
+        {
+            _lastSequence = new long[Fanout.Count];
+        }
+    }
+
+    public Fanout Fanout { get; }
+
+    public bool TracksOrder => _lastSequence is not null;
+
+    /// <summary>Acknowledged message ids.</summary>
+    public IdSet Acked { get; } = new();
+
+    /// <summary>Deliveries received, by <see cref="DeliveryKey"/> (for a queue: the message id).</summary>
+    public IdSet Received { get; } = new();
+
+    public LatencyHistogram Latency { get; } = new();
+
+    /// <summary>Ids handed out so far: every id below this was attempted.</summary>
+    public long Attempted => Interlocked.Read(ref _nextId);
+
+    /// <summary>Deliveries the acknowledged messages should make (each to every subscription it matches).</summary>
+    public long ExpectedDeliveries => Interlocked.Read(ref _expectedDeliveries);
+
+    /// <summary>
+    /// Deliveries owed by the messages sent so far (acknowledged or still on their way: a topic
+    /// starts delivering before the sender hears back) that were not received yet.
+    /// </summary>
+    public long Backlog => Interlocked.Read(ref _owedDeliveries) - Received.Count;
+
+    /// <summary>Deliveries, counting duplicates.</summary>
+    public long ReceivedTotal => Interlocked.Read(ref _receivedTotal);
+
+    public long Duplicates => Interlocked.Read(ref _duplicates);
+
+    /// <summary>Messages received that this run never sent (or without a readable id).</summary>
+    public long Foreign => Interlocked.Read(ref _foreign);
+
+    /// <summary>Deliveries to a subscription whose filter should not have selected the message.</summary>
+    public long Unexpected => Interlocked.Read(ref _unexpected);
+
+    /// <summary>Deliveries that came after a higher sequence number of the same subscription (when tracked).</summary>
+    public long OutOfOrder => Interlocked.Read(ref _outOfOrder);
+
+    public long SendErrors => Interlocked.Read(ref _sendErrors);
+
+    public long SettleErrors => Interlocked.Read(ref _settleErrors);
+
+    public long ReceiveErrors => Interlocked.Read(ref _receiveErrors);
+
+    public long DeliveryKey(long id, int subscription) => (id * Fanout.Count) + subscription;
+
+    /// <summary>Reserves <paramref name="count"/> consecutive ids; returns the first.</summary>
+    public long ReserveIds(int count) => Interlocked.Add(ref _nextId, count) - count;
+
+    /// <summary>From now on, latencies are recorded (a run may measure several windows).</summary>
+    public void StartWindow() => Volatile.Write(ref _inWindow, 1);
+
+    public void EndWindow() => Volatile.Write(ref _inWindow, 0);
+
+    /// <summary>A send of these ids is about to start: their deliveries count towards <see cref="Backlog"/>.</summary>
+    public void OnSending(long firstId, int count) => Interlocked.Add(ref _owedDeliveries, DeliveriesOf(firstId, count));
+
+    /// <summary>A send failed: its deliveries are no longer counted as owed (if it was stored after all, the check tells).</summary>
+    public void OnSendFailed(long firstId, int count) => Interlocked.Add(ref _owedDeliveries, -DeliveriesOf(firstId, count));
+
+    private long DeliveriesOf(long firstId, int count)
+    {
+        long deliveries = 0;
+        for (var id = firstId; id < firstId + count; id++)
+        {
+            deliveries += Fanout.CountFor(id);
+        }
+
+        return deliveries;
+    }
+
+    public void OnAcked(long firstId, int count)
+    {
+        for (var id = firstId; id < firstId + count; id++)
+        {
+            Acked.Add(id);
+        }
+
+        Interlocked.Add(ref _expectedDeliveries, DeliveriesOf(firstId, count));
+    }
+
+    /// <summary>
+    /// Records a delivery to <paramref name="subscription"/>: its id (duplicates show here), whether
+    /// the subscription should have had it, its order and, inside the window, its latency.
+    /// </summary>
+    public void OnReceived(FarmReceivedMessage message, int subscription = 0)
+    {
+        var now = Stopwatch.GetTimestamp();
+        Interlocked.Increment(ref _receivedTotal);
+        if (!long.TryParse(message.MessageId, NumberStyles.None, CultureInfo.InvariantCulture, out var id) || id >= Attempted)
+        {
+            Interlocked.Increment(ref _foreign);
+            return;
+        }
+
+        if (!Fanout.Expects(id, subscription))
+        {
+            Interlocked.Increment(ref _unexpected);
+        }
+
+        if (!Received.Add(DeliveryKey(id, subscription)))
+        {
+            Interlocked.Increment(ref _duplicates);
+        }
+        else if (_lastSequence is not null)
+        {
+            // One receiver per subscription: its deliveries come one batch after the other.
+            ref var last = ref _lastSequence[subscription];
+            var sequence = message.SequenceNumber;
+            var before = Interlocked.Read(ref last);
+            if (sequence < before)
+            {
+                Interlocked.Increment(ref _outOfOrder);
+            }
+            else
+            {
+                Interlocked.CompareExchange(ref last, sequence, before);
+            }
+        }
+
+        if (Volatile.Read(ref _inWindow) != 0
+            && message.ApplicationProperties.TryGetValue(SentAtProperty, out var value) && value is long sentAt)
+        {
+            Latency.Record((long)Stopwatch.GetElapsedTime(sentAt, now).TotalMicroseconds);
+        }
+    }
+
+    public void OnSendError(Exception e) => Report(ref _sendErrors, "send", e);
+
+    public void OnSettleError(Exception e) => Report(ref _settleErrors, "complete", e);
+
+    public void OnReceiveError(Exception e) => Report(ref _receiveErrors, "receive", e);
+
+    private static void Report(ref long counter, string what, Exception e)
+    {
+        // The first few of each kind are printed; the counts go into the result either way.
+        if (Interlocked.Increment(ref counter) <= ErrorsPrinted)
+        {
+            Console.Error.WriteLine($"perf: {what} failed: {e.GetType().Name}: {e.Message}");
+        }
+    }
+}
