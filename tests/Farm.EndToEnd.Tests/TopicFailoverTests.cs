@@ -82,15 +82,7 @@ public sealed class TopicFailoverTests(ITestOutputHelper output)
         Assert.Empty(red.DeliveredAfterCompletion);
     }
 
-    private static async Task WaitForAsync(Func<bool> condition, string what)
-    {
-        var deadline = Stopwatch.StartNew();
-        while (!condition())
-        {
-            Assert.True(deadline.Elapsed < Deadline, $"Not within {Deadline.TotalSeconds} s: {what}");
-            await Task.Delay(50);
-        }
-    }
+    private static Task WaitForAsync(Func<bool> condition, string what) => ProcessRunner.WaitUntilAsync(condition, Deadline, what);
 
     /// <summary>A peek-lock receiver on one subscription that completes everything and remembers what it saw.</summary>
     private sealed class SubscriptionLoad

@@ -277,14 +277,11 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     public async Task RemoveSubscriptionAsync(long topicId, long subscriptionId)
     {
         _entities.TryRemove(subscriptionId, out _);
-        if (_topics.TryGetValue(topicId, out var topic) && topic.RemoveSubscription(subscriptionId) is { } removed)
-        {
-            var held = removed.Queue.HeldSequenceNumbers();
-            await Commits.CommitAsync(batch => batch.PurgedEntities.Add(subscriptionId)).ConfigureAwait(false);
-            topic.ReleaseAll(held);
-            return;
-        }
+        var topic = _topics.GetValueOrDefault(topicId);
+        var removed = topic?.RemoveSubscription(subscriptionId);
+        var held = removed?.Queue.HeldSequenceNumbers() ?? [];
         await Commits.CommitAsync(batch => batch.PurgedEntities.Add(subscriptionId)).ConfigureAwait(false);
+        topic?.ReleaseAll(held);
     }
 
     /// <summary>Re-reads a loaded subscription's rules after one was added or removed (serialised, so the last read wins).</summary>

@@ -48,17 +48,7 @@ internal sealed partial class ManagementService(BrokerNode node, OwnerChannels c
         }
         var settings = new QueueSettings().With(request.Properties, request.Name);
         await ValidateForwardTargetsAsync(settings, ct);
-        var containerId = request.ContainerId;
-        if (containerId == 0)
-        {
-            // New entities go to the container with the fewest entities.
-            var containers = await node.Farm.ListContainersAsync(ct);
-            containerId = containers.OrderBy(c => c.EntityCount).ThenBy(c => c.Id).First().Id;
-        }
-        else if (await node.Farm.GetContainerAsync(containerId, ct) is null)
-        {
-            throw FarmErrors.ContainerNotFound(containerId);
-        }
+        var containerId = await PlaceAsync(request.ContainerId, ct);
         EntityRecord record;
         try
         {

@@ -231,7 +231,7 @@ internal sealed partial class ManagementService
         return new ListRulesResponse { Rules = { rules.Select(r => ToRuleInfo(subscription, r)) } };
     }
 
-    /// <summary>The container the caller named (which must exist), or the one with the fewest entities.</summary>
+    /// <summary>The container the caller named (which must exist), or else the one with the fewest entities.</summary>
     private async Task<long> PlaceAsync(long requested, CancellationToken ct)
     {
         if (requested != 0)
