@@ -26,12 +26,24 @@ public sealed partial class BrokerNode : IAsyncDisposable
     private Task? _heartbeat;
     private string _address = "";
 
-    public BrokerNode(IStoreProvider provider, NodeOptions nodeOptions, BrokerOptions brokerOptions, TimeProvider time, ILogger<BrokerNode> logger)
+    private readonly TimeProvider _leaseClock;
+    private Task? _renewals;
+
+    /// <param name="time">Message semantics (locks, TTL, schedules) and the ownership passes.</param>
+    /// <param name="leaseClock">
+    /// Heartbeats, lease renewals and lease deadlines: the farm database judges leases by its real
+    /// clock, so these run on real time (the default) even where a test drives <paramref name="time"/> by hand.
+    /// </param>
+    public BrokerNode(
+        IStoreProvider provider, NodeOptions nodeOptions, BrokerOptions brokerOptions, TimeProvider time, ILogger<BrokerNode> logger,
+        TimeProvider? leaseClock = null)
     {
+        ArgumentOutOfRangeException.ThrowIfGreaterThanOrEqual(nodeOptions.LeaseSafetyMargin, nodeOptions.LeaseDuration);
         _provider = provider;
         _nodeOptions = nodeOptions;
         Options = brokerOptions;
         _time = time;
+        _leaseClock = leaseClock ?? TimeProvider.System;
         _logger = logger;
     }
 
@@ -71,8 +83,9 @@ public sealed partial class BrokerNode : IAsyncDisposable
             await farm.ReleaseContainerAsync(container.Id, NodeId, cancellationToken).ConfigureAwait(false);
         }
         // One pass now, so a node that is the farm's only one serves as soon as it says it is up.
-        await OwnershipPassAsync(farm, cancellationToken).ConfigureAwait(false);
+        await AssignAsync(farm, cancellationToken).ConfigureAwait(false);
         _farm = farm;
+        _renewals = Task.Run(() => RenewalLoopAsync(_stopping.Token), CancellationToken.None);
         _heartbeat = Task.Run(() => OwnershipLoopAsync(_stopping.Token), CancellationToken.None);
         LogStarted(_logger, NodeId, address, _containers.Count);
     }
@@ -82,7 +95,7 @@ public sealed partial class BrokerNode : IAsyncDisposable
     {
         // Created unowned: the ownership passes give it to the node whose share has room.
         var record = await CreateContainerAsync(Farm, cancellationToken).ConfigureAwait(false);
-        await OwnershipPassAsync(Farm, cancellationToken).ConfigureAwait(false);
+        await AssignAsync(Farm, cancellationToken).ConfigureAwait(false);
         return (await Farm.GetContainerAsync(record.Id, cancellationToken).ConfigureAwait(false))!;
     }
 
@@ -97,9 +110,17 @@ public sealed partial class BrokerNode : IAsyncDisposable
         return record;
     }
 
-    /// <summary>Leases a container and fences it with the new epoch; false when another node holds it.</summary>
+    /// <summary>
+    /// Leases a container and fences it with the new epoch; false when another node holds it. Runs
+    /// only under <see cref="_ownershipGate"/>, so one node never opens a container twice.
+    /// </summary>
     private async Task<bool> TakeContainerAsync(IFarmStore farm, long containerId, CancellationToken cancellationToken)
     {
+        if (_containers.ContainsKey(containerId))
+        {
+            return true;
+        }
+        var leaseStartedAt = _leaseClock.GetUtcNow();
         var lease = await farm.TryAcquireContainerAsync(containerId, NodeId, _nodeOptions.LeaseDuration, cancellationToken).ConfigureAwait(false);
         if (lease is null)
         {
@@ -110,7 +131,9 @@ public sealed partial class BrokerNode : IAsyncDisposable
         ContainerHost host;
         try
         {
-            host = await ContainerHost.OpenAsync(lease, () => database, _time, Options, ResolveSendTargetAsync, farm, OnContainerLost, _logger, cancellationToken).ConfigureAwait(false);
+            host = await ContainerHost.OpenAsync(
+                lease, () => database, _time, Options, ResolveSendTargetAsync, farm, OnContainerLost,
+                leaseStartedAt, _nodeOptions.LeaseDuration - _nodeOptions.LeaseSafetyMargin, _leaseClock, _logger, cancellationToken).ConfigureAwait(false);
         }
         catch
         {
@@ -118,17 +141,44 @@ public sealed partial class BrokerNode : IAsyncDisposable
             await database.DisposeAsync().ConfigureAwait(false);
             throw;
         }
-        _containers[containerId] = host;
+        if (!_containers.TryAdd(containerId, host))
+        {
+            // Cannot happen under the gate; if it ever does, the host already serving stays the only one.
+            await host.DisposeAsync().ConfigureAwait(false);
+            return true;
+        }
         LogContainerTaken(_logger, containerId, lease.Epoch);
+        if (host.IsLost)
+        {
+            // Its lease deadline passed (or a commit failed) before it was registered here.
+            OnContainerLost(host);
+        }
         return true;
     }
 
-    private void OnContainerLost(long containerId)
+    /// <summary>
+    /// Stops serving one host: another broker owns its container, its lease deadline passed, or a
+    /// commit's outcome is unknown (the next ownership pass takes the container again and reads it
+    /// afresh). Removes exactly this host, never a newer one serving the same container.
+    /// </summary>
+    private void OnContainerLost(ContainerHost host)
     {
-        if (_containers.TryRemove(containerId, out var host))
+        if (_containers.TryRemove(KeyValuePair.Create(host.Id, host)))
         {
-            LogContainerLost(_logger, containerId);
-            _ = host.DisposeAsync().AsTask();
+            LogContainerLost(_logger, host.Id);
+            _ = DisposeLostAsync(host);
+        }
+    }
+
+    private async Task DisposeLostAsync(ContainerHost host)
+    {
+        try
+        {
+            await host.DisposeAsync().ConfigureAwait(false);
+        }
+        catch (Exception e)
+        {
+            LogDisposeFailed(_logger, host.Id, e);
         }
     }
 
@@ -310,10 +360,13 @@ public sealed partial class BrokerNode : IAsyncDisposable
     public async ValueTask DisposeAsync()
     {
         await _stopping.CancelAsync().ConfigureAwait(false);
-        if (_heartbeat is not null)
+        foreach (var loop in new[] { _heartbeat, _renewals })
         {
-            // The loop ends by cancellation; that is the expected way out.
-            await _heartbeat.ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
+            if (loop is not null)
+            {
+                // The loops end by cancellation; that is the expected way out.
+                await loop.ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
+            }
         }
         foreach (var (id, host) in _containers)
         {
@@ -350,6 +403,9 @@ public sealed partial class BrokerNode : IAsyncDisposable
 
     [LoggerMessage(Level = LogLevel.Warning, Message = "Lost container {ContainerId}; no longer serving it")]
     private static partial void LogContainerLost(ILogger logger, long containerId);
+
+    [LoggerMessage(Level = LogLevel.Error, Message = "Closing container {ContainerId} after it was lost failed")]
+    private static partial void LogDisposeFailed(ILogger logger, long containerId, Exception exception);
 
     [LoggerMessage(Level = LogLevel.Warning, Message = "Heartbeat failed")]
     private static partial void LogHeartbeatFailed(ILogger logger, Exception exception);
