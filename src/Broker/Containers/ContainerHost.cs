@@ -395,8 +395,6 @@ internal sealed partial class ContainerHost : IAsyncDisposable
 
     public async ValueTask DisposeAsync()
     {
-        await _sweepTimer.DisposeAsync().ConfigureAwait(false);
-        await _leaseTimer.DisposeAsync().ConfigureAwait(false);
         foreach (var topic in _topics.Values)
         {
             topic.Unload(IsLost
@@ -411,6 +409,10 @@ internal sealed partial class ContainerHost : IAsyncDisposable
                 : FarmErrors.Create(Contracts.Rpc.RpcStatusCode.Unavailable, Contracts.V1.FarmErrorCode.ServiceBusy,
                     $"The broker serving '{entity.Name}' is stopping; try again."));
         }
+        // Timers go after the entities stopped serving: a lost container must stop handing out
+        // messages at once, not after a timer's disposal yields.
+        await _sweepTimer.DisposeAsync().ConfigureAwait(false);
+        await _leaseTimer.DisposeAsync().ConfigureAwait(false);
         await Commits.DisposeAsync().ConfigureAwait(false);
         await Database.DisposeAsync().ConfigureAwait(false);
     }

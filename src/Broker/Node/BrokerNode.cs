@@ -170,6 +170,9 @@ public sealed partial class BrokerNode : IAsyncDisposable
         }
     }
 
+    /// <summary>For tests: a host reports its loss (late, after the container was taken again).</summary>
+    internal void OnContainerLostForTests(ContainerHost host) => OnContainerLost(host);
+
     private async Task DisposeLostAsync(ContainerHost host)
     {
         try
