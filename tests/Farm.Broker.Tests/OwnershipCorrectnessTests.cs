@@ -219,6 +219,34 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
         Assert.Equal(1, received.DeliveryCount);
     }
 
+    [Fact]
+    public async Task ASecondNodeWithTheSameId_IsRefused_WhileTheFirstHeartbeats()
+    {
+        // Before: both registered, and each pass found "ours in the farm database but not served
+        // here", released and re-took the other's containers, forever.
+        var first = await StartNodeAsync(new SqliteStoreProvider(), new ManualTimeProvider());
+        var owned = Assert.Single(first.Containers);
+
+        var refused = await Assert.ThrowsAsync<InvalidOperationException>(() => StartNodeAsync(new SqliteStoreProvider(), new ManualTimeProvider()));
+
+        Assert.Contains("Node 1 is already running at http://test-1", refused.Message);
+        Assert.Contains($"pid {Environment.ProcessId}", refused.Message);
+        Assert.Same(owned, Assert.Single(first.Containers));
+        Assert.False(owned.IsLost);
+    }
+
+    [Fact]
+    public async Task ANodeKilledAMomentAgo_CanBeStartedAgainWithItsId()
+    {
+        var crashed = await StartNodeAsync(new SqliteStoreProvider(), new ManualTimeProvider());
+        var before = Assert.Single(crashed.Containers);
+        crashed.StopOwnershipForTests();
+
+        var successor = await StartNodeAsync(new SqliteStoreProvider(), new ManualTimeProvider());
+
+        Assert.True(Assert.Single(successor.Containers).Epoch > before.Epoch);
+    }
+
     private static async Task CommitThenFail(Task commit)
     {
         await commit;

@@ -67,6 +67,15 @@ public sealed partial class BrokerNode : IAsyncDisposable
         _address = address;
         Directory.CreateDirectory(_nodeOptions.DataDirectory);
         var farm = await _provider.OpenFarmStoreAsync(FarmConnectionString, cancellationToken).ConfigureAwait(false);
+        try
+        {
+            await RefuseIfRunningElsewhereAsync(farm, cancellationToken).ConfigureAwait(false);
+        }
+        catch
+        {
+            await farm.DisposeAsync().ConfigureAwait(false);
+            throw;
+        }
         await farm.RegisterNodeAsync(NodeId, address, Environment.ProcessId, cancellationToken).ConfigureAwait(false);
 
         var containers = await farm.ListContainersAsync(cancellationToken).ConfigureAwait(false);
@@ -89,6 +98,40 @@ public sealed partial class BrokerNode : IAsyncDisposable
         _heartbeat = Task.Run(() => OwnershipLoopAsync(_stopping.Token), CancellationToken.None);
         LogStarted(_logger, NodeId, address, _containers.Count);
     }
+
+    /// <summary>
+    /// Two processes with one node id would take containers from each other forever (each sees
+    /// "ours but not served here"). When the farm has this id with a fresh heartbeat, watch it for a
+    /// little over two heartbeats: a node killed a moment ago stops heartbeating and may be
+    /// replaced; one still heartbeating is another live process, and this one refuses to start.
+    /// </summary>
+    private async Task RefuseIfRunningElsewhereAsync(IFarmStore farm, CancellationToken cancellationToken)
+    {
+        var first = await ReadSelfAsync(farm, cancellationToken).ConfigureAwait(false);
+        if (first is null || first.State == NodeStates.Stopped || first.HeartbeatAge >= _nodeOptions.NodeTimeout)
+        {
+            return;
+        }
+        var watchUntil = _leaseClock.GetUtcNow() + 2 * _nodeOptions.HeartbeatInterval + _nodeOptions.LeaseSafetyMargin;
+        while (_leaseClock.GetUtcNow() < watchUntil)
+        {
+            await Task.Delay(_nodeOptions.HeartbeatInterval / 5, _leaseClock, cancellationToken).ConfigureAwait(false);
+            var now = await ReadSelfAsync(farm, cancellationToken).ConfigureAwait(false);
+            if (now is null || now.State == NodeStates.Stopped)
+            {
+                return;
+            }
+            if (now.HeartbeatAt > first.HeartbeatAt)
+            {
+                throw new InvalidOperationException(
+                    $"Node {NodeId} is already running at {now.Address} (pid {now.ProcessId}): a farm's node ids must be unique. "
+                    + "Stop that node first, or start this one with another --node-id.");
+            }
+        }
+    }
+
+    private async Task<NodeRecord?> ReadSelfAsync(IFarmStore farm, CancellationToken cancellationToken) =>
+        (await farm.ListNodesAsync(cancellationToken).ConfigureAwait(false)).FirstOrDefault(n => n.Id == NodeId);
 
     /// <summary>Creates a container record and its database, and takes it.</summary>
     public async Task<ContainerRecord> CreateContainerAsync(CancellationToken cancellationToken)
