@@ -24,17 +24,26 @@ internal sealed partial class CommitQueue : IAsyncDisposable
     private readonly long _containerId;
     private readonly int _maxOperations;
     private readonly Action<long> _onEpochLost;
+    private readonly Action<long> _onOutcomeUnknown;
     private readonly ILogger _logger;
     private readonly Task _loop;
     private long _epoch;
 
-    public CommitQueue(IContainerDatabase database, long containerId, long epoch, int maxOperations, Action<long> onEpochLost, ILogger logger)
+    /// <summary>
+    /// Set once a commit's outcome is unknown: memory may no longer match the database, so nothing
+    /// more is written through this queue; the container is reloaded from the database instead.
+    /// </summary>
+    private Contracts.Rpc.RpcException? _broken;
+
+    public CommitQueue(
+        IContainerDatabase database, long containerId, long epoch, int maxOperations, Action<long> onEpochLost, Action<long> onOutcomeUnknown, ILogger logger)
     {
         _database = database;
         _containerId = containerId;
         _epoch = epoch;
         _maxOperations = maxOperations;
         _onEpochLost = onEpochLost;
+        _onOutcomeUnknown = onOutcomeUnknown;
         _logger = logger;
         _loop = Task.Run(RunAsync);
     }
@@ -80,14 +89,16 @@ internal sealed partial class CommitQueue : IAsyncDisposable
 
     private async Task CommitGroupAsync(ContainerWriteBatch batch, List<PendingWrite> group)
     {
-        Exception? failure = null;
+        // After a commit whose outcome is unknown nothing more is written here (see _broken).
+        Exception? failure = _broken;
+        var outcomeUnknown = false;
         try
         {
-            foreach (var item in group)
+            foreach (var item in failure is null ? group : [])
             {
                 item.Write(batch);
             }
-            if (!batch.IsEmpty)
+            if (failure is null && !batch.IsEmpty)
             {
                 await _database.CommitAsync(Epoch, batch).ConfigureAwait(false);
                 Interlocked.Increment(ref _commitCount);
@@ -98,6 +109,16 @@ internal sealed partial class CommitQueue : IAsyncDisposable
             LogEpochLost(_logger, _containerId, e.ExpectedEpoch, e.ActualEpoch);
             failure = FarmErrors.StaleEpoch(_containerId);
             _onEpochLost(_containerId);
+        }
+        catch (CommitOutcomeUnknownException e)
+        {
+            // Maybe written, maybe not: neither acknowledge nor roll memory back as if it was not.
+            // The container is closed and taken again, which reads the truth from the database.
+            LogCommitOutcomeUnknown(_logger, _containerId, e);
+            failure = _broken = FarmErrors.StoreUnavailable(
+                $"Container {_containerId}: a commit failed and may or may not have been written; the container is reloading from its database, try again.");
+            outcomeUnknown = true;
+            _onOutcomeUnknown(_containerId);
         }
         catch (Exception e)
         {
@@ -111,6 +132,10 @@ internal sealed partial class CommitQueue : IAsyncDisposable
             {
                 RunSafely(item.OnCommitted);
                 item.Done.SetResult();
+            }
+            else if (outcomeUnknown)
+            {
+                item.Done.SetException(failure);
             }
             else
             {
@@ -150,6 +175,9 @@ internal sealed partial class CommitQueue : IAsyncDisposable
 
     [LoggerMessage(Level = LogLevel.Warning, Message = "Container {ContainerId}: owner epoch moved from {Expected} to {Actual}; this broker stops writing to it")]
     private static partial void LogEpochLost(ILogger logger, long containerId, long expected, long actual);
+
+    [LoggerMessage(Level = LogLevel.Error, Message = "Container {ContainerId}: a commit failed with its outcome unknown; reloading the container from its database")]
+    private static partial void LogCommitOutcomeUnknown(ILogger logger, long containerId, Exception exception);
 
     [LoggerMessage(Level = LogLevel.Error, Message = "Container {ContainerId}: commit failed")]
     private static partial void LogCommitFailed(ILogger logger, long containerId, Exception exception);

@@ -26,7 +26,14 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     private Func<string, CancellationToken, Task<ISendTarget>> _resolve = null!;
     private IFarmStore _farm = null!;
 
-    private ContainerHost(ContainerRecord record, IContainerDatabase database, CommitQueue commits, TimeProvider time, BrokerOptions options, ILogger logger)
+    private readonly ITimer _leaseTimer;
+    private readonly TimeSpan _leaseFence;
+    private readonly TimeProvider _leaseClock;
+    private Action<ContainerHost> _onLost = null!;
+
+    private ContainerHost(
+        ContainerRecord record, IContainerDatabase database, CommitQueue commits, TimeProvider time, BrokerOptions options, ILogger logger,
+        TimeSpan leaseFence, DateTimeOffset leaseStartedAt, TimeProvider leaseClock)
     {
         Id = record.Id;
         Epoch = record.Epoch;
@@ -37,6 +44,10 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         _logger = logger;
         TakenAt = time.GetUtcNow();
         _sweepTimer = time.CreateTimer(_ => Sweep(), null, options.SweepInterval, options.SweepInterval);
+        _leaseFence = leaseFence;
+        _leaseClock = leaseClock;
+        _leaseTimer = leaseClock.CreateTimer(_ => OnLeaseDeadline(), null, Timeout.InfiniteTimeSpan, Timeout.InfiniteTimeSpan);
+        LeaseDeadline = leaseStartedAt + leaseFence;
     }
 
     public long Id { get; }
@@ -56,12 +67,65 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     public IEnumerable<QueueEntity> Entities => _entities.Values;
 
     /// <summary>
+    /// When this broker stops serving the container unless its lease was renewed first (its own
+    /// clock). The farm may give the container to another node once the lease runs out in the
+    /// database; the deadline falls short of that, so by then this node has stopped handing out
+    /// messages from memory and cannot act as a second owner, even while the farm database is
+    /// unreachable.
+    /// </summary>
+    public DateTimeOffset LeaseDeadline { get; private set; }
+
+    /// <summary>A renewal that started at <paramref name="renewalStartedAt"/> succeeded: the deadline moves on.</summary>
+    public void LeaseRenewed(DateTimeOffset renewalStartedAt)
+    {
+        var deadline = renewalStartedAt + _leaseFence;
+        if (deadline <= LeaseDeadline)
+        {
+            return;
+        }
+        LeaseDeadline = deadline;
+        ArmLeaseTimer();
+    }
+
+    private void ArmLeaseTimer()
+    {
+        var due = LeaseDeadline - _leaseClock.GetUtcNow();
+        if (due <= TimeSpan.Zero)
+        {
+            OnLeaseDeadline();
+            return;
+        }
+        _leaseTimer.Change(due, Timeout.InfiniteTimeSpan);
+    }
+
+    private void OnLeaseDeadline()
+    {
+        if (_leaseClock.GetUtcNow() < LeaseDeadline)
+        {
+            // Renewed while this callback was on its way.
+            ArmLeaseTimer();
+            return;
+        }
+        if (Interlocked.Exchange(ref _lost, 1) == 1)
+        {
+            return;
+        }
+        LogLeaseDeadlinePassed(_logger, Id, LeaseDeadline);
+        _onLost(this);
+    }
+
+    /// <summary>
     /// Opens the container database and fences it with the lease's epoch before anything is served
     /// (promise 3): from then on, a former owner's writes fail on the epoch check.
     /// </summary>
+    /// <param name="leaseStartedAt">When the lease was asked for (<paramref name="leaseClock"/>): its deadline runs from there.</param>
+    /// <param name="leaseFence">How long after a lease was asked for this node stops serving unless renewed.</param>
+    /// <param name="onLost">Called once when the host must stop: another broker owns the container, the
+    /// lease deadline passed, or a commit's outcome is unknown and the container must be read again.</param>
     public static async Task<ContainerHost> OpenAsync(
         ContainerRecord record, Func<IContainerDatabase> openDatabase, TimeProvider time, BrokerOptions options,
-        Func<string, CancellationToken, Task<ISendTarget>> resolve, IFarmStore farm, Action<long> onLost, ILogger logger, CancellationToken cancellationToken)
+        Func<string, CancellationToken, Task<ISendTarget>> resolve, IFarmStore farm, Action<ContainerHost> onLost,
+        DateTimeOffset leaseStartedAt, TimeSpan leaseFence, TimeProvider leaseClock, ILogger logger, CancellationToken cancellationToken)
     {
         var database = openDatabase();
         if (!await database.RaiseEpochAsync(record.Epoch, cancellationToken).ConfigureAwait(false))
@@ -72,12 +136,21 @@ internal sealed partial class ContainerHost : IAsyncDisposable
                 $"Container {record.Id} carries epoch {stored}, newer than this lease's {record.Epoch}: another broker took it.");
         }
         ContainerHost? host = null;
-        var commits = new CommitQueue(database, record.Id, record.Epoch, options.MaxOperationsPerCommit, id =>
+        var commits = new CommitQueue(database, record.Id, record.Epoch, options.MaxOperationsPerCommit,
+            onEpochLost: _ =>
+            {
+                host?.MarkLost();
+                onLost(host!);
+            },
+            onOutcomeUnknown: _ => onLost(host!),
+            logger);
+        host = new ContainerHost(record, database, commits, time, options, logger, leaseFence, leaseStartedAt, leaseClock)
         {
-            host?.MarkLost();
-            onLost(id);
-        }, logger);
-        host = new ContainerHost(record, database, commits, time, options, logger) { _resolve = resolve, _farm = farm };
+            _resolve = resolve,
+            _farm = farm,
+            _onLost = onLost,
+        };
+        host.ArmLeaseTimer();
         return host;
     }
 
@@ -322,7 +395,6 @@ internal sealed partial class ContainerHost : IAsyncDisposable
 
     public async ValueTask DisposeAsync()
     {
-        await _sweepTimer.DisposeAsync().ConfigureAwait(false);
         foreach (var topic in _topics.Values)
         {
             topic.Unload(IsLost
@@ -337,6 +409,10 @@ internal sealed partial class ContainerHost : IAsyncDisposable
                 : FarmErrors.Create(Contracts.Rpc.RpcStatusCode.Unavailable, Contracts.V1.FarmErrorCode.ServiceBusy,
                     $"The broker serving '{entity.Name}' is stopping; try again."));
         }
+        // Timers go after the entities stopped serving: a lost container must stop handing out
+        // messages at once, not after a timer's disposal yields.
+        await _sweepTimer.DisposeAsync().ConfigureAwait(false);
+        await _leaseTimer.DisposeAsync().ConfigureAwait(false);
         await Commits.DisposeAsync().ConfigureAwait(false);
         await Database.DisposeAsync().ConfigureAwait(false);
     }
@@ -346,6 +422,9 @@ internal sealed partial class ContainerHost : IAsyncDisposable
 
     [LoggerMessage(Level = LogLevel.Information, Message = "Loaded topic {Entity} from container {ContainerId}: {Subscriptions} subscriptions, {Count} stored messages")]
     private static partial void LogTopicLoaded(ILogger logger, string entity, long containerId, int subscriptions, long count);
+
+    [LoggerMessage(Level = LogLevel.Warning, Message = "Container {ContainerId}: its lease was not renewed by {Deadline:O}; this broker stops serving it")]
+    private static partial void LogLeaseDeadlinePassed(ILogger logger, long containerId, DateTimeOffset deadline);
 
     [LoggerMessage(Level = LogLevel.Error, Message = "Sweeping {Entity} failed")]
     private static partial void LogSweepFailed(ILogger logger, string entity, Exception exception);

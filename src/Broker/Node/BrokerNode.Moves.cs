@@ -43,14 +43,18 @@ public sealed partial class BrokerNode
     /// <summary>Takes a container another node just released for us (the second half of a move).</summary>
     internal async Task TakeReleasedContainerAsync(long containerId, CancellationToken cancellationToken)
     {
-        if (_containers.ContainsKey(containerId))
+        await _ownershipGate.WaitAsync(cancellationToken).ConfigureAwait(false);
+        try
         {
-            return;
+            if (!await TakeContainerAsync(Farm, containerId, cancellationToken).ConfigureAwait(false))
+            {
+                throw FarmErrors.Create(Contracts.Rpc.RpcStatusCode.Aborted, Contracts.V1.FarmErrorCode.ServiceBusy,
+                    $"Container {containerId} was taken by another node before node {NodeId} could take it.");
+            }
         }
-        if (!await TakeContainerAsync(Farm, containerId, cancellationToken).ConfigureAwait(false))
+        finally
         {
-            throw FarmErrors.Create(Contracts.Rpc.RpcStatusCode.Aborted, Contracts.V1.FarmErrorCode.ServiceBusy,
-                $"Container {containerId} was taken by another node before node {NodeId} could take it.");
+            _ownershipGate.Release();
         }
     }
 

@@ -4,14 +4,24 @@ using Microsoft.Extensions.Logging;
 
 namespace Farm.Broker.Node;
 
-// Membership and container ownership. Every node runs the same loop against the farm database:
-// heartbeat, renew its leases, then compare what it owns with its fair share of the containers
+// Membership and container ownership. Every node runs two loops against the farm database. The
+// renewal loop heartbeats and renews the leases of what it serves, and nothing else, so a slow take
+// can never make a healthy node look dead; a container whose lease this node fails to renew stops
+// being served at its own deadline (ContainerHost.LeaseDeadline). The ownership loop compares what
+// it owns with its fair share of the containers
 // over the live nodes (ranked by id, so every node computes the same shares). It takes orphaned
 // containers (no owner, or an owner whose heartbeat lapsed) up to its share, any orphan after
 // OrphanGrace, and gives one container back gracefully when it holds more than its share while
 // another live node holds less. Liveness and leases use the database's clock.
 public sealed partial class BrokerNode
 {
+    /// <summary>
+    /// Serialises everything that takes containers (ownership passes, CreateContainer, the second
+    /// half of a move): two takes of one container at once would open it twice with one epoch.
+    /// </summary>
+    private readonly SemaphoreSlim _ownershipGate = new(1, 1);
+
+    /// <summary>Orphans and when this node first saw them; only touched under <see cref="_ownershipGate"/>.</summary>
     private readonly Dictionary<long, DateTimeOffset> _orphanSeen = [];
 
     /// <summary>Containers this node let go of on purpose, and when: it does not take them straight back.</summary>
@@ -31,18 +41,41 @@ public sealed partial class BrokerNode
         _containers.TryGetValue(containerId, out var host) ? host.Epoch
         : _owners.TryGetValue(containerId, out var owner) ? owner.Epoch : 0;
 
-    private async Task OwnershipPassAsync(IFarmStore farm, CancellationToken cancellationToken)
+    /// <summary>Heartbeats, then renews the lease of every container served here (the renewal loop).</summary>
+    private async Task RenewAsync(IFarmStore farm, CancellationToken cancellationToken)
     {
         await farm.HeartbeatAsync(NodeId, cancellationToken).ConfigureAwait(false);
-        foreach (var (containerId, host) in _containers)
+        foreach (var host in _containers.Values)
         {
-            var lease = await farm.TryAcquireContainerAsync(containerId, NodeId, _nodeOptions.LeaseDuration, cancellationToken).ConfigureAwait(false);
-            if (lease is null || lease.Epoch != host.Epoch)
+            var startedAt = _leaseClock.GetUtcNow();
+            if (await farm.RenewContainerLeaseAsync(host.Id, NodeId, host.Epoch, _nodeOptions.LeaseDuration, cancellationToken).ConfigureAwait(false))
             {
-                OnContainerLost(containerId);
+                host.LeaseRenewed(startedAt);
+            }
+            else
+            {
+                // Taken over, or released by a hand-over running beside this loop.
+                OnContainerLost(host);
             }
         }
+    }
 
+    /// <summary>One ownership pass: takes orphans up to this node's share and hands surplus back.</summary>
+    internal async Task AssignAsync(IFarmStore farm, CancellationToken cancellationToken)
+    {
+        await _ownershipGate.WaitAsync(cancellationToken).ConfigureAwait(false);
+        try
+        {
+            await AssignLockedAsync(farm, cancellationToken).ConfigureAwait(false);
+        }
+        finally
+        {
+            _ownershipGate.Release();
+        }
+    }
+
+    private async Task AssignLockedAsync(IFarmStore farm, CancellationToken cancellationToken)
+    {
         var nodes = await farm.ListNodesAsync(cancellationToken).ConfigureAwait(false);
         var containers = await farm.ListContainersAsync(cancellationToken).ConfigureAwait(false);
         var live = nodes
@@ -112,9 +145,12 @@ public sealed partial class BrokerNode
                 bool taken;
                 try
                 {
-                    taken = await TakeContainerAsync(farm, container.Id, cancellationToken).ConfigureAwait(false);
+                    // Each take has a time limit: one container stuck behind a lock must not hold up the rest.
+                    using var timeout = new CancellationTokenSource(_nodeOptions.TakeTimeout, _leaseClock);
+                    using var linked = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken, timeout.Token);
+                    taken = await TakeContainerAsync(farm, container.Id, linked.Token).ConfigureAwait(false);
                 }
-                catch (Exception e) when (e is not OperationCanceledException)
+                catch (Exception e) when (!cancellationToken.IsCancellationRequested)
                 {
                     // One container that cannot be fenced yet must not stop the pass: heartbeats,
                     // lease renewals and the other takes go on, and this one is tried again next pass.
@@ -189,6 +225,29 @@ public sealed partial class BrokerNode
         }
     }
 
+    private async Task RenewalLoopAsync(CancellationToken cancellationToken)
+    {
+        using var timer = new PeriodicTimer(_nodeOptions.HeartbeatInterval, _leaseClock);
+        try
+        {
+            while (await timer.WaitForNextTickAsync(cancellationToken).ConfigureAwait(false))
+            {
+                try
+                {
+                    await RenewAsync(Farm, cancellationToken).ConfigureAwait(false);
+                }
+                catch (Exception e) when (e is not OperationCanceledException)
+                {
+                    LogHeartbeatFailed(_logger, e);
+                }
+            }
+        }
+        catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
+        {
+            // Stopping.
+        }
+    }
+
     private async Task OwnershipLoopAsync(CancellationToken cancellationToken)
     {
         using var timer = new PeriodicTimer(_nodeOptions.HeartbeatInterval, _time);
@@ -198,7 +257,7 @@ public sealed partial class BrokerNode
             {
                 try
                 {
-                    await OwnershipPassAsync(Farm, cancellationToken).ConfigureAwait(false);
+                    await AssignAsync(Farm, cancellationToken).ConfigureAwait(false);
                 }
                 catch (Exception e) when (e is not OperationCanceledException)
                 {

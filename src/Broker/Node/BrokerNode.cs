@@ -26,12 +26,24 @@ public sealed partial class BrokerNode : IAsyncDisposable
     private Task? _heartbeat;
     private string _address = "";
 
-    public BrokerNode(IStoreProvider provider, NodeOptions nodeOptions, BrokerOptions brokerOptions, TimeProvider time, ILogger<BrokerNode> logger)
+    private readonly TimeProvider _leaseClock;
+    private Task? _renewals;
+
+    /// <param name="time">Message semantics (locks, TTL, schedules) and the ownership passes.</param>
+    /// <param name="leaseClock">
+    /// Heartbeats, lease renewals and lease deadlines: the farm database judges leases by its real
+    /// clock, so these run on real time (the default) even where a test drives <paramref name="time"/> by hand.
+    /// </param>
+    public BrokerNode(
+        IStoreProvider provider, NodeOptions nodeOptions, BrokerOptions brokerOptions, TimeProvider time, ILogger<BrokerNode> logger,
+        TimeProvider? leaseClock = null)
     {
+        ArgumentOutOfRangeException.ThrowIfGreaterThanOrEqual(nodeOptions.LeaseSafetyMargin, nodeOptions.LeaseDuration);
         _provider = provider;
         _nodeOptions = nodeOptions;
         Options = brokerOptions;
         _time = time;
+        _leaseClock = leaseClock ?? TimeProvider.System;
         _logger = logger;
     }
 
@@ -55,6 +67,15 @@ public sealed partial class BrokerNode : IAsyncDisposable
         _address = address;
         Directory.CreateDirectory(_nodeOptions.DataDirectory);
         var farm = await _provider.OpenFarmStoreAsync(FarmConnectionString, cancellationToken).ConfigureAwait(false);
+        try
+        {
+            await RefuseIfRunningElsewhereAsync(farm, cancellationToken).ConfigureAwait(false);
+        }
+        catch
+        {
+            await farm.DisposeAsync().ConfigureAwait(false);
+            throw;
+        }
         await farm.RegisterNodeAsync(NodeId, address, Environment.ProcessId, cancellationToken).ConfigureAwait(false);
 
         var containers = await farm.ListContainersAsync(cancellationToken).ConfigureAwait(false);
@@ -71,18 +92,53 @@ public sealed partial class BrokerNode : IAsyncDisposable
             await farm.ReleaseContainerAsync(container.Id, NodeId, cancellationToken).ConfigureAwait(false);
         }
         // One pass now, so a node that is the farm's only one serves as soon as it says it is up.
-        await OwnershipPassAsync(farm, cancellationToken).ConfigureAwait(false);
+        await AssignAsync(farm, cancellationToken).ConfigureAwait(false);
         _farm = farm;
+        _renewals = Task.Run(() => RenewalLoopAsync(_stopping.Token), CancellationToken.None);
         _heartbeat = Task.Run(() => OwnershipLoopAsync(_stopping.Token), CancellationToken.None);
         LogStarted(_logger, NodeId, address, _containers.Count);
     }
+
+    /// <summary>
+    /// Two processes with one node id would take containers from each other forever (each sees
+    /// "ours but not served here"). When the farm has this id with a fresh heartbeat, watch it for a
+    /// little over two heartbeats: a node killed a moment ago stops heartbeating and may be
+    /// replaced; one still heartbeating is another live process, and this one refuses to start.
+    /// </summary>
+    private async Task RefuseIfRunningElsewhereAsync(IFarmStore farm, CancellationToken cancellationToken)
+    {
+        var first = await ReadSelfAsync(farm, cancellationToken).ConfigureAwait(false);
+        if (first is null || first.State == NodeStates.Stopped || first.HeartbeatAge >= _nodeOptions.NodeTimeout)
+        {
+            return;
+        }
+        var watchUntil = _leaseClock.GetUtcNow() + 2 * _nodeOptions.HeartbeatInterval + _nodeOptions.LeaseSafetyMargin;
+        while (_leaseClock.GetUtcNow() < watchUntil)
+        {
+            await Task.Delay(_nodeOptions.HeartbeatInterval / 5, _leaseClock, cancellationToken).ConfigureAwait(false);
+            var now = await ReadSelfAsync(farm, cancellationToken).ConfigureAwait(false);
+            if (now is null || now.State == NodeStates.Stopped)
+            {
+                return;
+            }
+            if (now.HeartbeatAt > first.HeartbeatAt)
+            {
+                throw new InvalidOperationException(
+                    $"Node {NodeId} is already running at {now.Address} (pid {now.ProcessId}): a farm's node ids must be unique. "
+                    + "Stop that node first, or start this one with another --node-id.");
+            }
+        }
+    }
+
+    private async Task<NodeRecord?> ReadSelfAsync(IFarmStore farm, CancellationToken cancellationToken) =>
+        (await farm.ListNodesAsync(cancellationToken).ConfigureAwait(false)).FirstOrDefault(n => n.Id == NodeId);
 
     /// <summary>Creates a container record and its database, and takes it.</summary>
     public async Task<ContainerRecord> CreateContainerAsync(CancellationToken cancellationToken)
     {
         // Created unowned: the ownership passes give it to the node whose share has room.
         var record = await CreateContainerAsync(Farm, cancellationToken).ConfigureAwait(false);
-        await OwnershipPassAsync(Farm, cancellationToken).ConfigureAwait(false);
+        await AssignAsync(Farm, cancellationToken).ConfigureAwait(false);
         return (await Farm.GetContainerAsync(record.Id, cancellationToken).ConfigureAwait(false))!;
     }
 
@@ -97,9 +153,17 @@ public sealed partial class BrokerNode : IAsyncDisposable
         return record;
     }
 
-    /// <summary>Leases a container and fences it with the new epoch; false when another node holds it.</summary>
+    /// <summary>
+    /// Leases a container and fences it with the new epoch; false when another node holds it. Runs
+    /// only under <see cref="_ownershipGate"/>, so one node never opens a container twice.
+    /// </summary>
     private async Task<bool> TakeContainerAsync(IFarmStore farm, long containerId, CancellationToken cancellationToken)
     {
+        if (_containers.ContainsKey(containerId))
+        {
+            return true;
+        }
+        var leaseStartedAt = _leaseClock.GetUtcNow();
         var lease = await farm.TryAcquireContainerAsync(containerId, NodeId, _nodeOptions.LeaseDuration, cancellationToken).ConfigureAwait(false);
         if (lease is null)
         {
@@ -110,7 +174,9 @@ public sealed partial class BrokerNode : IAsyncDisposable
         ContainerHost host;
         try
         {
-            host = await ContainerHost.OpenAsync(lease, () => database, _time, Options, ResolveSendTargetAsync, farm, OnContainerLost, _logger, cancellationToken).ConfigureAwait(false);
+            host = await ContainerHost.OpenAsync(
+                lease, () => database, _time, Options, ResolveSendTargetAsync, farm, OnContainerLost,
+                leaseStartedAt, _nodeOptions.LeaseDuration - _nodeOptions.LeaseSafetyMargin, _leaseClock, _logger, cancellationToken).ConfigureAwait(false);
         }
         catch
         {
@@ -118,17 +184,47 @@ public sealed partial class BrokerNode : IAsyncDisposable
             await database.DisposeAsync().ConfigureAwait(false);
             throw;
         }
-        _containers[containerId] = host;
+        if (!_containers.TryAdd(containerId, host))
+        {
+            // Cannot happen under the gate; if it ever does, the host already serving stays the only one.
+            await host.DisposeAsync().ConfigureAwait(false);
+            return true;
+        }
         LogContainerTaken(_logger, containerId, lease.Epoch);
+        if (host.IsLost)
+        {
+            // Its lease deadline passed (or a commit failed) before it was registered here.
+            OnContainerLost(host);
+        }
         return true;
     }
 
-    private void OnContainerLost(long containerId)
+    /// <summary>
+    /// Stops serving one host: another broker owns its container, its lease deadline passed, or a
+    /// commit's outcome is unknown (the next ownership pass takes the container again and reads it
+    /// afresh). Removes exactly this host, never a newer one serving the same container.
+    /// </summary>
+    private void OnContainerLost(ContainerHost host)
     {
-        if (_containers.TryRemove(containerId, out var host))
+        if (_containers.TryRemove(KeyValuePair.Create(host.Id, host)))
         {
-            LogContainerLost(_logger, containerId);
-            _ = host.DisposeAsync().AsTask();
+            LogContainerLost(_logger, host.Id);
+            _ = DisposeLostAsync(host);
+        }
+    }
+
+    /// <summary>For tests: a host reports its loss (late, after the container was taken again).</summary>
+    internal void OnContainerLostForTests(ContainerHost host) => OnContainerLost(host);
+
+    private async Task DisposeLostAsync(ContainerHost host)
+    {
+        try
+        {
+            await host.DisposeAsync().ConfigureAwait(false);
+        }
+        catch (Exception e)
+        {
+            LogDisposeFailed(_logger, host.Id, e);
         }
     }
 
@@ -310,10 +406,13 @@ public sealed partial class BrokerNode : IAsyncDisposable
     public async ValueTask DisposeAsync()
     {
         await _stopping.CancelAsync().ConfigureAwait(false);
-        if (_heartbeat is not null)
+        foreach (var loop in new[] { _heartbeat, _renewals })
         {
-            // The loop ends by cancellation; that is the expected way out.
-            await _heartbeat.ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
+            if (loop is not null)
+            {
+                // The loops end by cancellation; that is the expected way out.
+                await loop.ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
+            }
         }
         foreach (var (id, host) in _containers)
         {
@@ -350,6 +449,9 @@ public sealed partial class BrokerNode : IAsyncDisposable
 
     [LoggerMessage(Level = LogLevel.Warning, Message = "Lost container {ContainerId}; no longer serving it")]
     private static partial void LogContainerLost(ILogger logger, long containerId);
+
+    [LoggerMessage(Level = LogLevel.Error, Message = "Closing container {ContainerId} after it was lost failed")]
+    private static partial void LogDisposeFailed(ILogger logger, long containerId, Exception exception);
 
     [LoggerMessage(Level = LogLevel.Warning, Message = "Heartbeat failed")]
     private static partial void LogHeartbeatFailed(ILogger logger, Exception exception);

@@ -17,7 +17,23 @@ public sealed class NodeOptions
     /// <summary>How long a container lease lasts without renewal (database clock).</summary>
     public TimeSpan LeaseDuration { get; set; } = TimeSpan.FromSeconds(3);
 
-    /// <summary>How often the node heartbeats, renews its leases and looks at the farm's containers.</summary>
+    /// <summary>
+    /// A node stops serving a container this long before its lease would run out unless renewed
+    /// (counted from when the renewal was asked for, on the node's own clock), so it is never
+    /// serving from memory when the farm may already give the container to another node.
+    /// </summary>
+    public TimeSpan LeaseSafetyMargin { get; set; } = TimeSpan.FromMilliseconds(500);
+
+    /// <summary>
+    /// How long one take of a container (lease, open, raise the epoch) may last before the
+    /// ownership pass gives it up and tries again on a later pass.
+    /// </summary>
+    public TimeSpan TakeTimeout { get; set; } = TimeSpan.FromSeconds(5);
+
+    /// <summary>
+    /// How often the node heartbeats and renews its leases (on their own loop, never behind a slow
+    /// take), and how often it looks at the farm's containers.
+    /// </summary>
     public TimeSpan HeartbeatInterval { get; set; } = TimeSpan.FromMilliseconds(500);
 
     /// <summary>A node whose heartbeat is older than this (database clock) counts as dead.</summary>

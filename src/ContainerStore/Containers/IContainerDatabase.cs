@@ -24,7 +24,9 @@ public interface IContainerDatabase : IAsyncDisposable
 
     /// <summary>
     /// Applies the batch in one durable transaction, after checking that the stored epoch equals
-    /// <paramref name="expectedEpoch"/>; throws <see cref="StaleEpochException"/> (writing nothing) when not.
+    /// <paramref name="expectedEpoch"/>; throws <see cref="StaleEpochException"/> (writing nothing) when not,
+    /// and <see cref="CommitOutcomeUnknownException"/> when the COMMIT itself failed (it may or may not
+    /// have been written). Any other failure wrote nothing.
     /// </summary>
     Task CommitAsync(long expectedEpoch, ContainerWriteBatch batch, CancellationToken cancellationToken = default);
 }
@@ -36,3 +38,10 @@ public sealed class StaleEpochException(long expected, long actual)
     public long ExpectedEpoch { get; } = expected;
     public long ActualEpoch { get; } = actual;
 }
+
+/// <summary>
+/// The COMMIT itself failed (a failed fsync, a connection lost while the server committed): the batch
+/// may or may not be durable. The caller must neither acknowledge it nor assume it was not written;
+/// only reading the database again tells.
+/// </summary>
+public sealed class CommitOutcomeUnknownException(string message, Exception inner) : Exception(message, inner);

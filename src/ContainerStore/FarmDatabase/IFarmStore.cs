@@ -33,6 +33,13 @@ public interface IFarmStore : IAsyncDisposable
     /// <summary>Releases a node's lease on a container (graceful hand-over); the epoch stays.</summary>
     Task ReleaseContainerAsync(long containerId, long nodeId, CancellationToken cancellationToken = default);
 
+    /// <summary>
+    /// Extends a lease the node holds at <paramref name="epoch"/>; false when the container has
+    /// another owner or epoch since (taken over, or released). Unlike <see cref="TryAcquireContainerAsync"/>
+    /// it never takes a container, so a renewal racing a release cannot take it back.
+    /// </summary>
+    Task<bool> RenewContainerLeaseAsync(long containerId, long nodeId, long epoch, TimeSpan leaseDuration, CancellationToken cancellationToken = default);
+
     /// <summary>Creates an entity; throws <see cref="EntityAlreadyExistsException"/> when the name (case-insensitive) is taken.</summary>
     Task<EntityRecord> CreateEntityAsync(string name, string kind, long containerId, string propertiesJson, CancellationToken cancellationToken = default);
 

@@ -98,7 +98,15 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
             // synchronous_commit is on for every connection (PostgresSql.DurableSessionOptions): this
             // returns once the WAL is flushed. A failure here leaves the outcome unknown, and the
             // caller does not acknowledge it.
-            await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
+            try
+            {
+                await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
+            }
+            catch (Exception e)
+            {
+                throw new CommitOutcomeUnknownException(
+                    $"The commit to container database '{_database.Name}' failed; it may or may not be durable: {e.Message}", e);
+            }
             return true;
         }, cancellationToken);
     }

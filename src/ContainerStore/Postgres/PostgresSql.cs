@@ -121,6 +121,11 @@ internal static class PostgresSql
             RETURNING {ContainerColumns}
             """;
 
+        public const string RenewContainerLease = $"""
+            UPDATE containers SET lease_expires_at = {Now} + @LeaseMs * interval '1 millisecond'
+            WHERE id = @Id AND owner_node = @NodeId AND epoch = @Epoch
+            """;
+
         public const string ReleaseContainer = """
             UPDATE containers SET owner_node = NULL, lease_expires_at = NULL, owned_since = NULL
             WHERE id = @Id AND owner_node = @NodeId

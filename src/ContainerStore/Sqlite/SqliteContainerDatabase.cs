@@ -175,7 +175,7 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
                 await DropWriterAsync().ConfigureAwait(false);
                 throw _file.Unavailable("write to", e);
             }
-            catch (StoreUnavailableException)
+            catch (Exception e) when (e is StoreUnavailableException or CommitOutcomeUnknownException)
             {
                 await DropWriterAsync().ConfigureAwait(false);
                 throw;

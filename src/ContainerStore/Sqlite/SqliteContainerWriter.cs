@@ -92,12 +92,23 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
             }
 
             Apply(batch);
-            transaction.Commit();
         }
         catch
         {
             Abandon(transaction);
+            transaction.Dispose();
             throw;
+        }
+
+        try
+        {
+            transaction.Commit();
+        }
+        catch (Exception e)
+        {
+            // SQLite may have written the WAL frames before the failure (a failed fsync): unknown.
+            Abandon(transaction);
+            throw new CommitOutcomeUnknownException($"The commit to '{_path}' failed; it may or may not be durable: {e.Message}", e);
         }
         finally
         {

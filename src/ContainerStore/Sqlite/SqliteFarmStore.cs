@@ -125,6 +125,16 @@ internal sealed class SqliteFarmStore : IFarmStore
         }, cancellationToken);
     }
 
+    public async Task<bool> RenewContainerLeaseAsync(long containerId, long nodeId, long epoch, TimeSpan leaseDuration, CancellationToken cancellationToken = default)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThanOrEqual(leaseDuration, TimeSpan.Zero);
+        var renewed = await RunAsync(connection => connection.ExecuteAsync(Command(
+            SqliteSql.FarmDb.RenewContainerLease,
+            new { Id = containerId, NodeId = nodeId, Epoch = epoch, LeaseMs = (long)leaseDuration.TotalMilliseconds },
+            cancellationToken: cancellationToken)), cancellationToken).ConfigureAwait(false);
+        return renewed == 1;
+    }
+
     public Task ReleaseContainerAsync(long containerId, long nodeId, CancellationToken cancellationToken = default) =>
         RunAsync(connection => connection.ExecuteAsync(Command(SqliteSql.FarmDb.ReleaseContainer, new { Id = containerId, NodeId = nodeId }, cancellationToken: cancellationToken)), cancellationToken);
 

@@ -91,6 +91,11 @@ internal static class SqliteSql
               AND (owner_node IS NULL OR owner_node = @NodeId OR lease_expires_at <= {NowMs})
             """;
 
+        public const string RenewContainerLease = $"""
+            UPDATE containers SET lease_expires_at = {NowMs} + @LeaseMs
+            WHERE id = @Id AND owner_node = @NodeId AND epoch = @Epoch
+            """;
+
         public const string ReleaseContainer = """
             UPDATE containers SET owner_node = NULL, lease_expires_at = NULL, owned_since = NULL
             WHERE id = @Id AND owner_node = @NodeId

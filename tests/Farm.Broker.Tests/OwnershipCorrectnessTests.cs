@@ -1,0 +1,291 @@
+using Farm.Broker.Entities;
+using Farm.Broker.Node;
+using Farm.ContainerStore;
+using Farm.ContainerStore.Containers;
+using Farm.ContainerStore.FarmDatabase;
+using Farm.ContainerStore.Sqlite;
+using Farm.Contracts.Rpc;
+using Farm.Contracts.V1;
+using Microsoft.Extensions.Logging.Abstractions;
+
+namespace Farm.Broker.Tests;
+
+/// <summary>
+/// Promise 3 (one writer per container) on paths the chaos tests do not drive: takes of one
+/// container racing inside one node, a stuck take holding up heartbeats, a node that cannot renew
+/// its leases, and a commit whose outcome is unknown. Real SQLite files; the test steps into the
+/// farm store or a container database through <see cref="InterceptedStoreProvider"/>.
+/// </summary>
+public sealed class OwnershipCorrectnessTests : IAsyncDisposable
+{
+    private static readonly TimeSpan Deadline = TimeSpan.FromSeconds(10);
+    private readonly string _directory = Path.Combine(Path.GetTempPath(), "farm-ownership-tests", Guid.NewGuid().ToString("N"));
+    private readonly List<BrokerNode> _nodes = [];
+
+    private async Task<BrokerNode> StartNodeAsync(IStoreProvider provider, TimeProvider time, TimeProvider? leaseClock = null, long nodeId = 1)
+    {
+        var node = new BrokerNode(provider, new NodeOptions { NodeId = nodeId, DataDirectory = _directory }, new BrokerOptions(), time,
+            NullLogger<BrokerNode>.Instance, leaseClock);
+        _nodes.Add(node);
+        await node.StartAsync("http://test-" + nodeId, CancellationToken.None);
+        return node;
+    }
+
+    private static async Task WaitUntilAsync(Func<bool> condition, string what)
+    {
+        var until = DateTime.UtcNow + Deadline;
+        while (!condition())
+        {
+            if (DateTime.UtcNow > until)
+            {
+                throw new TimeoutException($"Timed out waiting until {what}.");
+            }
+            await Task.Delay(10);
+        }
+    }
+
+    [Fact]
+    public async Task ConcurrentTakesOfOneContainer_OpenItOnce()
+    {
+        // The second take of a new container is held inside the farm store until the test lets it
+        // go; meanwhile a move's TakeReleasedContainer asks for the same container. Before the fix
+        // both opened it (same node, same epoch) and the second host replaced the first, which kept
+        // its own writer and timers: two hosts handing out the same messages.
+        var hold = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var armed = false;
+        var acquiring = 0;
+        var provider = new InterceptedStoreProvider(new SqliteStoreProvider(), farmHook: (name, args, proceed) =>
+        {
+            if (name != nameof(IFarmStore.TryAcquireContainerAsync) || !Volatile.Read(ref armed))
+            {
+                return proceed();
+            }
+            Interlocked.Increment(ref acquiring);
+            return Held(hold.Task, () => (Task<ContainerRecord?>)proceed()!);
+        });
+        var node = await StartNodeAsync(provider, new ManualTimeProvider());
+        var openBefore = provider.OpenContainers;
+
+        Volatile.Write(ref armed, true);
+        var create = node.CreateContainerAsync(CancellationToken.None);
+        await WaitUntilAsync(() => Volatile.Read(ref acquiring) == 1, "the first take is inside TryAcquireContainer");
+        var containerId = (await node.Farm.ListContainersAsync()).Max(c => c.Id);
+        var moveTake = node.TakeReleasedContainerAsync(containerId, CancellationToken.None);
+        // Give the second take every chance to get in beside the first; after the fix it waits its turn.
+        var secondGotIn = await WaitForAsync(() => Volatile.Read(ref acquiring) == 2, TimeSpan.FromMilliseconds(500));
+        hold.SetResult();
+        await create;
+        await moveTake;
+
+        Assert.False(secondGotIn, "a second take of the same container ran beside the first");
+        Assert.Equal(openBefore + 1, provider.OpenContainers);
+        Assert.Single(node.Containers, h => h.Id == containerId);
+    }
+
+    [Fact]
+    public async Task AStaleHostsLoss_DoesNotEvictTheLiveHost()
+    {
+        // A host fenced by its lease deadline is gone; the node takes the container again (a new
+        // host, a higher epoch). When the old host reports its loss late, only the old host goes.
+        var leaseClock = new ManualTimeProvider();
+        var renewalsFail = false;
+        var provider = new InterceptedStoreProvider(new SqliteStoreProvider(), farmHook: (name, _, proceed) =>
+            name == nameof(IFarmStore.RenewContainerLeaseAsync) && Volatile.Read(ref renewalsFail)
+                ? Task.FromException<bool>(new StoreUnavailableException("farm database unreachable (test)"))
+                : proceed());
+        var node = await StartNodeAsync(provider, new ManualTimeProvider(), leaseClock);
+        var stale = Assert.Single(node.Containers);
+
+        Volatile.Write(ref renewalsFail, true);
+        leaseClock.Advance(new NodeOptions().LeaseDuration);
+        Assert.Empty(node.Containers);
+        Volatile.Write(ref renewalsFail, false);
+        await node.AssignAsync(node.Farm, CancellationToken.None);
+        var live = Assert.Single(node.Containers);
+        Assert.NotSame(stale, live);
+        Assert.True(live.Epoch > stale.Epoch);
+
+        node.OnContainerLostForTests(stale);
+
+        Assert.Same(live, Assert.Single(node.Containers));
+    }
+
+    [Fact]
+    public async Task HeartbeatsAndRenewals_GoOn_WhileATakeIsStuck()
+    {
+        // A take that waits on a lock (a big failover, a stranded transaction) used to hold the
+        // whole pass: no heartbeat, no renewal, and past the node timeout the others took this
+        // healthy node's containers too.
+        var hold = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var armed = false;
+        var stuck = 0;
+        var heartbeats = 0;
+        var provider = new InterceptedStoreProvider(new SqliteStoreProvider(), farmHook: (name, _, proceed) =>
+        {
+            if (name == nameof(IFarmStore.HeartbeatAsync))
+            {
+                Interlocked.Increment(ref heartbeats);
+            }
+            if (name == nameof(IFarmStore.TryAcquireContainerAsync) && Volatile.Read(ref armed))
+            {
+                Interlocked.Increment(ref stuck);
+                return Held(hold.Task, () => (Task<ContainerRecord?>)proceed()!);
+            }
+            return proceed();
+        });
+        var node = await StartNodeAsync(provider, new ManualTimeProvider());
+        var served = Assert.Single(node.Containers);
+
+        Volatile.Write(ref armed, true);
+        var create = node.CreateContainerAsync(CancellationToken.None);
+        await WaitUntilAsync(() => Volatile.Read(ref stuck) == 1, "a take is stuck");
+        var before = Volatile.Read(ref heartbeats);
+        var leaseBefore = served.LeaseDeadline;
+
+        await WaitUntilAsync(() => Volatile.Read(ref heartbeats) >= before + 2 && served.LeaseDeadline > leaseBefore,
+            "the node heartbeats and renews while the take is stuck");
+        Assert.False(served.IsLost);
+
+        hold.SetResult();
+        await create;
+    }
+
+    [Fact]
+    public async Task AHostWhoseLeaseIsNotRenewed_StopsServingAtItsDeadline()
+    {
+        // A node that cannot reach the farm database keeps its heartbeats from landing; another
+        // node may take its containers once the lease runs out. Before that moment this node must
+        // stop handing out messages from memory, or two nodes serve one container.
+        var leaseClock = new ManualTimeProvider();
+        var renewalsFail = false;
+        var unreachable = new StoreUnavailableException("farm database unreachable (test)");
+        var provider = new InterceptedStoreProvider(new SqliteStoreProvider(), farmHook: (name, _, proceed) =>
+            !Volatile.Read(ref renewalsFail) ? proceed() : name switch
+            {
+                nameof(IFarmStore.HeartbeatAsync) => Task.FromException(unreachable),
+                nameof(IFarmStore.RenewContainerLeaseAsync) => Task.FromException<bool>(unreachable),
+                _ => proceed(),
+            });
+        var node = await StartNodeAsync(provider, new ManualTimeProvider(), leaseClock);
+        var options = new NodeOptions();
+        var record = await node.Farm.CreateEntityAsync("orders", EntityKinds.Queue, Assert.Single(node.Containers).Id, new QueueSettings().ToJson());
+        var queue = await node.LoadAsync(record, CancellationToken.None);
+        await queue.SendAsync([BrokerHarness.Text("one")]);
+        await queue.SendAsync([BrokerHarness.Text("two")]);
+
+        Volatile.Write(ref renewalsFail, true);
+        leaseClock.Advance(options.LeaseDuration - options.LeaseSafetyMargin - TimeSpan.FromMilliseconds(1));
+        Assert.Single(await queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
+
+        leaseClock.Advance(TimeSpan.FromMilliseconds(1));
+
+        Assert.Empty(node.Containers);
+        var refused = await Assert.ThrowsAsync<RpcException>(() => queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
+        Assert.Equal("NOT_OWNER", refused.FarmError);
+    }
+
+    [Fact]
+    public async Task ACommitWithAnUnknownOutcome_ReloadsTheContainerFromTheDatabase()
+    {
+        // The COMMIT fails after the database made the batch durable (a lost PostgreSQL COMMIT
+        // reply, an fsync error reported late). Before the fix the broker treated it as not written:
+        // the message was durable but not in memory, so no receiver saw it until the next load.
+        var failAfterCommit = false;
+        var provider = new InterceptedStoreProvider(new SqliteStoreProvider(), containerHook: (name, _, proceed) =>
+        {
+            if (name != nameof(IContainerDatabase.CommitAsync) || !Volatile.Read(ref failAfterCommit))
+            {
+                return proceed();
+            }
+            return CommitThenFail((Task)proceed()!);
+        });
+        var node = await StartNodeAsync(provider, new ManualTimeProvider());
+        var container = Assert.Single(node.Containers);
+        var record = await node.Farm.CreateEntityAsync("orders", EntityKinds.Queue, container.Id, new QueueSettings().ToJson());
+        var queue = await node.LoadAsync(record, CancellationToken.None);
+
+        Volatile.Write(ref failAfterCommit, true);
+        var failed = await Assert.ThrowsAsync<RpcException>(() => queue.SendAsync([BrokerHarness.Text("maybe", "m-1")]));
+        Volatile.Write(ref failAfterCommit, false);
+
+        Assert.Equal("STORE_UNAVAILABLE", failed.FarmError);
+        await WaitUntilAsync(() => !node.Containers.Contains(container), "the container is closed for a reload");
+        await node.AssignAsync(node.Farm, CancellationToken.None);
+        var reloaded = Assert.Single(node.Containers);
+        Assert.True(reloaded.Epoch > container.Epoch);
+        var again = await node.ResolveQueueAsync("orders", CancellationToken.None);
+        var received = Assert.Single(await again.ReceiveAsync(false, ReceiveMode.PeekLock, 10, TimeSpan.Zero, default));
+        Assert.Equal("m-1", received.Message.MessageId);
+        Assert.Equal(1, received.DeliveryCount);
+    }
+
+    [Fact]
+    public async Task ASecondNodeWithTheSameId_IsRefused_WhileTheFirstHeartbeats()
+    {
+        // Before: both registered, and each pass found "ours in the farm database but not served
+        // here", released and re-took the other's containers, forever.
+        var first = await StartNodeAsync(new SqliteStoreProvider(), new ManualTimeProvider());
+        var owned = Assert.Single(first.Containers);
+
+        var refused = await Assert.ThrowsAsync<InvalidOperationException>(() => StartNodeAsync(new SqliteStoreProvider(), new ManualTimeProvider()));
+
+        Assert.Contains("Node 1 is already running at http://test-1", refused.Message);
+        Assert.Contains($"pid {Environment.ProcessId}", refused.Message);
+        Assert.Same(owned, Assert.Single(first.Containers));
+        Assert.False(owned.IsLost);
+    }
+
+    [Fact]
+    public async Task ANodeKilledAMomentAgo_CanBeStartedAgainWithItsId()
+    {
+        var crashed = await StartNodeAsync(new SqliteStoreProvider(), new ManualTimeProvider());
+        var before = Assert.Single(crashed.Containers);
+        crashed.StopOwnershipForTests();
+
+        var successor = await StartNodeAsync(new SqliteStoreProvider(), new ManualTimeProvider());
+
+        Assert.True(Assert.Single(successor.Containers).Epoch > before.Epoch);
+    }
+
+    private static async Task CommitThenFail(Task commit)
+    {
+        await commit;
+        throw new CommitOutcomeUnknownException("COMMIT reply lost (test)", new IOException("connection reset (test)"));
+    }
+
+    private static async Task<T> Held<T>(Task hold, Func<Task<T>> proceed)
+    {
+        await hold;
+        return await proceed();
+    }
+
+    private static async Task<bool> WaitForAsync(Func<bool> condition, TimeSpan within)
+    {
+        var until = DateTime.UtcNow + within;
+        while (!condition())
+        {
+            if (DateTime.UtcNow > until)
+            {
+                return false;
+            }
+            await Task.Delay(10);
+        }
+        return true;
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        foreach (var node in _nodes)
+        {
+            await node.DisposeAsync();
+        }
+        try
+        {
+            Directory.Delete(_directory, recursive: true);
+        }
+        catch (IOException)
+        {
+            // A file still open on a slow dispose is not worth failing a test for.
+        }
+    }
+}
