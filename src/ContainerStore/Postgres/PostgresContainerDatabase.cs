@@ -16,6 +16,9 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
     private readonly SemaphoreSlim _writeLock = new(1, 1);
     private int _disposed;
 
+    // Entities purged through this handle (guarded by _writeLock): a later write may find their rows gone.
+    private readonly HashSet<long> _purged = [];
+
     private PostgresContainerDatabase(string connectionString, PostgresDatabase database)
     {
         ConnectionString = connectionString;
@@ -87,18 +90,23 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
                 }
             }
 
-            await using (var writes = PostgresContainerWriter.Build(connection, transaction, batch))
+            var checks = new List<PostgresContainerWriter.RowCheck>();
+            await using (var writes = PostgresContainerWriter.Build(connection, transaction, batch, _purged, checks))
             {
                 if (writes.BatchCommands.Count > 0)
                 {
                     await writes.ExecuteNonQueryAsync(cancellationToken).ConfigureAwait(false);
                 }
+
+                // A missing row throws before COMMIT: disposing the transaction rolls everything back.
+                PostgresContainerWriter.Verify(checks);
             }
 
             // synchronous_commit is on for every connection (PostgresSql.DurableSessionOptions): this
             // returns once the WAL is flushed. A failure here leaves the outcome unknown, and the
             // caller does not acknowledge it.
             await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
+            _purged.UnionWith(batch.PurgedEntities);
             return true;
         }, cancellationToken);
     }
