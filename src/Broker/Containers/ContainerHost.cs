@@ -23,6 +23,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     private readonly ILogger _logger;
     private readonly ITimer _sweepTimer;
     private int _lost;
+    private int _sweeping;
     private Func<string, CancellationToken, Task<ISendTarget>> _resolve = null!;
     private IFarmStore _farm = null!;
 
@@ -352,7 +353,8 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         _entities.TryRemove(subscriptionId, out _);
         var topic = _topics.GetValueOrDefault(topicId);
         var removed = topic?.RemoveSubscription(subscriptionId);
-        var held = removed?.Queue.HeldSequenceNumbers() ?? [];
+        // Taken once, under the subscription's lock: a settlement of it still queued releases nothing more.
+        var held = removed?.Queue.TakeHeldForRelease() ?? [];
         await Commits.CommitAsync(batch => batch.PurgedEntities.Add(subscriptionId)).ConfigureAwait(false);
         topic?.ReleaseAll(held);
     }
@@ -374,27 +376,53 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         }
     }
 
-    private void Sweep()
+    /// <summary>
+    /// The sweep timer's callback. An exception here would crash the process (timer callbacks run on
+    /// the thread pool with nobody to catch), so each topic and entity is swept under its own catch;
+    /// and a tick that comes while the previous sweep still runs is skipped, not run beside it.
+    /// </summary>
+    internal void Sweep()
     {
-        foreach (var topic in _topics.Values)
+        if (Interlocked.Exchange(ref _sweeping, 1) == 1)
         {
-            topic.Sweep();
+            return;
         }
-        foreach (var entity in _entities.Values)
+        try
         {
-            try
+            foreach (var topic in _topics.Values)
             {
-                entity.Sweep();
+                try
+                {
+                    topic.Sweep();
+                }
+                catch (Exception e)
+                {
+                    LogSweepFailed(_logger, topic.Name, e);
+                }
             }
-            catch (Exception e)
+            foreach (var entity in _entities.Values)
             {
-                LogSweepFailed(_logger, entity.Name, e);
+                try
+                {
+                    entity.Sweep();
+                }
+                catch (Exception e)
+                {
+                    LogSweepFailed(_logger, entity.Name, e);
+                }
             }
+        }
+        finally
+        {
+            Volatile.Write(ref _sweeping, 0);
         }
     }
 
     public async ValueTask DisposeAsync()
     {
+        // Entities stop taking work before the commit queue drains. A topic send still in the queue
+        // commits afterwards; its subscriptions, only unloaded, leave its rows for the next owner
+        // (only a deleted subscription drops rows), so nothing acknowledged is deleted here.
         foreach (var topic in _topics.Values)
         {
             topic.Unload(IsLost

@@ -46,11 +46,10 @@ internal sealed partial class QueueEntity
                     case Disposition.Complete:
                         CompleteLocked(message, sub, writes);
                         break;
+                    case Disposition.Abandon when modified is not null:
+                        AbandonModifiedLocked(message, modified, writes);
+                        break;
                     case Disposition.Abandon:
-                        if (modified is not null)
-                        {
-                            ModifyLocked(message, modified, message.State, writes);
-                        }
                         arrived |= ReleaseLockLocked(message, writes);
                         break;
                     case Disposition.DeadLetter when deadLetter:
@@ -171,6 +170,55 @@ internal sealed partial class QueueEntity
                 }
                 Unsettle(message);
             }));
+    }
+
+    /// <summary>
+    /// Abandon with modified properties. The message stays out of receivers' reach until the new
+    /// payload is durable, and only then is its lock released: the update carries the delivery count
+    /// as of now, so a receive that took the message in between (raising the count and writing it)
+    /// could otherwise be overwritten by this older count. If the write fails, the lock is released
+    /// all the same, with the message unmodified (as an abandon without properties).
+    /// </summary>
+    private void AbandonModifiedLocked(StoredMessage message, Message modified, List<PendingChange> writes)
+    {
+        _locks.Remove(message.LockToken!.Value);
+        message.LockToken = null;
+        message.Settling = true;
+        var payload = modified.ToByteArray();
+        var update = message.ToUpdate(Id, payload);
+        writes.Add(new PendingChange(
+            batch => batch.Updates.Add(update),
+            () =>
+            {
+                lock (_gate)
+                {
+                    message.Message = modified;
+                    message.PayloadSize = payload.Length;
+                }
+                ReleaseAfterSettling(message);
+            },
+            _ => ReleaseAfterSettling(message)));
+    }
+
+    /// <summary>Ends a settlement that keeps the message: its lock goes as on an abandon.</summary>
+    private void ReleaseAfterSettling(StoredMessage message)
+    {
+        var changes = new List<PendingChange>();
+        bool arrived;
+        lock (_gate)
+        {
+            message.Settling = false;
+            if (!SubQueueOf(message.SubQueue == SubQueue.DeadLetter).Messages.ContainsKey(message.SequenceNumber))
+            {
+                return;
+            }
+            arrived = ReleaseLockLocked(message, changes);
+        }
+        Flush(changes);
+        if (arrived)
+        {
+            SubQueueOf(message.SubQueue == SubQueue.DeadLetter).SignalArrived();
+        }
     }
 
     /// <summary>Extends peek-locks by the queue's LockDuration from now; returns the new expiries.</summary>

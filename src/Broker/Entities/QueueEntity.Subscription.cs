@@ -13,28 +13,65 @@ internal sealed partial class QueueEntity
     /// </summary>
     public Action<long>? MessageRemoved { get; set; }
 
+    /// <summary>
+    /// Set (under <see cref="_gate"/>) once a deleted subscription handed the sequence numbers it
+    /// still held to its topic: from then on a settlement that commits late removes its message
+    /// without releasing the topic's copy a second time.
+    /// </summary>
+    private bool _heldReleased;
+
     private void RemoveStored(SubQueueState sub, StoredMessage message)
     {
         if (sub.Messages.ContainsKey(message.SequenceNumber))
         {
             sub.Remove(message);
-            MessageRemoved?.Invoke(message.SequenceNumber);
+            if (!_heldReleased)
+            {
+                MessageRemoved?.Invoke(message.SequenceNumber);
+            }
         }
     }
 
     /// <summary>
-    /// Takes messages its topic committed for this subscription (in the order given). Returns false,
-    /// taking nothing, when the subscription is no longer served here (deleted or unloaded): the
-    /// caller then removes the rows it wrote.
+    /// Set by <see cref="MarkDeleted"/> (under <see cref="_gate"/>): the entity was deleted, not just
+    /// unloaded. Only a deleted subscription's rows may be dropped; an unloaded one's belong to the
+    /// container's next owner.
     /// </summary>
-    public bool AcceptFanOut(IReadOnlyList<StoredMessage> messages)
+    private bool _deleted;
+
+    /// <summary>What became of a fan-out handed to a subscription.</summary>
+    public enum FanOutOutcome
+    {
+        /// <summary>The subscription took the messages.</summary>
+        Accepted,
+
+        /// <summary>The subscription was deleted: nothing taken, and its rows must not outlive it.</summary>
+        Deleted,
+
+        /// <summary>
+        /// This broker stopped serving it (container closing, lost, node stopping): nothing taken in
+        /// memory, but the committed rows stay; whoever loads the container next serves them.
+        /// </summary>
+        Unloaded,
+    }
+
+    /// <summary>
+    /// Takes messages its topic committed for this subscription (in the order given). Takes
+    /// nothing when the subscription is no longer served here, and says whether it was deleted
+    /// (the caller then removes the rows it wrote) or only unloaded (the rows stay).
+    /// </summary>
+    public FanOutOutcome AcceptFanOut(IReadOnlyList<StoredMessage> messages)
     {
         bool main = false, deadLetter = false;
         lock (_gate)
         {
+            if (_deleted)
+            {
+                return FanOutOutcome.Deleted;
+            }
             if (_unloaded is not null)
             {
-                return false;
+                return FanOutOutcome.Unloaded;
             }
             foreach (var message in messages)
             {
@@ -73,14 +110,33 @@ internal sealed partial class QueueEntity
         {
             StartForwarding();
         }
-        return true;
+        return FanOutOutcome.Accepted;
     }
 
-    /// <summary>Every message this entity holds, main and dead-letter (a deleted subscription releases them).</summary>
+    /// <summary>Every message this entity holds, main and dead-letter.</summary>
     public IReadOnlyList<long> HeldSequenceNumbers()
     {
         lock (_gate)
         {
+            return [.. _main.Messages.Keys, .. _deadLetter.Messages.Keys];
+        }
+    }
+
+    /// <summary>
+    /// For a deleted subscription: every message it still holds, handed over once, so its topic
+    /// releases each copy exactly once. A settlement of this subscription still in the commit queue
+    /// either removed its message before this (and released it itself) or removes it after (and
+    /// releases nothing, see <see cref="RemoveStored"/>). A second call returns nothing.
+    /// </summary>
+    public IReadOnlyList<long> TakeHeldForRelease()
+    {
+        lock (_gate)
+        {
+            if (_heldReleased)
+            {
+                return [];
+            }
+            _heldReleased = true;
             return [.. _main.Messages.Keys, .. _deadLetter.Messages.Keys];
         }
     }

@@ -147,7 +147,14 @@ internal sealed partial class QueueEntity : ISendTarget
     }
 
     /// <summary>The entity was deleted: every later call and waiting receiver gets NotFound.</summary>
-    public void MarkDeleted() => Unload(FarmErrors.EntityNotFound(Name));
+    public void MarkDeleted()
+    {
+        lock (_gate)
+        {
+            _deleted = true;
+        }
+        Unload(FarmErrors.EntityNotFound(Name));
+    }
 
     /// <summary>
     /// This broker stops serving the entity (deleted, container lost, node stopping): later calls

@@ -267,9 +267,12 @@ internal sealed partial class TopicEntity
                 }
                 for (var s = 0; s < subscriptions.Length; s++)
                 {
-                    if (fanOut.Deliveries[s] is { } deliveries && !subscriptions[s].Queue.AcceptFanOut(deliveries))
+                    // Deleted since the fan-out read it: its rows must not outlive it. Only unloaded
+                    // (container closing or lost, node stopping): the rows are acknowledged messages
+                    // and stay for the next owner to load.
+                    if (fanOut.Deliveries[s] is { } deliveries
+                        && subscriptions[s].Queue.AcceptFanOut(deliveries) == QueueEntity.FanOutOutcome.Deleted)
                     {
-                        // Deleted (or unloaded) since the fan-out read it: its rows must not outlive it.
                         DropRows(subscriptions[s].Queue.Id, deliveries);
                     }
                 }

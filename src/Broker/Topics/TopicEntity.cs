@@ -264,7 +264,18 @@ internal sealed partial class TopicEntity : ISendTarget
         }
     }
 
-    public void MarkDeleted() => Unload(FarmErrors.EntityNotFound(Name));
+    /// <summary>
+    /// The topic was deleted, and with it every subscription: a send that commits later drops the
+    /// rows it wrote for them (an <see cref="Unload"/> alone never drops rows).
+    /// </summary>
+    public void MarkDeleted()
+    {
+        Unload(FarmErrors.EntityNotFound(Name));
+        foreach (var subscription in Volatile.Read(ref _subscriptions))
+        {
+            subscription.Queue.MarkDeleted();
+        }
+    }
 
     private void ThrowIfNotServing()
     {

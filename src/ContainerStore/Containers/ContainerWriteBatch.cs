@@ -3,6 +3,10 @@ namespace Farm.ContainerStore.Containers;
 /// <summary>
 /// Everything one group commit writes to a container database, applied in one transaction in
 /// this order: purges, inserts, updates, deletes, sequence counters, duplicate history.
+/// Every update and delete must find its row, or the transaction fails with
+/// <see cref="MissingRowException"/>; only rows of an entity purged in the same batch, or by an
+/// earlier batch through the same database handle, may be missing (a settlement racing the delete
+/// of its queue or subscription).
 /// </summary>
 public sealed class ContainerWriteBatch
 {

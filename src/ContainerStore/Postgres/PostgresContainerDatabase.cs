@@ -16,6 +16,9 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
     private readonly SemaphoreSlim _writeLock = new(1, 1);
     private int _disposed;
 
+    // Entities purged through this handle (guarded by _writeLock): a later write may find their rows gone.
+    private readonly HashSet<long> _purged = [];
+
     private PostgresContainerDatabase(string connectionString, PostgresDatabase database)
     {
         ConnectionString = connectionString;
@@ -87,12 +90,16 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
                 }
             }
 
-            await using (var writes = PostgresContainerWriter.Build(connection, transaction, batch))
+            var checks = new List<PostgresContainerWriter.RowCheck>();
+            await using (var writes = PostgresContainerWriter.Build(connection, transaction, batch, _purged, checks))
             {
                 if (writes.BatchCommands.Count > 0)
                 {
                     await writes.ExecuteNonQueryAsync(cancellationToken).ConfigureAwait(false);
                 }
+
+                // A missing row throws before COMMIT: disposing the transaction rolls everything back.
+                PostgresContainerWriter.Verify(checks);
             }
 
             // synchronous_commit is on for every connection (PostgresSql.DurableSessionOptions): this
@@ -107,6 +114,7 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
                 throw new CommitOutcomeUnknownException(
                     $"The commit to container database '{_database.Name}' failed; it may or may not be durable: {e.Message}", e);
             }
+            _purged.UnionWith(batch.PurgedEntities);
             return true;
         }, cancellationToken);
     }

@@ -11,8 +11,17 @@ namespace Farm.ContainerStore.Postgres;
 /// </summary>
 internal static class PostgresContainerWriter
 {
-    /// <summary>The commands of <paramref name="batch"/>; an empty batch gives an empty <see cref="NpgsqlBatch"/>.</summary>
-    public static NpgsqlBatch Build(NpgsqlConnection connection, NpgsqlTransaction transaction, ContainerWriteBatch batch)
+    /// <summary>A statement whose rows must all exist: after it ran, it must have touched <paramref name="Expected"/> rows.</summary>
+    public sealed record RowCheck(NpgsqlBatchCommand Command, string Write, int Expected, IReadOnlyList<MessageKey> Keys);
+
+    /// <summary>
+    /// The commands of <paramref name="batch"/>; an empty batch gives an empty <see cref="NpgsqlBatch"/>.
+    /// Updates and deletes come as two statements each: rows that must exist (counted by
+    /// <paramref name="checks"/>, verified by <see cref="Verify"/>), and rows of entities purged in
+    /// this batch or in <paramref name="purgedBefore"/>, which may be gone.
+    /// </summary>
+    public static NpgsqlBatch Build(
+        NpgsqlConnection connection, NpgsqlTransaction transaction, ContainerWriteBatch batch, IReadOnlySet<long> purgedBefore, List<RowCheck> checks)
     {
         var commands = new NpgsqlBatch(connection, transaction);
         if (batch.PurgedEntities.Count > 0)
@@ -28,21 +37,35 @@ internal static class PostgresContainerWriter
             AddInserts(commands, batch.Inserts);
         }
 
+        bool MayBeMissing(long entityId) => batch.PurgedEntities.Contains(entityId) || purgedBefore.Contains(entityId);
+
         if (batch.Updates.Count > 0)
         {
-            AddUpdates(commands, MergeUpdates(batch.Updates));
+            var merged = MergeUpdates(batch.Updates);
+            var strict = merged.Where(u => !MayBeMissing(u.EntityId)).ToList();
+            if (strict.Count > 0)
+            {
+                var command = AddUpdates(commands, strict);
+                checks.Add(new RowCheck(command, "update", strict.Count, [.. strict.Select(u => new MessageKey(u.EntityId, u.SequenceNumber))]));
+            }
+            if (strict.Count < merged.Count)
+            {
+                AddUpdates(commands, [.. merged.Where(u => MayBeMissing(u.EntityId))]);
+            }
         }
 
         if (batch.Deletes.Count > 0)
         {
-            var entities = new long[batch.Deletes.Count];
-            var sequences = new long[batch.Deletes.Count];
-            for (var i = 0; i < batch.Deletes.Count; i++)
+            var strict = batch.Deletes.Where(d => !MayBeMissing(d.EntityId)).ToList();
+            if (strict.Count > 0)
             {
-                (entities[i], sequences[i]) = (batch.Deletes[i].EntityId, batch.Deletes[i].SequenceNumber);
+                var command = AddDeletes(commands, strict);
+                checks.Add(new RowCheck(command, "delete", strict.Count, strict));
             }
-
-            Add(commands, PostgresSql.ContainerDb.DeleteMessages, Parameter(entities), Parameter(sequences));
+            if (strict.Count < batch.Deletes.Count)
+            {
+                AddDeletes(commands, [.. batch.Deletes.Where(d => MayBeMissing(d.EntityId))]);
+            }
         }
 
         if (batch.SequenceCounters.Count > 0)
@@ -106,7 +129,31 @@ internal static class PostgresContainerWriter
             Parameter(dlDescription), Parameter(dlSource), Parameter(payload), Parameter(payloadSize));
     }
 
-    private static void AddUpdates(NpgsqlBatch commands, IReadOnlyList<MessageUpdate> updates)
+    /// <summary>After the batch ran: throws <see cref="MissingRowException"/> when a statement touched fewer rows than it must.</summary>
+    public static void Verify(List<RowCheck> checks)
+    {
+        foreach (var check in checks)
+        {
+            if (check.Command.RecordsAffected < check.Expected)
+            {
+                throw MissingRowException.ForMany(check.Write, check.Expected, check.Command.RecordsAffected, check.Keys);
+            }
+        }
+    }
+
+    private static NpgsqlBatchCommand AddDeletes(NpgsqlBatch commands, List<MessageKey> deletes)
+    {
+        var entities = new long[deletes.Count];
+        var sequences = new long[deletes.Count];
+        for (var i = 0; i < deletes.Count; i++)
+        {
+            (entities[i], sequences[i]) = (deletes[i].EntityId, deletes[i].SequenceNumber);
+        }
+
+        return Add(commands, PostgresSql.ContainerDb.DeleteMessages, Parameter(entities), Parameter(sequences));
+    }
+
+    private static NpgsqlBatchCommand AddUpdates(NpgsqlBatch commands, IReadOnlyList<MessageUpdate> updates)
     {
         var n = updates.Count;
         var entity = new long[n];
@@ -132,7 +179,7 @@ internal static class PostgresContainerWriter
             payload[i] = u.Payload;
         }
 
-        Add(commands, PostgresSql.ContainerDb.UpdateMessages,
+        return Add(commands, PostgresSql.ContainerDb.UpdateMessages,
             Parameter(entity), Parameter(sequence), Parameter(subQueue), Parameter(state), Parameter(deliveryCount),
             Parameter(dlReason), Parameter(dlDescription), Parameter(dlSource), Parameter(payload));
     }
@@ -182,11 +229,12 @@ internal static class PostgresContainerWriter
         Add(commands, PostgresSql.ContainerDb.UpsertDuplicates, Parameter(entity), Parameter(messageId), Parameter(expiresAt));
     }
 
-    private static void Add(NpgsqlBatch commands, string sql, params NpgsqlParameter[] parameters)
+    private static NpgsqlBatchCommand Add(NpgsqlBatch commands, string sql, params NpgsqlParameter[] parameters)
     {
         var command = new NpgsqlBatchCommand(sql);
         command.Parameters.AddRange(parameters);
         commands.BatchCommands.Add(command);
+        return command;
     }
 
     /// <summary>A positional parameter ($1, $2, ... in order of addition), typed from its CLR type.</summary>

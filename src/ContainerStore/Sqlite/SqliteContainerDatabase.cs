@@ -16,6 +16,9 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
     private SqliteContainerWriter? _writer;
     private bool _disposed;
 
+    // Entities purged through this handle (guarded by _writeLock): a later write may find their rows gone.
+    private readonly HashSet<long> _purged = [];
+
     private SqliteContainerDatabase(string connectionString, SqliteDatabaseFile file, SqliteContainerWriter writer)
     {
         ConnectionString = connectionString;
@@ -54,7 +57,8 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
         return WriteAsync(
             writer =>
             {
-                writer.Commit(expectedEpoch, batch);
+                writer.Commit(expectedEpoch, batch, _purged);
+                _purged.UnionWith(batch.PurgedEntities);
                 return true;
             },
             cancellationToken);

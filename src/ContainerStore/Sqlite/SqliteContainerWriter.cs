@@ -71,7 +71,8 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
     }
 
     /// <summary>One transaction: check the epoch, then apply the batch in its documented order.</summary>
-    public void Commit(long expectedEpoch, ContainerWriteBatch batch)
+    /// <param name="purgedBefore">Entities purged by earlier batches through this database handle: their rows may be missing.</param>
+    public void Commit(long expectedEpoch, ContainerWriteBatch batch, IReadOnlySet<long> purgedBefore)
     {
         // BEGIN IMMEDIATE: the write lock is taken before the epoch is read, so no other writer can
         // raise it between the check and the commit.
@@ -91,7 +92,7 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
                 throw new StoreUnavailableException($"The container database '{_path}' was deleted or moved while open; nothing was written.");
             }
 
-            Apply(batch);
+            Apply(batch, purgedBefore);
         }
         catch
         {
@@ -126,7 +127,7 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
         await _connection.DisposeAsync().ConfigureAwait(false);
     }
 
-    private void Apply(ContainerWriteBatch batch)
+    private void Apply(ContainerWriteBatch batch, IReadOnlySet<long> purgedBefore)
     {
         foreach (var entityId in batch.PurgedEntities)
         {
@@ -158,7 +159,10 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
             _insert.ExecuteNonQuery();
         }
 
-        // An update may find no row: a settlement can race a purge of its entity in the same batch.
+        // A row may be missing only when its entity was purged (a settlement racing the delete of its
+        // queue or subscription); anywhere else the broker's memory and the database disagree.
+        bool MayBeMissing(long entityId) => batch.PurgedEntities.Contains(entityId) || purgedBefore.Contains(entityId);
+
         p = _update.Parameters;
         foreach (var u in batch.Updates)
         {
@@ -172,7 +176,10 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
             p[7].Value = Db(u.DeadLetterSource);
             p[8].Value = Db(u.Payload);
             p[9].Value = (long)(u.Payload?.Length ?? 0);
-            _update.ExecuteNonQuery();
+            if (_update.ExecuteNonQuery() == 0 && !MayBeMissing(u.EntityId))
+            {
+                throw MissingRowException.For("update", new MessageKey(u.EntityId, u.SequenceNumber));
+            }
         }
 
         p = _delete.Parameters;
@@ -180,7 +187,10 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
         {
             p[0].Value = d.EntityId;
             p[1].Value = d.SequenceNumber;
-            _delete.ExecuteNonQuery();
+            if (_delete.ExecuteNonQuery() == 0 && !MayBeMissing(d.EntityId))
+            {
+                throw MissingRowException.For("delete", d);
+            }
         }
 
         p = _upsertSequence.Parameters;

@@ -411,6 +411,59 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Equal(3, kept.NextSequenceNumber);
     }
 
+    [StoreFact]
+    public async Task Commit_UpdateOrDeleteOfAMissingRow_FailsWithMissingRowException_AndWritesNothing()
+    {
+        // A completed (deleted) message updated afterwards: memory and database disagree, so the
+        // whole batch fails instead of passing silently.
+        var database = await OpenOwnedAsync(epoch: 1);
+        await CommitAsync(database, 1, b => b.Inserts.AddRange([Message(Entity, 1), Message(Entity, 2)]));
+        await CommitAsync(database, 1, b => b.Deletes.Add(new MessageKey(Entity, 1)));
+
+        var update = await Assert.ThrowsAsync<MissingRowException>(() => CommitAsync(database, 1, b =>
+        {
+            b.Inserts.Add(Message(OtherEntity, 1));
+            b.Updates.Add(new MessageUpdate(Entity, 2, SubQueue.Main, StoredMessageState.Active, 3, null, null, null, Payload: null));
+            b.Updates.Add(new MessageUpdate(Entity, 1, SubQueue.Main, StoredMessageState.Active, 2, null, null, null, Payload: null));
+        }));
+        Assert.Contains("update", update.Message);
+        var delete = await Assert.ThrowsAsync<MissingRowException>(() => CommitAsync(database, 1, b =>
+        {
+            b.Deletes.Add(new MessageKey(Entity, 2));
+            b.Deletes.Add(new MessageKey(Entity, 1));
+        }));
+        Assert.Contains("delete", delete.Message);
+
+        var reopened = await ReopenAsync(database);
+        var kept = Assert.Single((await reopened.LoadEntityAsync(Entity, 0)).Messages);
+        Assert.Equal((2L, 0), (kept.SequenceNumber, kept.DeliveryCount));
+        Assert.Empty((await reopened.LoadEntityAsync(OtherEntity, 0)).Messages);
+    }
+
+    [StoreFact]
+    public async Task Commit_WritesOfAnEntityPurgedInTheSameBatchOrEarlier_MayFindNoRow()
+    {
+        // A settlement racing the delete of its queue or subscription: the purge took its rows.
+        var database = await OpenOwnedAsync(epoch: 1);
+        await CommitAsync(database, 1, b => b.Inserts.AddRange([Message(Entity, 1), Message(Entity, 2), Message(OtherEntity, 1)]));
+
+        await CommitAsync(database, 1, b =>
+        {
+            b.PurgedEntities.Add(Entity);
+            b.Updates.Add(new MessageUpdate(Entity, 1, SubQueue.Main, StoredMessageState.Active, 2, null, null, null, Payload: null));
+            b.Updates.Add(new MessageUpdate(OtherEntity, 1, SubQueue.Main, StoredMessageState.Active, 1, null, null, null, Payload: null));
+        });
+        await CommitAsync(database, 1, b =>
+        {
+            b.Deletes.Add(new MessageKey(Entity, 2));
+            b.Updates.Add(new MessageUpdate(Entity, 1, SubQueue.Main, StoredMessageState.Active, 3, null, null, null, Payload: null));
+        });
+
+        var reopened = await ReopenAsync(database);
+        Assert.Empty((await reopened.LoadEntityAsync(Entity, 0)).Messages);
+        Assert.Equal(1, Assert.Single((await reopened.LoadEntityAsync(OtherEntity, 0)).Messages).DeliveryCount);
+    }
+
     /// <summary>Opens the test's database (the same one every time within a test).</summary>
     protected async Task<IContainerDatabase> OpenAsync()
     {
