@@ -301,8 +301,25 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         }
     }
 
+    private long _lastPruneMs;
+
+    /// <summary>Queues a delete of expired duplicate history, at most once per <see cref="BrokerOptions.DuplicatePruneInterval"/>.</summary>
+    private void PruneDuplicateHistory()
+    {
+        var now = _time.GetUtcNow().ToUnixTimeMilliseconds();
+        if (now - _lastPruneMs < (long)_options.DuplicatePruneInterval.TotalMilliseconds)
+        {
+            return;
+        }
+        _lastPruneMs = now;
+        // A failed prune is harmless: expired history is never read back, and the next one takes it.
+        _ = Commits.CommitAsync(batch => batch.PruneDuplicatesBeforeMs = now)
+            .ContinueWith(static t => _ = t.Exception, TaskContinuationOptions.OnlyOnFaulted);
+    }
+
     private void Sweep()
     {
+        PruneDuplicateHistory();
         foreach (var topic in _topics.Values)
         {
             topic.Sweep();
