@@ -18,6 +18,12 @@ public sealed class BrokerOptions
     /// <summary>Most messages handed out by one receive call or stream push.</summary>
     public int MaxMessagesPerReceive { get; set; } = 256;
 
+    /// <summary>
+    /// How often a container deletes duplicate-detection history past its window from its database
+    /// (memory forgets it as it expires), so the history does not grow without end.
+    /// </summary>
+    public TimeSpan DuplicatePruneInterval { get; set; } = TimeSpan.FromMinutes(1);
+
     /// <summary>Most forwarding hops a message takes through ForwardTo chains (Azure allows 4).</summary>
     public int MaxForwardHops { get; set; } = 4;
 }

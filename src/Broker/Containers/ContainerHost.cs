@@ -376,6 +376,22 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         }
     }
 
+    private long _lastPruneMs;
+
+    /// <summary>Queues a delete of expired duplicate history, at most once per <see cref="BrokerOptions.DuplicatePruneInterval"/>.</summary>
+    private void PruneDuplicateHistory()
+    {
+        var now = _time.GetUtcNow().ToUnixTimeMilliseconds();
+        if (now - _lastPruneMs < (long)_options.DuplicatePruneInterval.TotalMilliseconds)
+        {
+            return;
+        }
+        _lastPruneMs = now;
+        // A failed prune is harmless: expired history is never read back, and the next one takes it.
+        _ = Commits.CommitAsync(batch => batch.PruneDuplicatesBeforeMs = now)
+            .ContinueWith(static t => _ = t.Exception, TaskContinuationOptions.OnlyOnFaulted);
+    }
+
     /// <summary>
     /// The sweep timer's callback. An exception here would crash the process (timer callbacks run on
     /// the thread pool with nobody to catch), so each topic and entity is swept under its own catch;
@@ -410,6 +426,14 @@ internal sealed partial class ContainerHost : IAsyncDisposable
                 {
                     LogSweepFailed(_logger, entity.Name, e);
                 }
+            }
+            try
+            {
+                PruneDuplicateHistory();
+            }
+            catch (Exception e)
+            {
+                LogSweepFailed(_logger, $"container {Id}'s duplicate history", e);
             }
         }
         finally

@@ -9,23 +9,37 @@ internal sealed partial class QueueEntity
     /// <summary>
     /// Stores the messages as one atomic batch and returns their sequence numbers once durable
     /// (0 for a message dropped by duplicate detection). Messages become visible to receivers
-    /// only after the commit.
+    /// only after the commit. A message whose MessageId is in flight in another send that has not
+    /// committed yet waits for that send's outcome: a duplicate of a committed message, or stored
+    /// by this send if the other failed (never acknowledged as a duplicate of nothing).
     /// </summary>
     public async Task<long[]> SendAsync(IReadOnlyList<Message> messages)
     {
-        var payloads = new byte[messages.Count][];
-        long total = 0;
-        for (var i = 0; i < messages.Count; i++)
+        var payloads = SendValidation.Payloads(messages, _options);
+        while (true)
         {
-            payloads[i] = messages[i].ToByteArray();
-            if (payloads[i].Length > _options.MaxMessageSizeBytes)
+            var (waitFor, commit, results) = TrySend(messages, payloads);
+            if (waitFor is null)
             {
-                throw FarmErrors.SizeExceeded(
-                    $"Message {i} is {payloads[i].Length} bytes; the maximum message size is {_options.MaxMessageSizeBytes} bytes ({_options.MaxMessageSizeBytes / 1024} KB).");
+                if (commit is not null)
+                {
+                    await commit.ConfigureAwait(false);
+                }
+                return results!;
             }
-            total += payloads[i].Length;
+            // Whatever the original's outcome, look again from the start: the batch stays atomic.
+            // An entity unloaded meanwhile answers the next look with its reason.
+            await Task.WhenAny(waitFor, Unloaded).ConfigureAwait(false);
         }
+    }
 
+    /// <summary>
+    /// Accepts the batch and queues its commit (under the lock, so commits follow sequence order),
+    /// or returns the outcome of an earlier send to wait for first.
+    /// </summary>
+    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads)
+    {
+        long total = payloads.Sum(p => (long)p.Length);
         var now = NowMs;
         var settings = Settings;
         var results = new long[messages.Count];
@@ -36,6 +50,10 @@ internal sealed partial class QueueEntity
         lock (_gate)
         {
             ThrowIfNotServing();
+            if (settings.RequiresDuplicateDetection && _inFlightIds.WaitingFor(messages) is { } pending)
+            {
+                return (pending, null, null);
+            }
             var maxBytes = settings.MaxSizeInMegabytes * 1024 * 1024;
             if (_main.SizeInBytes + _deadLetter.SizeInBytes + total > maxBytes)
             {
@@ -92,13 +110,20 @@ internal sealed partial class QueueEntity
                 });
             }
             nextSequence = _nextSequence;
-        }
 
-        if (records.Count == 0)
-        {
-            return results;
+            if (records.Count == 0)
+            {
+                return (null, null, results);
+            }
+            var outcome = _inFlightIds.Add(duplicates);
+            var commit = QueueCommit(records, stored, duplicates, nextSequence, outcome);
+            return (null, commit, results);
         }
-        await _commits.CommitAsync(
+    }
+
+    private Task QueueCommit(List<MessageRecord> records, List<StoredMessage> stored, List<DuplicateRecord> duplicates, long nextSequence, InFlightIds.Outcome? outcome)
+    {
+        return _commits.CommitAsync(
             batch =>
             {
                 batch.Inserts.AddRange(records);
@@ -125,21 +150,22 @@ internal sealed partial class QueueEntity
                             _timeToLive.Enqueue(message, expires);
                         }
                     }
+                    _inFlightIds.Complete(outcome);
                 }
                 _main.SignalArrived();
             },
             onFailed: _ =>
             {
-                // Forget the ids so a retry of this send is not taken for a duplicate.
+                // Forget the ids so a retry of this send (or a duplicate waiting for it) stores it.
                 lock (_gate)
                 {
                     foreach (var duplicate in duplicates)
                     {
                         _duplicates.Remove(duplicate.MessageId);
                     }
+                    _inFlightIds.Complete(outcome);
                 }
-            }).ConfigureAwait(false);
-        return results;
+            });
     }
 
     /// <summary>Removes scheduled messages that are not visible yet.</summary>

@@ -29,6 +29,7 @@ internal sealed partial class QueueEntity : ISendTarget
     private readonly PriorityQueue<StoredMessage, long> _timeToLive = new();
     private readonly Dictionary<string, long> _duplicates = new(StringComparer.Ordinal);
     private readonly PriorityQueue<string, long> _duplicateExpiry = new();
+    private readonly InFlightIds _inFlightIds = new();
     private long _nextSequence;
 
     /// <summary>Set when this broker stops serving the entity: what every later call fails with.</summary>

@@ -25,18 +25,25 @@ internal sealed partial class TopicEntity
     /// </summary>
     public async Task<long[]> SendAsync(IReadOnlyList<Message> messages)
     {
-        var payloads = new byte[messages.Count][];
-        long total = 0;
-        for (var i = 0; i < messages.Count; i++)
+        var payloads = SendValidation.Payloads(messages, _options);
+        while (true)
         {
-            payloads[i] = messages[i].ToByteArray();
-            if (payloads[i].Length > _options.MaxMessageSizeBytes)
+            var (waitFor, commit, results) = TrySend(messages, payloads);
+            if (waitFor is null)
             {
-                throw FarmErrors.SizeExceeded(
-                    $"Message {i} is {payloads[i].Length} bytes; the maximum message size is {_options.MaxMessageSizeBytes} bytes ({_options.MaxMessageSizeBytes / 1024} KB).");
+                await commit!.ConfigureAwait(false);
+                return results!;
             }
-            total += payloads[i].Length;
+            // A MessageId of this batch is in a send that has not committed yet: wait for its
+            // outcome, then look again from the start (a duplicate of a committed message, or
+            // stored here if it failed), so the batch stays atomic.
+            await Task.WhenAny(waitFor, _unloadedSignal.Task).ConfigureAwait(false);
         }
+    }
+
+    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads)
+    {
+        var total = payloads.Sum(p => (long)p.Length);
         var settings = Settings;
         var now = NowMs;
         var results = new long[messages.Count];
@@ -44,30 +51,42 @@ internal sealed partial class TopicEntity
         List<Accepted> accepted;
         Subscription[] subscriptions;
         FanOut fanOut;
+        InFlightIds.Outcome? outcome;
         Task commit;
         if (settings.SupportOrdering)
         {
             lock (_sendGate)
             {
+                ThrowIfNotServing();
+                if (settings.RequiresDuplicateDetection && _inFlightIds.WaitingFor(messages) is { } pending)
+                {
+                    return (pending, null, null);
+                }
                 accepted = AcceptLocked(messages, payloads, total, settings, now, results, duplicates);
+                outcome = _inFlightIds.Add(duplicates);
                 subscriptions = _subscriptions;
                 fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: false);
                 // Queued before the lock is let go: commits follow sequence order.
-                commit = Commit(accepted, subscriptions, fanOut, duplicates);
+                commit = Commit(accepted, subscriptions, fanOut, duplicates, outcome);
             }
         }
         else
         {
             lock (_sendGate)
             {
+                ThrowIfNotServing();
+                if (settings.RequiresDuplicateDetection && _inFlightIds.WaitingFor(messages) is { } pending)
+                {
+                    return (pending, null, null);
+                }
                 accepted = AcceptLocked(messages, payloads, total, settings, now, results, duplicates);
+                outcome = _inFlightIds.Add(duplicates);
                 subscriptions = _subscriptions;
             }
             fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: subscriptions.Length >= ParallelFanOutThreshold);
-            commit = Commit(accepted, subscriptions, fanOut, duplicates);
+            commit = Commit(accepted, subscriptions, fanOut, duplicates, outcome);
         }
-        await commit.ConfigureAwait(false);
-        return results;
+        return (null, commit, results);
     }
 
     private List<Accepted> AcceptLocked(
@@ -214,7 +233,7 @@ internal sealed partial class TopicEntity
     /// subscription row, the sequence counter and duplicate history. Once durable, the copies are
     /// counted and each subscription takes its messages.
     /// </summary>
-    private Task Commit(List<Accepted> accepted, Subscription[] subscriptions, FanOut fanOut, List<DuplicateRecord> duplicates)
+    private Task Commit(List<Accepted> accepted, Subscription[] subscriptions, FanOut fanOut, List<DuplicateRecord> duplicates, InFlightIds.Outcome? outcome)
     {
         var references = new Dictionary<long, int>();
         foreach (var rows in fanOut.Rows)
@@ -257,6 +276,10 @@ internal sealed partial class TopicEntity
             },
             onCommitted: () =>
             {
+                lock (_sendGate)
+                {
+                    _inFlightIds.Complete(outcome);
+                }
                 lock (_copiesGate)
                 {
                     foreach (var copy in copies)
@@ -286,6 +309,7 @@ internal sealed partial class TopicEntity
                     {
                         _duplicates.Remove(duplicate.MessageId);
                     }
+                    _inFlightIds.Complete(outcome);
                 }
             });
     }

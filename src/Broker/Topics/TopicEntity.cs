@@ -53,6 +53,10 @@ internal sealed partial class TopicEntity : ISendTarget
     private Subscription[] _subscriptions = [];
     private Contracts.Rpc.RpcException? _unloaded;
     private Contracts.Rpc.RpcException? _stopping;
+    private readonly InFlightIds _inFlightIds = new();
+
+    /// <summary>Completes when the topic is unloaded: a send waiting for another's outcome stops waiting.</summary>
+    private readonly TaskCompletionSource _unloadedSignal = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
     public TopicEntity(long id, string name, TopicSettings settings, CommitQueue commits, TimeProvider time, BrokerOptions options)
     {
@@ -258,6 +262,7 @@ internal sealed partial class TopicEntity : ISendTarget
         {
             _unloaded ??= reason;
         }
+        _unloadedSignal.TrySetResult();
         foreach (var subscription in Volatile.Read(ref _subscriptions))
         {
             subscription.Queue.Unload(reason);

@@ -2,7 +2,8 @@ namespace Farm.ContainerStore.Containers;
 
 /// <summary>
 /// Everything one group commit writes to a container database, applied in one transaction in
-/// this order: purges, inserts, updates, deletes, sequence counters, duplicate history.
+/// this order: inserts, updates, deletes, sequence counters (never lowered), duplicate history,
+/// pruning, and purges last, so nothing written for an entity deleted in the same batch survives it.
 /// Every update and delete must find its row, or the transaction fails with
 /// <see cref="MissingRowException"/>; only rows of an entity purged in the same batch, or by an
 /// earlier batch through the same database handle, may be missing (a settlement racing the delete

@@ -24,14 +24,6 @@ internal static class PostgresContainerWriter
         NpgsqlConnection connection, NpgsqlTransaction transaction, ContainerWriteBatch batch, IReadOnlySet<long> purgedBefore, List<RowCheck> checks)
     {
         var commands = new NpgsqlBatch(connection, transaction);
-        if (batch.PurgedEntities.Count > 0)
-        {
-            var entities = batch.PurgedEntities.ToArray();
-            Add(commands, PostgresSql.ContainerDb.PurgeMessages, Parameter(entities));
-            Add(commands, PostgresSql.ContainerDb.PurgeDuplicates, Parameter(entities));
-            Add(commands, PostgresSql.ContainerDb.PurgeEntityState, Parameter(entities));
-        }
-
         if (batch.Inserts.Count > 0)
         {
             AddInserts(commands, batch.Inserts);
@@ -82,6 +74,15 @@ internal static class PostgresContainerWriter
         if (batch.PruneDuplicatesBeforeMs > 0)
         {
             Add(commands, PostgresSql.ContainerDb.PruneDuplicates, Parameter(batch.PruneDuplicatesBeforeMs));
+        }
+
+        // Purges last: an insert or update of an entity deleted in the same batch must not outlive it.
+        if (batch.PurgedEntities.Count > 0)
+        {
+            var entities = batch.PurgedEntities.ToArray();
+            Add(commands, PostgresSql.ContainerDb.PurgeMessages, Parameter(entities));
+            Add(commands, PostgresSql.ContainerDb.PurgeDuplicates, Parameter(entities));
+            Add(commands, PostgresSql.ContainerDb.PurgeEntityState, Parameter(entities));
         }
 
         return commands;

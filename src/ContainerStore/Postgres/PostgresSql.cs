@@ -299,10 +299,11 @@ internal static class PostgresSql
             WHERE m.entity_id = d.entity_id AND m.sequence_number = d.sequence_number
             """;
 
+        /// <summary>Never backwards: commits of concurrent sends can land out of sequence order.</summary>
         public const string UpsertSequences = """
             INSERT INTO entity_state (entity_id, next_sequence)
             SELECT * FROM unnest($1::bigint[], $2::bigint[])
-            ON CONFLICT (entity_id) DO UPDATE SET next_sequence = excluded.next_sequence
+            ON CONFLICT (entity_id) DO UPDATE SET next_sequence = GREATEST(entity_state.next_sequence, excluded.next_sequence)
             """;
 
         /// <summary>The rows must name each (entity, MessageId) at most once: ON CONFLICT cannot touch a row twice.</summary>

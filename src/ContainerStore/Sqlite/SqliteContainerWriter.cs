@@ -129,16 +129,6 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
 
     private void Apply(ContainerWriteBatch batch, IReadOnlySet<long> purgedBefore)
     {
-        foreach (var entityId in batch.PurgedEntities)
-        {
-            _purgeMessages.Parameters[0].Value = entityId;
-            _purgeMessages.ExecuteNonQuery();
-            _purgeDuplicates.Parameters[0].Value = entityId;
-            _purgeDuplicates.ExecuteNonQuery();
-            _purgeEntityState.Parameters[0].Value = entityId;
-            _purgeEntityState.ExecuteNonQuery();
-        }
-
         var p = _insert.Parameters;
         foreach (var m in batch.Inserts)
         {
@@ -214,6 +204,17 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
         {
             _pruneDuplicates.Parameters[0].Value = batch.PruneDuplicatesBeforeMs;
             _pruneDuplicates.ExecuteNonQuery();
+        }
+
+        // Purges last: an insert or update of an entity deleted in the same batch must not outlive it.
+        foreach (var entityId in batch.PurgedEntities)
+        {
+            _purgeMessages.Parameters[0].Value = entityId;
+            _purgeMessages.ExecuteNonQuery();
+            _purgeDuplicates.Parameters[0].Value = entityId;
+            _purgeDuplicates.ExecuteNonQuery();
+            _purgeEntityState.Parameters[0].Value = entityId;
+            _purgeEntityState.ExecuteNonQuery();
         }
     }
 

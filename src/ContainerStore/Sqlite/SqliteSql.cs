@@ -233,9 +233,10 @@ internal static class SqliteSql
 
         public const string DeleteMessage = "DELETE FROM messages WHERE entity_id = $entity AND sequence_number = $sequence";
 
+        /// <summary>Never backwards: commits of concurrent sends can land out of sequence order.</summary>
         public const string UpsertSequence = """
             INSERT INTO entity_state (entity_id, next_sequence) VALUES ($entity, $next)
-            ON CONFLICT (entity_id) DO UPDATE SET next_sequence = excluded.next_sequence
+            ON CONFLICT (entity_id) DO UPDATE SET next_sequence = MAX(next_sequence, excluded.next_sequence)
             """;
 
         public const string UpsertDuplicate = """
