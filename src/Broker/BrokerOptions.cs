@@ -24,6 +24,14 @@ public sealed class BrokerOptions
     /// </summary>
     public TimeSpan DuplicatePruneInterval { get; set; } = TimeSpan.FromMinutes(1);
 
+    /// <summary>
+    /// Most bytes of messages in one receive response (a batch, or one push of a stream); the rest
+    /// stay available. gRPC clients refuse messages over 4 MB by default (grpc-dotnet, grpc-js,
+    /// grpc-java), and a refused response would come after the broker locked its messages and
+    /// counted a delivery for each. At least one message is always sent (one is at most 256 KB).
+    /// </summary>
+    public int MaxReceiveResponseBytes { get; set; } = (4 * 1024 * 1024) - (256 * 1024);
+
     /// <summary>Most forwarding hops a message takes through ForwardTo chains (Azure allows 4).</summary>
     public int MaxForwardHops { get; set; } = 4;
 }

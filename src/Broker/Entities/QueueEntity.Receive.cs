@@ -53,11 +53,17 @@ internal sealed partial class QueueEntity
         {
             ThrowIfNotServing();
             SweepLocked(now, background);
+            var bytes = 0L;
             while (taken.Count < maxMessages && sub.Available.Count > 0)
             {
                 var sequence = sub.Available.Min;
-                sub.Available.Remove(sequence);
                 var message = sub.Messages[sequence];
+                if (taken.Count > 0 && bytes + ResponseSizeOf(message) > _options.MaxReceiveResponseBytes)
+                {
+                    // The response is full; the rest stay available (not locked, not counted).
+                    break;
+                }
+                sub.Available.Remove(sequence);
                 if (!deadLetter && message.ExpiresAtMs <= now)
                 {
                     ExpireLocked(message, background);
@@ -80,6 +86,7 @@ internal sealed partial class QueueEntity
                     message.Settling = true;
                 }
                 taken.Add(message);
+                bytes += ResponseSizeOf(message);
                 result.Add(ToReceived(message, peekLock));
             }
         }
@@ -111,6 +118,63 @@ internal sealed partial class QueueEntity
                 onFailed: _ => ReleaseAfterFailedDelivery(taken)).ConfigureAwait(false);
         }
         return result;
+    }
+
+    /// <summary>What a message adds to a receive response: its payload plus room for what the broker adds (lock, times, dead-letter fields).</summary>
+    private static long ResponseSizeOf(StoredMessage message) =>
+        message.PayloadSize + 256 + (message.DeadLetterReason?.Length ?? 0) + (message.DeadLetterDescription?.Length ?? 0) + (message.DeadLetterSource?.Length ?? 0);
+
+    /// <summary>
+    /// Gives back peek-locked messages that never reached the application (a prefetch buffer closed,
+    /// a stream that broke before they were written): the lock goes and the delivery is not counted,
+    /// durably, before the message is available again. Unknown or expired lock tokens are skipped.
+    /// </summary>
+    public async Task ReleaseUndeliveredAsync(bool deadLetter, IReadOnlyCollection<string> lockTokens)
+    {
+        var writes = new List<PendingChange>();
+        lock (_gate)
+        {
+            ThrowIfDeleted();
+            var sub = SubQueueOf(deadLetter);
+            foreach (var lockToken in lockTokens)
+            {
+                if (Guid.TryParse(lockToken, out var token) && _locks.TryGetValue(token, out var message)
+                    && !message.Settling && sub.Messages.ContainsKey(message.SequenceNumber))
+                {
+                    ReleaseUndeliveredLocked(message, writes);
+                }
+            }
+        }
+        if (writes.Count > 0)
+        {
+            await _commits.CommitAsync(
+                batch => writes.ForEach(w => w.Write(batch)),
+                onCommitted: () => writes.ForEach(w => w.OnCommitted()),
+                onFailed: e => writes.ForEach(w => w.OnFailed(e))).ConfigureAwait(false);
+        }
+    }
+
+    private void ReleaseUndeliveredLocked(StoredMessage message, List<PendingChange> writes)
+    {
+        _locks.Remove(message.LockToken!.Value);
+        message.LockToken = null;
+        // Not available until the lower count is durable: a receive in between would write its own
+        // count, which this write could then overwrite.
+        message.Settling = true;
+        message.DeliveryCount = Math.Max(0, message.DeliveryCount - 1);
+        var update = message.ToUpdate(Id);
+        writes.Add(new PendingChange(
+            batch => batch.Updates.Add(update),
+            () => Unsettle(message),
+            _ =>
+            {
+                // Not written: the delivery stays counted, as after any other lost lock.
+                lock (_gate)
+                {
+                    message.DeliveryCount++;
+                }
+                Unsettle(message);
+            }));
     }
 
     private void LockLocked(StoredMessage message, long now, QueueSettings settings)
@@ -230,6 +294,7 @@ internal sealed partial class QueueEntity
             {
                 return result;
             }
+            var bytes = 0L;
             foreach (var sequence in sub.Ordered.GetViewBetween(from, sub.Ordered.Max))
             {
                 if (result.Count >= maxMessages)
@@ -237,10 +302,17 @@ internal sealed partial class QueueEntity
                     break;
                 }
                 var message = sub.Messages[sequence];
-                if (!message.Settling)
+                if (message.Settling)
                 {
-                    result.Add(ToReceived(message, withLock: false));
+                    continue;
                 }
+                if (result.Count > 0 && bytes + ResponseSizeOf(message) > _options.MaxReceiveResponseBytes)
+                {
+                    // A full response; the caller pages on from the last sequence number it got.
+                    break;
+                }
+                bytes += ResponseSizeOf(message);
+                result.Add(ToReceived(message, withLock: false));
             }
         }
         return result;

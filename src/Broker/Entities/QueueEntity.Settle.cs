@@ -46,6 +46,10 @@ internal sealed partial class QueueEntity
                     case Disposition.Complete:
                         CompleteLocked(message, sub, writes);
                         break;
+                    case Disposition.Abandon when settlement.NotDelivered:
+                        // Still in a closed receiver's prefetch buffer: the application never saw it.
+                        ReleaseUndeliveredLocked(message, writes);
+                        break;
                     case Disposition.Abandon when modified is not null:
                         AbandonModifiedLocked(message, modified, writes);
                         break;

@@ -127,6 +127,10 @@ public sealed class MessagingService(BrokerNode node)
                     {
                         credit.Add(incoming.Current.Credit);
                     }
+                    else if (incoming.Current.KindCase == ReceiveRequest.KindOneofCase.Drain)
+                    {
+                        credit.Drain();
+                    }
                 }
             }
             catch (Exception)
@@ -140,15 +144,59 @@ public sealed class MessagingService(BrokerNode node)
             }
         }, CancellationToken.None);
 
-        while (await WaitForCreditAsync(credit, queue, cancellationToken).ConfigureAwait(false) is var available && available > 0)
+        while (true)
         {
-            var messages = await queue.ReceiveAsync(deadLetter, open.Mode, available, StreamPollWait, cancellationToken).ConfigureAwait(false);
+            var available = await WaitForCreditAsync(credit, queue, cancellationToken).ConfigureAwait(false);
+            if (credit.TakeDrainRequest())
+            {
+                // Everything taken with the old credit was written above: the client may trust its buffer now.
+                await responses.WriteAsync(new ReceiveResponse { Drained = true }, cancellationToken).ConfigureAwait(false);
+                continue;
+            }
+            if (available <= 0)
+            {
+                return;
+            }
+            IReadOnlyList<ReceivedMessage> messages;
+            using (var wait = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken, credit.DrainToken))
+            {
+                try
+                {
+                    messages = await queue.ReceiveAsync(deadLetter, open.Mode, available, StreamPollWait, wait.Token).ConfigureAwait(false);
+                }
+                catch (OperationCanceledException) when (!cancellationToken.IsCancellationRequested)
+                {
+                    // Drained while waiting for messages: nothing was taken.
+                    continue;
+                }
+            }
             if (messages.Count == 0)
             {
                 continue;
             }
             credit.Take(messages.Count);
-            await responses.WriteAsync(new ReceiveResponse { Messages = { messages } }, cancellationToken).ConfigureAwait(false);
+            try
+            {
+                await responses.WriteAsync(new ReceiveResponse { Messages = { messages } }, cancellationToken).ConfigureAwait(false);
+            }
+            catch (Exception) when (open.Mode == ReceiveMode.PeekLock)
+            {
+                // Never written to the stream, so never seen: give the locks back without counting a delivery.
+                await ReleaseQuietlyAsync(queue, deadLetter, messages).ConfigureAwait(false);
+                throw;
+            }
+        }
+    }
+
+    private static async Task ReleaseQuietlyAsync(QueueEntity queue, bool deadLetter, IReadOnlyList<ReceivedMessage> messages)
+    {
+        try
+        {
+            await queue.ReleaseUndeliveredAsync(deadLetter, messages.Select(m => m.LockToken).ToList()).ConfigureAwait(false);
+        }
+        catch (Exception)
+        {
+            // The entity is gone or cannot write: the locks run out on their own, as after a crash.
         }
     }
 

@@ -30,6 +30,9 @@ public sealed class FarmReceiver : IAsyncDisposable
         _settler = new SettleBatcher(EntityPath, request => _connection.UnaryAsync(RpcMethods.Settle, request, SettleResponse.Parser, EntityPath, CancellationToken.None));
     }
 
+    /// <summary>How long a drain waits for the broker's answer before it gives the stream up.</summary>
+    private static readonly TimeSpan DrainTimeout = TimeSpan.FromSeconds(5);
+
     public string EntityPath { get; }
 
     public FarmReceiveMode ReceiveMode { get; }
@@ -60,7 +63,26 @@ public sealed class FarmReceiver : IAsyncDisposable
         using var activity = FarmTelemetry.StartOperation("receive", EntityPath, System.Diagnostics.ActivityKind.Consumer);
         try
         {
-            var received = await _link.ReceiveAsync(maxMessages, wait, Math.Max(PrefetchCount, maxMessages), cancellationToken).ConfigureAwait(false);
+            List<ReceivedMessage> received;
+            try
+            {
+                received = await _link.ReceiveAsync(maxMessages, wait, Math.Max(PrefetchCount, maxMessages), cancellationToken).ConfigureAwait(false);
+            }
+            catch (OperationCanceledException)
+            {
+                // Credit granted for this call must not outlive it: what arrives meanwhile stays
+                // buffered for the next call instead of being taken (and in ReceiveAndDelete,
+                // deleted) for nobody.
+                await _link.DrainAsync(DrainTimeout).ConfigureAwait(false);
+                throw;
+            }
+            if (received.Count < maxMessages && _link.HasCreditBeyond(PrefetchCount))
+            {
+                // This call granted more than the receiver prefetches and did not use it all (it
+                // timed out, or fewer came): take the rest back, and hand out what came meanwhile.
+                await _link.DrainAsync(DrainTimeout).ConfigureAwait(false);
+                received.AddRange(_link.TakeBuffered(maxMessages - received.Count));
+            }
             if (PrefetchCount > 0)
             {
                 // Refill the buffer for what the application just took.
@@ -241,7 +263,7 @@ public sealed class FarmReceiver : IAsyncDisposable
     private async Task AbandonBufferedAsync(List<ReceivedMessage> left)
     {
         var request = new SettleRequest { Entity = EntityPath };
-        request.Settlements.AddRange(left.Where(m => m.LockToken.Length > 0).Select(m => new Settlement { LockToken = m.LockToken, Disposition = Disposition.Abandon }));
+        request.Settlements.AddRange(left.Where(m => m.LockToken.Length > 0).Select(m => new Settlement { LockToken = m.LockToken, Disposition = Disposition.Abandon, NotDelivered = true }));
         try
         {
             using var timeout = new CancellationTokenSource(_connection.Retry.TryTimeout, _connection.TimeProvider);

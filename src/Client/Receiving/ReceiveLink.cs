@@ -25,6 +25,9 @@ internal sealed class ReceiveLink : IAsyncDisposable
     private int _outstanding;
     private Task? _pump;
     private TaskCompletionSource? _creditSignal;
+
+    // Set while a drain waits for the broker's "drained": no credit is sent meanwhile.
+    private TaskCompletionSource? _draining;
     private TaskCompletionSource<FarmException> _faultSignal = NewFaultSignal();
 
     public ReceiveLink(FarmConnection connection, string entityPath, ReceiveMode mode)
@@ -51,7 +54,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
 
         await EnsureCreditAsync(creditTarget, cancellationToken).ConfigureAwait(false);
         var result = new List<ReceivedMessage>(Math.Min(maxMessages, 64));
-        Drain(result, maxMessages);
+        TakeFromBuffer(result, maxMessages);
         if (result.Count > 0)
         {
             return result;
@@ -78,15 +81,115 @@ internal sealed class ReceiveLink : IAsyncDisposable
                 return result;
             }
 
-            Drain(result, maxMessages);
+            TakeFromBuffer(result, maxMessages);
         }
 
         return result;
     }
 
+    /// <summary>True when more is buffered or on its way than <paramref name="target"/>, with credit outstanding.</summary>
+    public bool HasCreditBeyond(int target)
+    {
+        lock (_gate)
+        {
+            return _outstanding > 0 && _buffer.Reader.Count + _outstanding > target;
+        }
+    }
+
+    /// <summary>Takes up to <paramref name="max"/> buffered messages without waiting.</summary>
+    public List<ReceivedMessage> TakeBuffered(int max)
+    {
+        var taken = new List<ReceivedMessage>();
+        TakeFromBuffer(taken, max);
+        return taken;
+    }
+
+    /// <summary>
+    /// Takes back the credit the broker has not used yet, so it sends (and, in ReceiveAndDelete,
+    /// deletes) nothing the application did not ask for. Returns once the broker said "drained":
+    /// every message it took before is in the buffer by then. A broker that does not answer within
+    /// <paramref name="timeout"/> loses the stream (its credit goes with it).
+    /// </summary>
+    public async Task DrainAsync(TimeSpan timeout)
+    {
+        DuplexCall<ReceiveRequest, ReceiveResponse>? call;
+        TaskCompletionSource drained;
+        lock (_gate)
+        {
+            if (_draining is { } pending)
+            {
+                drained = pending;
+                call = null;
+            }
+            else if (_outstanding <= 0 || _closing.IsCancellationRequested)
+            {
+                return;
+            }
+            else if (_call is null)
+            {
+                // No stream holds the credit (between reopens): it simply is not granted again.
+                _outstanding = 0;
+                return;
+            }
+            else
+            {
+                drained = _draining = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+                call = _call;
+            }
+        }
+
+        if (call is not null)
+        {
+            await _writeLock.WaitAsync().ConfigureAwait(false);
+            try
+            {
+                await call.WriteAsync(new ReceiveRequest { Drain = new ReceiveDrain() }, CancellationToken.None).ConfigureAwait(false);
+            }
+            catch (Exception e) when (e is RpcException or IOException or InvalidOperationException or ObjectDisposedException)
+            {
+                // The stream broke: the pump ends it, which ends the drain too.
+            }
+            finally
+            {
+                _writeLock.Release();
+            }
+        }
+
+        try
+        {
+            await drained.Task.WaitAsync(timeout, _connection.TimeProvider).ConfigureAwait(false);
+        }
+        catch (TimeoutException)
+        {
+            // No answer: end this stream rather than leave credit with a broker that may still use it.
+            if (call is not null)
+            {
+                await DisposeQuietlyAsync(call).ConfigureAwait(false);
+            }
+            EndDrain();
+        }
+    }
+
+    /// <summary>The stream holds no credit any more (drained, or gone): waiting senders of credit go on.</summary>
+    private void EndDrain()
+    {
+        TaskCompletionSource? draining;
+        lock (_gate)
+        {
+            _outstanding = 0;
+            draining = _draining;
+            _draining = null;
+        }
+        draining?.TrySetResult();
+    }
+
     /// <summary>Grants credit so that buffered + outstanding reaches <paramref name="target"/>.</summary>
     public async ValueTask EnsureCreditAsync(int target, CancellationToken cancellationToken)
     {
+        if (Volatile.Read(ref _draining) is { } draining)
+        {
+            await draining.Task.WaitAsync(cancellationToken).ConfigureAwait(false);
+        }
         DuplexCall<ReceiveRequest, ReceiveResponse>? call;
         int grant;
         lock (_gate)
@@ -172,7 +275,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
         _writeLock.Dispose();
     }
 
-    private void Drain(List<ReceivedMessage> into, int max)
+    private void TakeFromBuffer(List<ReceivedMessage> into, int max)
     {
         var now = _connection.TimeProvider.GetUtcNow();
         while (into.Count < max && _buffer.Reader.TryRead(out var message))
@@ -237,6 +340,11 @@ internal sealed class ReceiveLink : IAsyncDisposable
 
                         _outstanding = Math.Max(0, _outstanding - response.Messages.Count);
                     }
+
+                    if (response.Drained)
+                    {
+                        EndDrain();
+                    }
                 }
 
                 // The server ended the stream cleanly (e.g. draining for shutdown): reopen elsewhere or later.
@@ -282,6 +390,12 @@ internal sealed class ReceiveLink : IAsyncDisposable
                 if (call is not null)
                 {
                     await DisposeQuietlyAsync(call).ConfigureAwait(false);
+                }
+
+                if (Volatile.Read(ref _draining) is not null)
+                {
+                    // The stream that held the credit is gone: the drain is over.
+                    EndDrain();
                 }
             }
 

@@ -1,0 +1,155 @@
+using Farm.Client;
+using Farm.Contracts.Rpc;
+using Farm.Contracts.V1;
+using Google.Protobuf;
+
+namespace Farm.EndToEnd.Tests;
+
+/// <summary>
+/// Credit on a receive stream must never outlive the call that granted it (issue 8, path 4), and a
+/// receive response must fit what a standard gRPC client takes (path 15). A real node process,
+/// driven through the SDK and the raw contract.
+/// </summary>
+[Collection(FarmCollection.Name)]
+public sealed class ReceiveCreditTests(SdkFarmFixture fixture) : IClassFixture<SdkFarmFixture>
+{
+    private static readonly TimeSpan Patience = TimeSpan.FromSeconds(30);
+
+    /// <summary>How long a message the broker would push on stray credit gets to be taken (it takes milliseconds).</summary>
+    private static readonly TimeSpan StrayWindow = TimeSpan.FromSeconds(1);
+
+    private string Connection => fixture.Farm.ConnectionString;
+
+    private async Task<string> CreateQueueAsync()
+    {
+        var name = "credit-" + Guid.NewGuid().ToString("N")[..12];
+        using var admin = new FarmAdministrationClient(Connection);
+        await admin.CreateQueueAsync(name);
+        return name;
+    }
+
+    private async Task<QueueRuntimeProperties> CountsAsync(string queue)
+    {
+        using var admin = new FarmAdministrationClient(Connection);
+        return await admin.GetQueueRuntimePropertiesAsync(queue);
+    }
+
+    /// <summary>Waits up to <see cref="StrayWindow"/> for the queue to hold no active message; true if that happened.</summary>
+    private async Task<bool> TakenWithinStrayWindowAsync(string queue)
+    {
+        var until = DateTime.UtcNow + StrayWindow;
+        while (DateTime.UtcNow < until)
+        {
+            if ((await CountsAsync(queue)).ActiveMessageCount == 0)
+            {
+                return true;
+            }
+            await Task.Delay(20);
+        }
+        return false;
+    }
+
+    [Fact]
+    public async Task ReceiveAndDelete_ATimedOutReceive_LeavesNoCredit_SoClosingTheReceiverLosesNothing()
+    {
+        // Before: the timed-out receive left its credit on the stream; the next message sent was
+        // deleted by the broker into the receiver's buffer, and closing the receiver dropped it.
+        var queue = await CreateQueueAsync();
+        await using var client = new FarmClient(Connection);
+        var receiver = client.CreateReceiver(queue, new FarmReceiverOptions { ReceiveMode = FarmReceiveMode.ReceiveAndDelete });
+        Assert.Null(await receiver.ReceiveMessageAsync(TimeSpan.FromMilliseconds(200)));
+
+        await using var sender = client.CreateSender(queue);
+        await sender.SendMessageAsync(new FarmMessage("acknowledged") { MessageId = "m-1" });
+        var takenByNobody = await TakenWithinStrayWindowAsync(queue);
+        await receiver.DisposeAsync();
+
+        Assert.False(takenByNobody, "the broker handed the message to a receiver that had asked for nothing");
+        await using var next = client.CreateReceiver(queue, new FarmReceiverOptions { ReceiveMode = FarmReceiveMode.ReceiveAndDelete });
+        var received = await next.ReceiveMessageAsync(Patience);
+        Assert.Equal("m-1", received?.MessageId);
+    }
+
+    [Fact]
+    public async Task PeekLock_StrayCredit_DoesNotRaiseTheDeliveryCount()
+    {
+        // Before: the stray credit locked the next message for a receiver that never asked for it,
+        // and its delivery count rose toward the dead-letter queue while it sat unseen.
+        var queue = await CreateQueueAsync();
+        await using var client = new FarmClient(Connection);
+        var receiver = client.CreateReceiver(queue);
+        Assert.Null(await receiver.ReceiveMessageAsync(TimeSpan.FromMilliseconds(200)));
+
+        await using var sender = client.CreateSender(queue);
+        await sender.SendMessageAsync(new FarmMessage("one") { MessageId = "m-1" });
+        await TakenWithinStrayWindowAsync(queue);
+        await receiver.DisposeAsync();
+
+        await using var next = client.CreateReceiver(queue);
+        var received = await next.ReceiveMessageAsync(Patience);
+        Assert.NotNull(received);
+        Assert.Equal(1, received.DeliveryCount);
+        await next.CompleteMessageAsync(received);
+    }
+
+    [Fact]
+    public async Task PeekLock_MessagesPrefetchedButNeverHandedOut_AreReleasedOnClose_WithoutCountingADelivery()
+    {
+        var queue = await CreateQueueAsync();
+        await using var client = new FarmClient(Connection);
+        await using (var sender = client.CreateSender(queue))
+        {
+            for (var i = 0; i < 5; i++)
+            {
+                await sender.SendMessageAsync(new FarmMessage($"m{i}") { MessageId = $"m-{i}" });
+            }
+        }
+        var receiver = client.CreateReceiver(queue, new FarmReceiverOptions { PrefetchCount = 5 });
+        var first = await receiver.ReceiveMessageAsync(Patience);
+        Assert.NotNull(first);
+        await receiver.CompleteMessageAsync(first);
+        await receiver.DisposeAsync();
+
+        await using var next = client.CreateReceiver(queue);
+        var rest = new List<FarmReceivedMessage>();
+        while (rest.Count < 4 && await next.ReceiveMessageAsync(Patience) is { } message)
+        {
+            rest.Add(message);
+            await next.CompleteMessageAsync(message);
+        }
+
+        Assert.Equal(4, rest.Count);
+        Assert.All(rest, m => Assert.Equal(1, m.DeliveryCount));
+    }
+
+    [Fact]
+    public async Task TwentyFourMessagesOf250KB_ComeInResponsesAStandardGrpcClientTakes()
+    {
+        // Before: one response carried all 24 (6 MB), which a client with gRPC's usual 4 MB limit
+        // refuses, after the broker had locked all 24 and counted a delivery for each.
+        var queue = await CreateQueueAsync();
+        await using var client = new FarmClient(Connection);
+        await using (var sender = client.CreateSender(queue))
+        {
+            for (var i = 0; i < 24; i++)
+            {
+                await sender.SendMessageAsync(new FarmMessage(new byte[250 * 1024]) { MessageId = $"big-{i}" });
+            }
+        }
+
+        using var standard = new RpcChannel(new Uri(fixture.Farm.Address), new RpcChannelOptions { MaxReceiveMessageSize = 4 * 1024 * 1024 });
+        var received = new List<ReceivedMessage>();
+        while (received.Count < 24)
+        {
+            var response = await standard.UnaryAsync("/farm.v1.Messaging/ReceiveBatch",
+                new ReceiveBatchRequest { Entity = queue, Mode = ReceiveMode.PeekLock, MaxMessages = 24, MaxWait = Google.Protobuf.WellKnownTypes.Duration.FromTimeSpan(Patience) },
+                ReceiveBatchResponse.Parser);
+            Assert.NotEmpty(response.Messages);
+            Assert.True(response.CalculateSize() <= 4 * 1024 * 1024);
+            received.AddRange(response.Messages);
+        }
+
+        Assert.Equal(24, received.Select(m => m.Message.MessageId).Distinct().Count());
+        Assert.All(received, m => Assert.Equal(1, m.DeliveryCount));
+    }
+}
