@@ -21,8 +21,8 @@ public static class FarmErrors
 
     public static string CodeName(FarmErrorCode code) => code switch
     {
-        // Generated enum values are PascalCase in C#; the wire name is the proto name.
-        FarmErrorCode.FarmErrorNone => "FARM_ERROR_NONE",
+        // The trailer carries the proto name without its FARM_ERROR_CODE_ prefix (stable for clients).
+        FarmErrorCode.Unspecified => "",
         FarmErrorCode.InvalidArgument => "INVALID_ARGUMENT",
         FarmErrorCode.MessagingEntityNotFound => "MESSAGING_ENTITY_NOT_FOUND",
         FarmErrorCode.MessagingEntityAlreadyExists => "MESSAGING_ENTITY_ALREADY_EXISTS",
@@ -73,5 +73,13 @@ public static class FarmErrors
         Create(RpcStatusCode.Unavailable, FarmErrorCode.StoreUnavailable, message);
 
     public static RpcException NotSupported(string message) =>
-        Create(RpcStatusCode.Unimplemented, FarmErrorCode.NotSupported, message);
+        // Not UNIMPLEMENTED: generic gRPC clients read that as "no such method".
+        Create(RpcStatusCode.FailedPrecondition, FarmErrorCode.NotSupported, message);
+
+    private static readonly Dictionary<string, FarmErrorCode> ByName =
+        Enum.GetValues<FarmErrorCode>().Where(c => c != FarmErrorCode.Unspecified).ToDictionary(CodeName, StringComparer.Ordinal);
+
+    /// <summary>The code an error carries in its trailer (INVALID_ARGUMENT when it carries none Farm knows).</summary>
+    public static FarmErrorCode CodeOf(RpcException error) =>
+        error.FarmError is { } name && ByName.TryGetValue(name, out var code) ? code : FarmErrorCode.InvalidArgument;
 }

@@ -50,7 +50,7 @@ builder.Services.AddRouting();
 var app = builder.Build();
 app.Services.GetRequiredService<MessagingRouter>().Map(app);
 app.MapManagement(app.Services.GetRequiredService<ManagementService>());
-app.MapRpcFallbackAndReflection(MessagingReflection.Descriptor, ManagementReflection.Descriptor, MessagesReflection.Descriptor, ErrorsReflection.Descriptor);
+app.MapRpcFallbackAndReflection(MessagingReflection.Descriptor, ManagementReflection.Descriptor, NodeControlReflection.Descriptor, MessagesReflection.Descriptor, ErrorsReflection.Descriptor);
 
 try
 {

@@ -88,7 +88,7 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
         _farm.Time.Advance(TimeSpan.FromSeconds(11));
         var result = Assert.Single(await queue.SettleAsync(false, [Settle(message, Disposition.Complete)]));
 
-        Assert.Equal("MESSAGE_LOCK_LOST", result.ErrorCode);
+        Assert.Equal(FarmErrorCode.MessageLockLost, result.ErrorCode);
         Assert.Single(await queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
     }
 
@@ -103,7 +103,7 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
             new Settlement { LockToken = "not-a-guid", Disposition = Disposition.Complete },
         ]);
 
-        Assert.All(results, r => Assert.Equal("MESSAGE_LOCK_LOST", r.ErrorCode));
+        Assert.All(results, r => Assert.Equal(FarmErrorCode.MessageLockLost, r.ErrorCode));
         Assert.Equal(1, queue.GetCounts().Active);
     }
 
@@ -114,7 +114,7 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
         await queue.SendAsync([BrokerHarness.Text("x")]);
         var message = Assert.Single(await queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
         var result = Assert.Single(await queue.SettleAsync(false, [Settle(message, Disposition.Complete)]));
-        Assert.Equal("FARM_ERROR_NONE", result.ErrorCode);
+        Assert.Equal(FarmErrorCode.Unspecified, result.ErrorCode);
 
         _farm.Time.Advance(TimeSpan.FromMinutes(1));
         await _farm.RestartAsync();
@@ -187,7 +187,7 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
         var settlement = Settle(message, Disposition.DeadLetter);
         settlement.DeadLetterReason = "Invalid";
         settlement.DeadLetterErrorDescription = "missing customer";
-        Assert.Equal("FARM_ERROR_NONE", Assert.Single(await queue.SettleAsync(false, [settlement])).ErrorCode);
+        Assert.Equal(FarmErrorCode.Unspecified, Assert.Single(await queue.SettleAsync(false, [settlement])).ErrorCode);
 
         await _farm.RestartAsync();
         var dead = Assert.Single((await _farm.QueueAsync("q")).Peek(true, 0, 10));
@@ -295,7 +295,7 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
         var deferred = Assert.Single(await queue.ReceiveDeferredAsync([message.SequenceNumber], ReceiveMode.PeekLock));
         Assert.Equal("later", Body(deferred));
         Assert.Equal(MessageState.Deferred, deferred.State);
-        Assert.Equal("FARM_ERROR_NONE", Assert.Single(await queue.SettleAsync(false, [Settle(deferred, Disposition.Complete)])).ErrorCode);
+        Assert.Equal(FarmErrorCode.Unspecified, Assert.Single(await queue.SettleAsync(false, [Settle(deferred, Disposition.Complete)])).ErrorCode);
         await Assert.ThrowsAsync<RpcException>(() => queue.ReceiveDeferredAsync([message.SequenceNumber], ReceiveMode.PeekLock));
     }
 
@@ -397,8 +397,8 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
         var renewed = Assert.Single(queue.RenewLocks(false, [message.LockToken]));
         _farm.Time.Advance(TimeSpan.FromSeconds(8));
 
-        Assert.Equal(_farm.Time.GetUtcNow() + TimeSpan.FromSeconds(2), renewed);
-        Assert.Equal("FARM_ERROR_NONE", Assert.Single(await queue.SettleAsync(false, [Settle(message, Disposition.Complete)])).ErrorCode);
+        Assert.Equal(_farm.Time.GetUtcNow() + TimeSpan.FromSeconds(2), renewed.LockedUntil.ToDateTimeOffset());
+        Assert.Equal(FarmErrorCode.Unspecified, Assert.Single(await queue.SettleAsync(false, [Settle(message, Disposition.Complete)])).ErrorCode);
     }
 
     [Fact]

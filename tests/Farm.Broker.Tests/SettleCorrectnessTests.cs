@@ -61,7 +61,7 @@ public sealed class SettleCorrectnessTests : IAsyncLifetime
         Assert.Empty(await during);
         await ReleaseWriteLockAsync(writeLock);
         var result = Assert.Single(await settle);
-        Assert.Equal(FarmErrors.CodeName(FarmErrorCode.FarmErrorNone), result.ErrorCode);
+        Assert.Equal(FarmErrorCode.Unspecified, result.ErrorCode);
 
         // Once the update is durable the message is back, modified, and the next delivery counts on from it.
         var second = Assert.Single(await queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));

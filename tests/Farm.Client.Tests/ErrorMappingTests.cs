@@ -27,21 +27,22 @@ public class ErrorMappingTests
         => Assert.Equal(expected, FarmErrors.FromRpc(Rpc(RpcStatusCode.FailedPrecondition, farmError), "q").Reason);
 
     [Fact]
-    public void EveryWireErrorCode_HasAMapping()
+    public void EveryWireErrorCode_HasAMapping_AsATrailerAndAsAnItemCode()
     {
-        foreach (var field in typeof(FarmErrorCode).GetFields(System.Reflection.BindingFlags.Public | System.Reflection.BindingFlags.Static))
+        foreach (var code in Enum.GetValues<FarmErrorCode>())
         {
+            var field = typeof(FarmErrorCode).GetField(code.ToString())!;
             var name = field.GetCustomAttributes(typeof(Google.Protobuf.Reflection.OriginalNameAttribute), false)
                 .Cast<Google.Protobuf.Reflection.OriginalNameAttribute>().Single().Name;
-            var reason = FarmErrors.FromName(name);
-            if (name == "FARM_ERROR_NONE")
+            // The trailer carries the name without the enum's prefix.
+            var trailer = name["FARM_ERROR_CODE_".Length..];
+            if (code == FarmErrorCode.Unspecified)
             {
-                Assert.Null(reason);
+                Assert.Null(FarmErrors.FromCode(code));
+                continue;
             }
-            else
-            {
-                Assert.NotEqual(FarmFailureReason.GeneralError, reason);
-            }
+            Assert.NotEqual(FarmFailureReason.GeneralError, FarmErrors.FromName(trailer));
+            Assert.Equal(FarmErrors.FromName(trailer), FarmErrors.FromCode(code));
         }
     }
 
@@ -74,8 +75,8 @@ public class ErrorMappingTests
         {
             Results =
             {
-                new SettleResult { LockToken = "a", ErrorCode = "FARM_ERROR_NONE" },
-                new SettleResult { LockToken = "b", ErrorCode = "MESSAGE_LOCK_LOST", ErrorMessage = "The lock expired" },
+                new SettleResult { LockToken = "a", ErrorCode = FarmErrorCode.Unspecified },
+                new SettleResult { LockToken = "b", ErrorCode = FarmErrorCode.MessageLockLost, ErrorMessage = "The lock expired" },
             },
         };
 
@@ -87,5 +88,5 @@ public class ErrorMappingTests
 
     [Fact]
     public void SettleResult_AllSucceeded_DoesNotThrow()
-        => FarmReceiver.ThrowIfFailed(new SettleResponse { Results = { new SettleResult { LockToken = "a", ErrorCode = "FARM_ERROR_NONE" }, new SettleResult { LockToken = "b" } } }, "q");
+        => FarmReceiver.ThrowIfFailed(new SettleResponse { Results = { new SettleResult { LockToken = "a", ErrorCode = FarmErrorCode.Unspecified }, new SettleResult { LockToken = "b" } } }, "q");
 }

@@ -8,7 +8,7 @@ public sealed class SettleBatcherTests
 
     private static SettleResponse Ok(SettleRequest request) => new()
     {
-        Results = { request.Settlements.Select(s => new SettleResult { LockToken = s.LockToken, ErrorCode = "FARM_ERROR_NONE" }) },
+        Results = { request.Settlements.Select(s => new SettleResult { LockToken = s.LockToken, ErrorCode = FarmErrorCode.Unspecified }) },
     };
 
     [Fact]
@@ -53,15 +53,15 @@ public sealed class SettleBatcherTests
                 request.Settlements.Select(s => new SettleResult
                 {
                     LockToken = s.LockToken,
-                    ErrorCode = s.LockToken == "t1" ? "MESSAGE_LOCK_LOST" : "FARM_ERROR_NONE",
+                    ErrorCode = s.LockToken == "t1" ? FarmErrorCode.MessageLockLost : FarmErrorCode.Unspecified,
                 }),
             },
         }));
 
         var results = await Task.WhenAll(batcher.SettleAsync(Token(0), default), batcher.SettleAsync(Token(1), default));
 
-        Assert.Equal("FARM_ERROR_NONE", results[0].ErrorCode);
-        Assert.Equal("MESSAGE_LOCK_LOST", results[1].ErrorCode);
+        Assert.Equal(FarmErrorCode.Unspecified, results[0].ErrorCode);
+        Assert.Equal(FarmErrorCode.MessageLockLost, results[1].ErrorCode);
     }
 
     [Fact]
@@ -77,6 +77,6 @@ public sealed class SettleBatcherTests
         var later = await batcher.SettleAsync(Token(1), default);
 
         Assert.Equal(FarmFailureReason.ServiceCommunicationProblem, failed.Reason);
-        Assert.Equal("FARM_ERROR_NONE", later.ErrorCode);
+        Assert.Equal(FarmErrorCode.Unspecified, later.ErrorCode);
     }
 }

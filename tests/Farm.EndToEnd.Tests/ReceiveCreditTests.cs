@@ -152,4 +152,24 @@ public sealed class ReceiveCreditTests(SdkFarmFixture fixture) : IClassFixture<S
         Assert.Equal(24, received.Select(m => m.Message.MessageId).Distinct().Count());
         Assert.All(received, m => Assert.Equal(1, m.DeliveryCount));
     }
+
+    [Fact]
+    public async Task AReceiveWithNoMode_IsRefused_AndTakesNothing()
+    {
+        // Zero used to be PEEK_LOCK; an unset mode now names the field instead of guessing.
+        var queue = await CreateQueueAsync();
+        await using (var client = new FarmClient(Connection))
+        await using (var sender = client.CreateSender(queue))
+        {
+            await sender.SendMessageAsync(new FarmMessage("m"));
+        }
+        using var channel = new RpcChannel(new Uri(fixture.Farm.Address));
+
+        var error = await Assert.ThrowsAsync<RpcException>(() => channel.UnaryAsync("/farm.v1.Messaging/ReceiveBatch",
+            new ReceiveBatchRequest { Entity = queue, MaxMessages = 1 }, ReceiveBatchResponse.Parser));
+
+        Assert.Equal(RpcStatusCode.InvalidArgument, error.StatusCode);
+        Assert.Contains("receive mode is required", error.Detail);
+        Assert.Equal(1, (await CountsAsync(queue)).ActiveMessageCount);
+    }
 }

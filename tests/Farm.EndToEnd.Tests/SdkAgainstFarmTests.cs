@@ -194,7 +194,7 @@ public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<
             new SettleRequest { Entity = queue, Settlements = { new Settlement { LockToken = Guid.NewGuid().ToString() } } },
             SettleResponse.Parser);
 
-        Assert.Equal("MESSAGE_LOCK_LOST", Assert.Single(response.Results).ErrorCode);
+        Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(response.Results).ErrorCode);
         Assert.Equal(1, (await fixture.Farm.GetQueueCountsAsync(queue)).ActiveMessageCount);
     }
 

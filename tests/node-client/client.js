@@ -85,7 +85,7 @@ async function main() {
     entity: queue,
     settlements: received.map((m) => ({ lockToken: m.lockToken, disposition: 'DISPOSITION_COMPLETE' })),
   });
-  const settleErrors = settled.results.filter((r) => r.errorCode && r.errorCode !== 'FARM_ERROR_NONE');
+  const settleErrors = settled.results.filter((r) => r.errorCode && r.errorCode !== 'FARM_ERROR_CODE_UNSPECIFIED');
 
   client.close();
 

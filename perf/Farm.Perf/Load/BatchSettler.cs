@@ -39,7 +39,7 @@ internal sealed class BatchSettler(string connectionString, string entity) : IDi
 
         foreach (var result in response.Results)
         {
-            if (!string.IsNullOrEmpty(result.ErrorCode) && result.ErrorCode != "FARM_ERROR_NONE")
+            if (result.ErrorCode != Farm.Contracts.V1.FarmErrorCode.Unspecified)
             {
                 throw new InvalidOperationException($"completing lock {result.LockToken} failed: {result.ErrorCode} {result.ErrorMessage}");
             }

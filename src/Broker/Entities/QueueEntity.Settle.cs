@@ -24,7 +24,13 @@ internal sealed partial class QueueEntity
             for (var i = 0; i < settlements.Count; i++)
             {
                 var settlement = settlements[i];
-                results[i] = new SettleResult { LockToken = settlement.LockToken, ErrorCode = FarmErrors.CodeName(FarmErrorCode.FarmErrorNone) };
+                results[i] = new SettleResult { LockToken = settlement.LockToken, ErrorCode = FarmErrorCode.Unspecified };
+                if (settlement.Disposition == Disposition.Unspecified)
+                {
+                    // Zero used to mean COMPLETE: a client that forgot the field completed messages it meant to keep.
+                    Fail(results[i], FarmErrors.Invalid($"Settlement {i} has no disposition: set COMPLETE, ABANDON, DEAD_LETTER or DEFER."));
+                    continue;
+                }
                 if (!Guid.TryParse(settlement.LockToken, out var token)
                     || !_locks.TryGetValue(token, out var message)
                     || message.Settling
@@ -111,7 +117,7 @@ internal sealed partial class QueueEntity
 
     private static void Fail(SettleResult result, Contracts.Rpc.RpcException error)
     {
-        result.ErrorCode = error.FarmError ?? FarmErrors.CodeName(FarmErrorCode.InvalidArgument);
+        result.ErrorCode = FarmErrors.CodeOf(error);
         result.ErrorMessage = error.Detail;
     }
 
@@ -226,29 +232,38 @@ internal sealed partial class QueueEntity
     }
 
     /// <summary>Extends peek-locks by the queue's LockDuration from now; returns the new expiries.</summary>
-    public IReadOnlyList<DateTimeOffset> RenewLocks(bool deadLetter, IReadOnlyList<string> lockTokens)
+    /// <summary>
+    /// Extends peek-locks by the queue's LockDuration from now. One result per token, in order: a
+    /// token that is not held (expired, settled, unknown) fails alone, the others are renewed.
+    /// </summary>
+    public IReadOnlyList<RenewLockResult> RenewLocks(bool deadLetter, IReadOnlyList<string> lockTokens)
     {
         var now = NowMs;
         var lockDuration = (long)Settings.LockDuration.TotalMilliseconds;
-        var result = new List<DateTimeOffset>(lockTokens.Count);
+        var results = new List<RenewLockResult>(lockTokens.Count);
         lock (_gate)
         {
             ThrowIfDeleted();
             var sub = SubQueueOf(deadLetter);
             foreach (var lockToken in lockTokens)
             {
+                var result = new RenewLockResult { LockToken = lockToken };
+                results.Add(result);
                 if (!Guid.TryParse(lockToken, out var token)
                     || !_locks.TryGetValue(token, out var message)
                     || message.Settling
                     || message.LockedUntilMs <= now
                     || !sub.Messages.ContainsKey(message.SequenceNumber))
                 {
-                    throw FarmErrors.LockLost(PathOf(deadLetter), lockToken);
+                    var lost = FarmErrors.LockLost(PathOf(deadLetter), lockToken);
+                    result.ErrorCode = FarmErrors.CodeOf(lost);
+                    result.ErrorMessage = lost.Detail;
+                    continue;
                 }
                 message.LockedUntilMs = now + lockDuration;
-                result.Add(DateTimeOffset.FromUnixTimeMilliseconds(message.LockedUntilMs));
+                result.LockedUntil = ToTimestamp(message.LockedUntilMs);
             }
         }
-        return result;
+        return results;
     }
 }

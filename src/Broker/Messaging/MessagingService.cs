@@ -76,6 +76,7 @@ public sealed class MessagingService(BrokerNode node)
         {
             throw FarmErrors.Invalid($"max_wait must not be negative; got {maxWait}.");
         }
+        RequireMode(request.Mode);
         var (queue, deadLetter) = await ResolveAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
         var messages = await queue.ReceiveAsync(deadLetter, request.Mode, request.MaxMessages, maxWait, context.CancellationToken).ConfigureAwait(false);
         return new ReceiveBatchResponse { Messages = { messages } };
@@ -105,6 +106,7 @@ public sealed class MessagingService(BrokerNode node)
             {
                 throw FarmErrors.Invalid($"The initial credit must be at least 1; got {open.Credit}.");
             }
+            RequireMode(open.Mode);
             (queue, deadLetter) = await ResolveAsync(open.Entity, cancellationToken).ConfigureAwait(false);
         }
         catch
@@ -200,6 +202,15 @@ public sealed class MessagingService(BrokerNode node)
         }
     }
 
+    /// <summary>An unset receive mode is refused: guessing would either delete or lock what the client did not mean to.</summary>
+    private static void RequireMode(ReceiveMode mode)
+    {
+        if (mode is not (ReceiveMode.PeekLock or ReceiveMode.ReceiveAndDelete))
+        {
+            throw FarmErrors.Invalid($"The receive mode is required: PEEK_LOCK or RECEIVE_AND_DELETE (got {mode}).");
+        }
+    }
+
     internal static async ValueTask DisposeQuietlyAsync<T>(IAsyncEnumerator<T> enumerator)
     {
         try
@@ -233,8 +244,7 @@ public sealed class MessagingService(BrokerNode node)
     public async Task<RenewLockResponse> RenewLockAsync(RenewLockRequest request, RpcCallContext context)
     {
         var (queue, deadLetter) = await ResolveAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
-        var renewed = queue.RenewLocks(deadLetter, request.LockTokens);
-        return new RenewLockResponse { LockedUntil = { renewed.Select(Google.Protobuf.WellKnownTypes.Timestamp.FromDateTimeOffset) } };
+        return new RenewLockResponse { Results = { queue.RenewLocks(deadLetter, request.LockTokens) } };
     }
 
     public async Task<ReceiveBatchResponse> ReceiveDeferredAsync(ReceiveDeferredRequest request, RpcCallContext context)
@@ -248,6 +258,7 @@ public sealed class MessagingService(BrokerNode node)
         {
             throw FarmErrors.Invalid("A dead-letter queue holds no deferred messages.");
         }
+        RequireMode(request.Mode);
         var messages = await queue.ReceiveDeferredAsync(request.SequenceNumbers, request.Mode).ConfigureAwait(false);
         return new ReceiveBatchResponse { Messages = { messages } };
     }

@@ -21,8 +21,8 @@ internal static class RpcMethods
     public const string CreateContainer = "/farm.v1.Management/CreateContainer";
     public const string ListContainers = "/farm.v1.Management/ListContainers";
     public const string GetStatus = "/farm.v1.Management/GetStatus";
-    public const string MoveContainer = "/farm.v1.Management/MoveContainer";
-    public const string DrainNode = "/farm.v1.Management/DrainNode";
+    public const string MoveContainer = "/farm.v1.NodeControl/MoveContainer";
+    public const string DrainNode = "/farm.v1.NodeControl/DrainNode";
 
     public const string CreateTopic = "/farm.v1.Management/CreateTopic";
     public const string GetTopic = "/farm.v1.Management/GetTopic";

@@ -11,12 +11,32 @@ internal static class FarmErrors
         return new FarmException(Describe(reason, exception.Detail, entityPath), reason, entityPath, exception);
     }
 
-    /// <summary>A failed settlement item (SettleResult.error_code, a FarmErrorCode name).</summary>
-    public static FarmException FromErrorCode(string errorCode, string? detail, string? entityPath)
+    /// <summary>A failed item of a settle or renew-lock answer (its error_code).</summary>
+    public static FarmException FromErrorCode(Contracts.V1.FarmErrorCode errorCode, string? detail, string? entityPath)
     {
-        var reason = ReasonOf(errorCode, RpcStatusCode.Unknown);
+        var reason = FromCode(errorCode) ?? FarmFailureReason.GeneralError;
         return new FarmException(Describe(reason, detail, entityPath), reason, entityPath);
     }
+
+    /// <summary>Null for UNSPECIFIED (no error).</summary>
+    public static FarmFailureReason? FromCode(Contracts.V1.FarmErrorCode code) => code switch
+    {
+        Contracts.V1.FarmErrorCode.Unspecified => null,
+        Contracts.V1.FarmErrorCode.InvalidArgument => FarmFailureReason.InvalidArgument,
+        Contracts.V1.FarmErrorCode.MessagingEntityNotFound => FarmFailureReason.MessagingEntityNotFound,
+        Contracts.V1.FarmErrorCode.MessagingEntityAlreadyExists => FarmFailureReason.MessagingEntityAlreadyExists,
+        Contracts.V1.FarmErrorCode.MessageSizeExceeded => FarmFailureReason.MessageSizeExceeded,
+        Contracts.V1.FarmErrorCode.MessageLockLost => FarmFailureReason.MessageLockLost,
+        Contracts.V1.FarmErrorCode.MessageNotFound => FarmFailureReason.MessageNotFound,
+        Contracts.V1.FarmErrorCode.QuotaExceeded => FarmFailureReason.QuotaExceeded,
+        Contracts.V1.FarmErrorCode.NotOwner => FarmFailureReason.NotOwner,
+        Contracts.V1.FarmErrorCode.StaleEpoch => FarmFailureReason.StaleEpoch,
+        Contracts.V1.FarmErrorCode.ServiceBusy => FarmFailureReason.ServiceBusy,
+        Contracts.V1.FarmErrorCode.StoreUnavailable => FarmFailureReason.StoreUnavailable,
+        Contracts.V1.FarmErrorCode.NotSupported => FarmFailureReason.NotSupported,
+        Contracts.V1.FarmErrorCode.ContainerNotFound => FarmFailureReason.ContainerNotFound,
+        _ => FarmFailureReason.GeneralError,
+    };
 
     /// <summary>The trailer names the reason; without it the gRPC status decides.</summary>
     public static FarmFailureReason ReasonOf(string? farmError, RpcStatusCode status)
@@ -36,14 +56,15 @@ internal static class FarmErrors
             RpcStatusCode.InvalidArgument or RpcStatusCode.OutOfRange => FarmFailureReason.InvalidArgument,
             RpcStatusCode.ResourceExhausted => FarmFailureReason.QuotaExceeded,
             RpcStatusCode.Unimplemented => FarmFailureReason.NotSupported,
+            RpcStatusCode.FailedPrecondition => FarmFailureReason.GeneralError,
             _ => FarmFailureReason.GeneralError,
         };
     }
 
-    /// <summary>Maps a FarmErrorCode name; null for none, empty, FARM_ERROR_NONE or an unknown name.</summary>
+    /// <summary>Maps a "farm-error" trailer (a FarmErrorCode name without its prefix); null for none.</summary>
     public static FarmFailureReason? FromName(string? name) => name switch
     {
-        null or "" or "FARM_ERROR_NONE" => null,
+        null or "" => null,
         "INVALID_ARGUMENT" => FarmFailureReason.InvalidArgument,
         "MESSAGING_ENTITY_NOT_FOUND" => FarmFailureReason.MessagingEntityNotFound,
         "MESSAGING_ENTITY_ALREADY_EXISTS" => FarmFailureReason.MessagingEntityAlreadyExists,
@@ -60,7 +81,7 @@ internal static class FarmErrors
         _ => FarmFailureReason.GeneralError,
     };
 
-    public static bool IsSuccessCode(string? errorCode) => string.IsNullOrEmpty(errorCode) || errorCode == "FARM_ERROR_NONE";
+    public static bool IsSuccessCode(Contracts.V1.FarmErrorCode errorCode) => errorCode == Contracts.V1.FarmErrorCode.Unspecified;
 
     private static string Describe(FarmFailureReason reason, string? detail, string? entityPath)
     {

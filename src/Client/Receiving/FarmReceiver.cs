@@ -177,12 +177,17 @@ public sealed class FarmReceiver : IAsyncDisposable
         var request = new RenewLockRequest { Entity = message.EntityPath };
         request.LockTokens.Add(message.LockToken);
         var response = await _connection.UnaryAsync(RpcMethods.RenewLock, request, RenewLockResponse.Parser, EntityPath, cancellationToken).ConfigureAwait(false);
-        if (response.LockedUntil.Count == 0)
+        if (response.Results.Count == 0)
         {
             throw new FarmException($"The lock of message {message.SequenceNumber} was not renewed (MessageLockLost)", FarmFailureReason.MessageLockLost, EntityPath);
         }
+        var result = response.Results[0];
+        if (!FarmErrors.IsSuccessCode(result.ErrorCode))
+        {
+            throw FarmErrors.FromErrorCode(result.ErrorCode, result.ErrorMessage, EntityPath);
+        }
 
-        message.LockedUntil = response.LockedUntil[0].ToDateTimeOffset();
+        message.LockedUntil = result.LockedUntil.ToDateTimeOffset();
         return message.LockedUntil;
     }
 

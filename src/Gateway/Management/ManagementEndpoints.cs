@@ -7,6 +7,9 @@ internal static class ManagementEndpoints
 {
     public const string Prefix = "/farm.v1.Management/";
 
+    /// <summary>Node-to-node and operator calls: their own service, so an access check can tell them from a client's.</summary>
+    public const string NodeControlPrefix = "/farm.v1.NodeControl/";
+
     public static void MapManagement(this IEndpointRouteBuilder endpoints, ManagementService service)
     {
         endpoints.MapUnary<CreateQueueRequest, QueueInfo>(Prefix + "CreateQueue", CreateQueueRequest.Parser, service.CreateQueueAsync);
@@ -17,9 +20,9 @@ internal static class ManagementEndpoints
         endpoints.MapUnary<CreateContainerRequest, ContainerInfo>(Prefix + "CreateContainer", CreateContainerRequest.Parser, service.CreateContainerAsync);
         endpoints.MapUnary<ListContainersRequest, ListContainersResponse>(Prefix + "ListContainers", ListContainersRequest.Parser, service.ListContainersAsync);
         endpoints.MapUnary<GetStatusRequest, FarmStatus>(Prefix + "GetStatus", GetStatusRequest.Parser, service.GetStatusAsync);
-        endpoints.MapUnary<MoveContainerRequest, ContainerInfo>(Prefix + "MoveContainer", MoveContainerRequest.Parser, service.MoveContainerAsync);
-        endpoints.MapUnary<DrainNodeRequest, NodeInfo>(Prefix + "DrainNode", DrainNodeRequest.Parser, service.DrainNodeAsync);
-        endpoints.MapUnary<TakeContainerRequest, ContainerInfo>(Prefix + "TakeContainer", TakeContainerRequest.Parser, service.TakeContainerAsync);
+        endpoints.MapUnary<MoveContainerRequest, ContainerInfo>(NodeControlPrefix + "MoveContainer", MoveContainerRequest.Parser, service.MoveContainerAsync);
+        endpoints.MapUnary<DrainNodeRequest, NodeInfo>(NodeControlPrefix + "DrainNode", DrainNodeRequest.Parser, service.DrainNodeAsync);
+        endpoints.MapUnary<TakeContainerRequest, ContainerInfo>(NodeControlPrefix + "TakeContainer", TakeContainerRequest.Parser, service.TakeContainerAsync);
         endpoints.MapUnary<CreateTopicRequest, TopicInfo>(Prefix + "CreateTopic", CreateTopicRequest.Parser, service.CreateTopicAsync);
         endpoints.MapUnary<GetTopicRequest, TopicInfo>(Prefix + "GetTopic", GetTopicRequest.Parser, service.GetTopicAsync);
         endpoints.MapUnary<UpdateTopicRequest, TopicInfo>(Prefix + "UpdateTopic", UpdateTopicRequest.Parser, service.UpdateTopicAsync);

@@ -178,13 +178,13 @@ internal sealed partial class ManagementService(BrokerNode node, OwnerChannels c
         if (node.TryGetContainer(container.Id, out _) || context.GetHeader(OwnerChannels.DirectHeader) is not null)
         {
             await node.MoveContainerAsync(container.Id, request.ToNode, (address, id) =>
-                channels.Get(address).UnaryAsync(Prefix + "TakeContainer", new TakeContainerRequest { ContainerId = id }, ContainerInfo.Parser,
+                channels.Get(address).UnaryAsync(ManagementEndpoints.NodeControlPrefix + "TakeContainer", new TakeContainerRequest { ContainerId = id }, ContainerInfo.Parser,
                     new CallOptions(OwnerChannels.DirectHeaders, CancellationToken: ct)), ct);
         }
         else
         {
             var owner = node.OwnerAddressOf(container.Id) ?? throw FarmErrors.NotOwner($"container {container.Id}", null);
-            await channels.Get(owner).UnaryAsync(Prefix + "MoveContainer", request, ContainerInfo.Parser,
+            await channels.Get(owner).UnaryAsync(ManagementEndpoints.NodeControlPrefix + "MoveContainer", request, ContainerInfo.Parser,
                 new CallOptions(OwnerChannels.DirectHeaders, CancellationToken: ct));
         }
         return ToInfo((await node.Farm.GetContainerAsync(container.Id, ct))!);
@@ -207,7 +207,7 @@ internal sealed partial class ManagementService(BrokerNode node, OwnerChannels c
         }
         else
         {
-            await channels.Get(target.Address).UnaryAsync(Prefix + "DrainNode", request, NodeInfo.Parser,
+            await channels.Get(target.Address).UnaryAsync(ManagementEndpoints.NodeControlPrefix + "DrainNode", request, NodeInfo.Parser,
                 new CallOptions(OwnerChannels.DirectHeaders, CancellationToken: ct));
         }
         var after = (await node.Farm.ListNodesAsync(ct)).First(n => n.Id == request.NodeId);
