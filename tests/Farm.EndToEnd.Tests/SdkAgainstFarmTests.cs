@@ -191,7 +191,7 @@ public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<
         using var channel = new RpcChannel(new Uri(fixture.Farm.Address));
 
         var response = await channel.UnaryAsync("/farm.v1.Messaging/Settle",
-            new SettleRequest { Entity = queue, Settlements = { new Settlement { LockToken = Guid.NewGuid().ToString() } } },
+            new SettleRequest { Entity = queue, Settlements = { new Settlement { LockToken = Guid.NewGuid().ToString(), Disposition = Disposition.Complete } } },
             SettleResponse.Parser);
 
         Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(response.Results).ErrorCode);

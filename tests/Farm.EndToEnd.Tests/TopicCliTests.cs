@@ -189,6 +189,30 @@ public sealed class TopicCliTests(SdkFarmFixture fixture) : IClassFixture<SdkFar
     }
 
     [Fact]
+    public async Task Rule_Show_And_Update_ReplaceTheFilterInOneStep()
+    {
+        // Before, changing a filter meant remove + add: messages sent in between matched neither.
+        var topic = NewName("t");
+        await OkAsync("topic", "create", topic);
+        await OkAsync("subscription", "create", topic, "s", "--sql-filter", "priority > 5");
+
+        var shown = await JsonObjectAsync("rule", "show", topic, "s", "$Default", "--json");
+        Assert.Equal("priority > 5", (string?)shown["filter"]!["expression"]);
+
+        var updated = await OkAsync("rule", "update", topic, "s", "$Default", "--sql-filter", "priority < 3", "--action", "SET low = 'yes'");
+        Assert.Contains("Updated rule '$Default'", updated.Stdout, StringComparison.Ordinal);
+        Assert.Equal(["$Default"], (await JsonArrayAsync("rule", "list", topic, "s", "--json")).Select(r => (string)r!["name"]!));
+        var malformed = await Farm.RunAsync("rule", "update", topic, "s", "$Default", "--sql-filter", "priority <");
+        CliErrorTests.AssertOneLineError(malformed, BadInput);
+
+        await OkAsync("send", topic, "--body", "p9", "--property", "priority=9");
+        await OkAsync("send", topic, "--body", "p1", "--property", "priority=1");
+        var received = await ReceiveExactlyAsync($"{topic}/Subscriptions/s", 1);
+        Assert.Equal(["p1"], Bodies(received));
+        Assert.Equal("yes", (string?)received.Single()["properties"]!["low"]);
+    }
+
+    [Fact]
     public async Task UnknownTopicSubscriptionOrRule_ExitsWith3()
     {
         var topic = NewName("t");
@@ -204,6 +228,8 @@ public sealed class TopicCliTests(SdkFarmFixture fixture) : IClassFixture<SdkFar
         Assert.Contains("no-such-topic", subscription.Stderr, StringComparison.Ordinal);
 
         CliErrorTests.AssertOneLineError(await Farm.RunAsync("rule", "remove", topic, "s", "no-such-rule"), NotFound);
+        CliErrorTests.AssertOneLineError(await Farm.RunAsync("rule", "show", topic, "s", "no-such-rule"), NotFound);
+        CliErrorTests.AssertOneLineError(await Farm.RunAsync("rule", "update", topic, "s", "no-such-rule", "--sql-filter", "a = 1"), NotFound);
         CliErrorTests.AssertOneLineError(await Farm.RunAsync("rule", "list", topic, "no-such-sub"), NotFound);
         CliErrorTests.AssertOneLineError(await Farm.RunAsync("subscription", "list", "no-such-topic"), NotFound);
         CliErrorTests.AssertOneLineError(await Farm.RunAsync("subscription", "delete", topic, "no-such-sub"), NotFound);
@@ -299,6 +325,8 @@ public sealed class TopicCliTests(SdkFarmFixture fixture) : IClassFixture<SdkFar
         => JsonNode.Parse((await OkAsync(arguments)).Stdout) ?? throw new InvalidOperationException("null JSON");
 
     private async Task<JsonArray> JsonArrayAsync(params string[] arguments) => (await JsonAsync(arguments)).AsArray();
+
+    private async Task<JsonObject> JsonObjectAsync(params string[] arguments) => (await JsonAsync(arguments)).AsObject();
 
     /// <summary>
     /// Receives (peek-lock, complete) the <paramref name="count"/> messages the path should hold,

@@ -4,15 +4,17 @@ using Farm.Client;
 
 namespace Farm.Cli.Entities;
 
-/// <summary>`farm rule add|remove|list TOPIC SUB [NAME]`: the rules that select a subscription's messages.</summary>
+/// <summary>`farm rule add|show|update|remove|list TOPIC SUB [NAME]`: the rules that select a subscription's messages.</summary>
 internal static class RuleCommands
 {
     public static Command Create()
     {
         var rule = new Command(
             "rule",
-            "Add, remove and list a subscription's rules: it receives a copy of every message that at least one of its rules selects (changes apply to messages sent afterwards)");
+            "Add, show, update, remove and list a subscription's rules: it receives a copy of every message that at least one of its rules selects (changes apply to messages sent afterwards)");
         rule.Subcommands.Add(AddCommand());
+        rule.Subcommands.Add(ShowCommand());
+        rule.Subcommands.Add(UpdateCommand());
         rule.Subcommands.Add(RemoveCommand());
         rule.Subcommands.Add(ListCommand());
         return rule;
@@ -51,6 +53,63 @@ internal static class RuleCommands
             var action = created.Action is null ? string.Empty : $", action: {RuleOptions.ActionText(created.Action)}";
             await Console.Out.WriteLineAsync(
                 $"Added rule '{created.Name}' to '{FarmEntityPath.FormatSubscriptionPath(topicName, subscriptionName)}': filter {RuleOptions.FilterText(created.Filter)}{action}.");
+            return ExitCodes.Ok;
+        });
+        return command;
+    }
+
+    private static Command ShowCommand()
+    {
+        var topic = SubscriptionCommands.TopicArgument();
+        var subscription = SubscriptionArgument();
+        var name = NameArgument();
+        var json = JsonOption();
+        var command = new Command("show", "Show one rule of a subscription") { topic, subscription, name, json };
+        command.SetAction(async (parseResult, cancellationToken) =>
+        {
+            using var admin = new FarmAdministrationClient(CliContext.ResolveConnectionString(parseResult));
+            var rule = await admin.GetRuleAsync(parseResult.GetValue(topic)!, parseResult.GetValue(subscription)!, parseResult.GetValue(name)!, cancellationToken);
+            await Console.Out.WriteAsync(parseResult.GetValue(json)
+                ? CliValues.ToJsonIndented(RuleOptions.ToJson(rule)) + "\n"
+                : RuleOptions.Table([rule]));
+            return ExitCodes.Ok;
+        });
+        return command;
+    }
+
+    private static Command UpdateCommand()
+    {
+        var topic = SubscriptionCommands.TopicArgument();
+        var subscription = SubscriptionArgument();
+        var name = NameArgument();
+        var options = new RuleOptions();
+        var json = JsonOption();
+        var command = new Command(
+            "update",
+            "Replace a rule's filter and action in one step (no filter: every message; no --action: none); messages sent afterwards see the new rule")
+        { topic, subscription, name, json };
+        options.AddTo(command);
+        command.SetAction(async (parseResult, cancellationToken) =>
+        {
+            var topicName = parseResult.GetValue(topic)!;
+            var subscriptionName = parseResult.GetValue(subscription)!;
+            var ruleName = parseResult.GetValue(name)!;
+            var wanted = options.ToRule(parseResult, ruleName) ?? new CreateRuleOptions(ruleName);
+
+            using var admin = new FarmAdministrationClient(CliContext.ResolveConnectionString(parseResult));
+            var rule = await admin.GetRuleAsync(topicName, subscriptionName, ruleName, cancellationToken);
+            rule.Filter = wanted.Filter;
+            rule.Action = wanted.Action;
+            var updated = await admin.UpdateRuleAsync(topicName, subscriptionName, rule, cancellationToken);
+            if (parseResult.GetValue(json))
+            {
+                await Console.Out.WriteLineAsync(CliValues.ToJsonIndented(RuleOptions.ToJson(updated)));
+                return ExitCodes.Ok;
+            }
+
+            var action = updated.Action is null ? string.Empty : $", action: {RuleOptions.ActionText(updated.Action)}";
+            await Console.Out.WriteLineAsync(
+                $"Updated rule '{updated.Name}' of '{FarmEntityPath.FormatSubscriptionPath(topicName, subscriptionName)}': filter {RuleOptions.FilterText(updated.Filter)}{action}.");
             return ExitCodes.Ok;
         });
         return command;

@@ -60,9 +60,10 @@ public sealed class RuleProperties
 
     public string Name { get; }
 
-    public RuleFilter Filter { get; }
+    /// <summary>Settable, as in Azure: change it and pass the rule to <c>UpdateRuleAsync</c>.</summary>
+    public RuleFilter Filter { get; set; }
 
-    public RuleAction? Action { get; }
+    public RuleAction? Action { get; set; }
 
     public DateTimeOffset CreatedAt { get; internal init; }
 }

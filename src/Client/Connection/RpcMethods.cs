@@ -36,5 +36,7 @@ internal static class RpcMethods
     public const string ListSubscriptions = "/farm.v1.Management/ListSubscriptions";
     public const string CreateRule = "/farm.v1.Management/CreateRule";
     public const string DeleteRule = "/farm.v1.Management/DeleteRule";
+    public const string GetRule = "/farm.v1.Management/GetRule";
+    public const string UpdateRule = "/farm.v1.Management/UpdateRule";
     public const string ListRules = "/farm.v1.Management/ListRules";
 }

@@ -76,6 +76,12 @@ public interface IFarmStore : IAsyncDisposable
     /// <summary>Deletes a rule by name (case-insensitive); false when there was none.</summary>
     Task<bool> DeleteRuleAsync(long subscriptionId, string name, CancellationToken cancellationToken = default);
 
+    /// <summary>
+    /// Replaces a rule's definition in one statement (its name, id and creation time stay), so the
+    /// subscription never matches with neither the old nor the new rule; null when there is no such rule.
+    /// </summary>
+    Task<RuleRecord?> UpdateRuleAsync(long subscriptionId, string name, string definitionJson, CancellationToken cancellationToken = default);
+
     /// <summary>A subscription's rules in the order they were created.</summary>
     Task<IReadOnlyList<RuleRecord>> ListRulesAsync(long subscriptionId, CancellationToken cancellationToken = default);
 

@@ -190,6 +190,12 @@ internal static class PostgresSql
 
         public const string DeleteRule = "DELETE FROM rules WHERE subscription_id = @SubscriptionId AND name_key = @NameKey";
 
+        public const string UpdateRule = $"""
+            UPDATE rules AS r SET definition_json = @DefinitionJson
+            WHERE r.subscription_id = @SubscriptionId AND r.name_key = @NameKey
+            RETURNING {RuleColumns}
+            """;
+
         /// <summary>Identity ids rise with every rule created, so id order is creation order.</summary>
         public const string ListRules = $"SELECT {RuleColumns} FROM rules r WHERE r.subscription_id = @SubscriptionId ORDER BY r.id";
 

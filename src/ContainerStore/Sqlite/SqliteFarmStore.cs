@@ -298,6 +298,20 @@ internal sealed class SqliteFarmStore : IFarmStore
         }, cancellationToken);
     }
 
+    public Task<RuleRecord?> UpdateRuleAsync(long subscriptionId, string name, string definitionJson, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(name);
+        ArgumentNullException.ThrowIfNull(definitionJson);
+        return RunAsync(async connection =>
+        {
+            var row = await connection.QuerySingleOrDefaultAsync<RuleRow>(Command(
+                SqliteSql.FarmDb.UpdateRule,
+                new { SubscriptionId = subscriptionId, NameKey = NameKey(name), DefinitionJson = definitionJson },
+                cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return row?.ToRecord();
+        }, cancellationToken);
+    }
+
     public Task<IReadOnlyList<RuleRecord>> ListRulesAsync(long subscriptionId, CancellationToken cancellationToken = default) =>
         RunAsync<IReadOnlyList<RuleRecord>>(async connection =>
         {

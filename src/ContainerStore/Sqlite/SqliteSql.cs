@@ -163,6 +163,12 @@ internal static class SqliteSql
 
         public const string DeleteRule = "DELETE FROM rules WHERE subscription_id = @SubscriptionId AND name_key = @NameKey";
 
+        public const string UpdateRule = $"""
+            UPDATE rules SET definition_json = @DefinitionJson
+            WHERE subscription_id = @SubscriptionId AND name_key = @NameKey
+            RETURNING {InsertedRuleColumns}
+            """;
+
         /// <summary>Ids rise with every rule created, so id order is creation order.</summary>
         public const string ListRules = $"SELECT {RuleColumns} FROM rules r WHERE r.subscription_id = @SubscriptionId ORDER BY r.id";
 

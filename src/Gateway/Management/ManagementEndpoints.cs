@@ -35,6 +35,8 @@ internal static class ManagementEndpoints
         endpoints.MapUnary<ListSubscriptionsRequest, ListSubscriptionsResponse>(Prefix + "ListSubscriptions", ListSubscriptionsRequest.Parser, service.ListSubscriptionsAsync);
         endpoints.MapUnary<CreateRuleRequest, RuleInfo>(Prefix + "CreateRule", CreateRuleRequest.Parser, service.CreateRuleAsync);
         endpoints.MapUnary<DeleteRuleRequest, DeleteRuleResponse>(Prefix + "DeleteRule", DeleteRuleRequest.Parser, service.DeleteRuleAsync);
+        endpoints.MapUnary<GetRuleRequest, RuleInfo>(Prefix + "GetRule", GetRuleRequest.Parser, service.GetRuleAsync);
+        endpoints.MapUnary<UpdateRuleRequest, RuleInfo>(Prefix + "UpdateRule", UpdateRuleRequest.Parser, service.UpdateRuleAsync);
         endpoints.MapUnary<ListRulesRequest, ListRulesResponse>(Prefix + "ListRules", ListRulesRequest.Parser, service.ListRulesAsync);
     }
 }

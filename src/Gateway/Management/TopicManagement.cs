@@ -223,6 +223,33 @@ internal sealed partial class ManagementService
         });
     }
 
+    public async Task<RuleInfo> GetRuleAsync(GetRuleRequest request, RpcCallContext context)
+    {
+        var ct = context.CancellationToken;
+        var subscription = await GetSubscriptionRecordAsync(request.Topic, request.Subscription, ct);
+        var rules = await node.Farm.ListRulesAsync(subscription.Id, ct);
+        var rule = rules.FirstOrDefault(r => string.Equals(r.Name, request.Name, StringComparison.OrdinalIgnoreCase))
+            ?? throw FarmErrors.Create(Contracts.Rpc.RpcStatusCode.NotFound, FarmErrorCode.MessagingEntityNotFound,
+                $"The subscription '{subscription.Name}' has no rule named '{request.Name}'.");
+        return ToRuleInfo(subscription, rule);
+    }
+
+    public async Task<RuleInfo> UpdateRuleAsync(UpdateRuleRequest request, RpcCallContext context)
+    {
+        var ct = context.CancellationToken;
+        var subscription = await GetSubscriptionRecordAsync(request.Topic, request.Subscription, ct);
+        var rule = request.Rule ?? throw FarmErrors.Invalid("A rule is required.");
+        RuleDefinitions.Parse(rule);
+        return await OnOwnerAsync(subscription, Prefix + "UpdateRule", request, context, RuleInfo.Parser, async () =>
+        {
+            var record = await node.Farm.UpdateRuleAsync(subscription.Id, rule.Name, RuleDefinitions.ToJson(rule), ct)
+                ?? throw FarmErrors.Create(Contracts.Rpc.RpcStatusCode.NotFound, FarmErrorCode.MessagingEntityNotFound,
+                    $"The subscription '{subscription.Name}' has no rule named '{rule.Name}'.");
+            await node.RefreshRulesAsync(subscription, ct);
+            return ToRuleInfo(subscription, record);
+        });
+    }
+
     public async Task<ListRulesResponse> ListRulesAsync(ListRulesRequest request, RpcCallContext context)
     {
         var ct = context.CancellationToken;

@@ -542,6 +542,29 @@ public abstract class FarmStoreContract : IAsyncLifetime
     }
 
     [StoreFact]
+    public async Task UpdateRule_ReplacesTheDefinitionInPlace_KeepingItsPlaceAndName_AndOnlyThatSubscriptions()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        var topic = await store.CreateEntityAsync("orders", EntityKinds.Topic, container.Id, "{}");
+        var audit = await CreateSubscriptionAsync(store, topic, "audit");
+        var billing = await CreateSubscriptionAsync(store, topic, "billing");
+        var created = await store.CreateRuleAsync(audit.Id, "Big", """{"v":1}""");
+        await store.CreateRuleAsync(audit.Id, "Last", "{}");
+        await store.CreateRuleAsync(billing.Id, "Big", """{"v":1}""");
+
+        var updated = await store.UpdateRuleAsync(audit.Id, "bIG", """{"v":2}""");
+
+        Assert.NotNull(updated);
+        Assert.Equal((created.Id, "Big", """{"v":2}""", created.CreatedAt), (updated.Id, updated.Name, updated.DefinitionJson, updated.CreatedAt));
+        Assert.Equal(["$Default", "Big", "Last"], (await store.ListRulesAsync(audit.Id)).Select(r => r.Name));
+        Assert.Equal("""{"v":2}""", (await store.ListRulesAsync(audit.Id))[1].DefinitionJson);
+        Assert.Equal("""{"v":1}""", (await store.ListRulesAsync(billing.Id))[1].DefinitionJson);
+        Assert.Null(await store.UpdateRuleAsync(audit.Id, "missing", "{}"));
+        Assert.Null(await store.UpdateRuleAsync(404, "Big", "{}"));
+    }
+
+    [StoreFact]
     public async Task ListRulesOfTopic_ReturnsEverySubscriptionsRulesInCreationOrder_AndNoOtherTopics()
     {
         var store = await OpenAsync();
