@@ -16,33 +16,12 @@ namespace Farm.Broker.Tests;
 /// </summary>
 public sealed class SendPathCorrectnessTests
 {
-    /// <summary>Holds the container database's write lock (BEGIN IMMEDIATE) until disposed.</summary>
-    private sealed class WriteLock : IDisposable
+    /// <summary>Holds the container database's write lock until disposed.</summary>
+    private sealed class WriteLock(SqliteConnection connection) : IAsyncDisposable
     {
-        private readonly SqliteConnection _connection;
-        private readonly SqliteTransaction _transaction;
+        public static async Task<WriteLock> TakeAsync(BrokerHarness farm) => new(await ContainerWriteLock.HoldAsync(farm.Node));
 
-        private WriteLock(SqliteConnection connection)
-        {
-            _connection = connection;
-            _transaction = connection.BeginTransaction(deferred: false);
-        }
-
-        public static async Task<WriteLock> TakeAsync(BrokerHarness farm)
-        {
-            var container = await farm.Node.Farm.GetContainerAsync(1) ?? throw new InvalidOperationException("no container 1");
-            var path = new SqliteConnectionStringBuilder(container.ConnectionString).DataSource;
-            var connection = new SqliteConnection(new SqliteConnectionStringBuilder { DataSource = path, Pooling = false }.ConnectionString);
-            connection.Open();
-            return new WriteLock(connection);
-        }
-
-        public void Dispose()
-        {
-            _transaction.Rollback();
-            _transaction.Dispose();
-            _connection.Dispose();
-        }
+        public async ValueTask DisposeAsync() => await ContainerWriteLock.ReleaseAsync(connection);
     }
 
     private static QueueSettings Deduplicated => new() { RequiresDuplicateDetection = true, DuplicateDetectionHistoryTimeWindow = TimeSpan.FromMinutes(1) };
@@ -54,7 +33,7 @@ public sealed class SendPathCorrectnessTests
         var queue = await farm.CreateQueueAsync("dq", Deduplicated);
 
         Task<long[]> original, duplicate;
-        using (await WriteLock.TakeAsync(farm))
+        await using (await WriteLock.TakeAsync(farm))
         {
             original = queue.SendAsync([Text("first", "X")]);
             duplicate = queue.SendAsync([Text("again", "X")]);
@@ -75,7 +54,7 @@ public sealed class SendPathCorrectnessTests
         var queue = await farm.CreateQueueAsync("dq", Deduplicated);
 
         Task<long[]> duplicate;
-        using (await WriteLock.TakeAsync(farm))
+        await using (await WriteLock.TakeAsync(farm))
         {
             var original = queue.SendAsync([Text("first", "X")]);
             duplicate = queue.SendAsync([Text("again", "X")]);
@@ -102,7 +81,7 @@ public sealed class SendPathCorrectnessTests
             var subscription = await farm.CreateSubscriptionAsync(name, "all");
 
             Task<long[]> original, duplicate;
-            using (await WriteLock.TakeAsync(farm))
+            await using (await WriteLock.TakeAsync(farm))
             {
                 original = topic.SendAsync([Text("first", "X")]);
                 duplicate = topic.SendAsync([Text("again", "X")]);
@@ -123,7 +102,7 @@ public sealed class SendPathCorrectnessTests
         var subscription = await farm.CreateSubscriptionAsync("t", "all");
 
         Task<long[]> duplicate;
-        using (await WriteLock.TakeAsync(farm))
+        await using (await WriteLock.TakeAsync(farm))
         {
             var original = topic.SendAsync([Text("first", "X")]);
             duplicate = topic.SendAsync([Text("again", "X")]);

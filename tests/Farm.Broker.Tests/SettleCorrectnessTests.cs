@@ -18,29 +18,6 @@ public sealed class SettleCorrectnessTests : IAsyncLifetime
 
     public async Task DisposeAsync() => await _farm.DisposeAsync();
 
-    /// <summary>Takes the container database's write lock from outside the broker.</summary>
-    private static async Task<SqliteConnection> HoldWriteLockAsync(BrokerNode node, long containerId)
-    {
-        var record = await node.Farm.GetContainerAsync(containerId) ?? throw new InvalidOperationException("no container");
-        var builder = new SqliteConnectionStringBuilder(record.ConnectionString) { Mode = SqliteOpenMode.ReadWrite };
-        var connection = new SqliteConnection(builder.ConnectionString);
-        await connection.OpenAsync();
-        using var begin = connection.CreateCommand();
-        begin.CommandText = "BEGIN IMMEDIATE";
-        await begin.ExecuteNonQueryAsync();
-        return connection;
-    }
-
-    private static async Task ReleaseWriteLockAsync(SqliteConnection connection)
-    {
-        using (var rollback = connection.CreateCommand())
-        {
-            rollback.CommandText = "ROLLBACK";
-            await rollback.ExecuteNonQueryAsync();
-        }
-        await connection.DisposeAsync();
-    }
-
     [Fact]
     public async Task AbandonWithModifiedProperties_KeepsTheMessageFromReceiversUntilItsUpdateCommits_SoNoDeliveryCountIsOverwritten()
     {
@@ -49,7 +26,7 @@ public sealed class SettleCorrectnessTests : IAsyncLifetime
         var first = Assert.Single(await queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
         Assert.Equal(1, first.DeliveryCount);
 
-        var writeLock = await HoldWriteLockAsync(_farm.Node, 1);
+        var writeLock = await ContainerWriteLock.HoldAsync(_farm.Node, 1);
         var abandon = new Settlement { LockToken = first.LockToken, Disposition = Disposition.Abandon };
         abandon.PropertiesToModify["reason"] = new PropertyValue { StringValue = "retry" };
         var settle = queue.SettleAsync(false, [abandon]);
@@ -59,7 +36,7 @@ public sealed class SettleCorrectnessTests : IAsyncLifetime
         var during = queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default);
         Assert.True(during.IsCompleted, "the receive found nothing to take and did not queue a delivery");
         Assert.Empty(await during);
-        await ReleaseWriteLockAsync(writeLock);
+        await ContainerWriteLock.ReleaseAsync(writeLock);
         var result = Assert.Single(await settle);
         Assert.Equal(FarmErrorCode.Unspecified, result.ErrorCode);
 

@@ -26,29 +26,6 @@ public sealed class TopicCorrectnessTests : IAsyncLifetime
 
     private static string Body(ReceivedMessage m) => m.Message.Body.ToStringUtf8();
 
-    /// <summary>Takes the container database's write lock from outside the broker; disposing lets it go.</summary>
-    private static async Task<SqliteConnection> HoldWriteLockAsync(BrokerNode node, long containerId)
-    {
-        var record = await node.Farm.GetContainerAsync(containerId) ?? throw new InvalidOperationException("no container");
-        var builder = new SqliteConnectionStringBuilder(record.ConnectionString) { Mode = SqliteOpenMode.ReadWrite };
-        var connection = new SqliteConnection(builder.ConnectionString);
-        await connection.OpenAsync();
-        using var begin = connection.CreateCommand();
-        begin.CommandText = "BEGIN IMMEDIATE";
-        await begin.ExecuteNonQueryAsync();
-        return connection;
-    }
-
-    private static async Task ReleaseWriteLockAsync(SqliteConnection connection)
-    {
-        using (var rollback = connection.CreateCommand())
-        {
-            rollback.CommandText = "ROLLBACK";
-            await rollback.ExecuteNonQueryAsync();
-        }
-        await connection.DisposeAsync();
-    }
-
     /// <summary>Waits until every write queued so far has gone through the commit loop (it runs them in order).</summary>
     private static Task CommitQueueDrainedAsync(BrokerNode node, long containerId)
     {
@@ -66,7 +43,7 @@ public sealed class TopicCorrectnessTests : IAsyncLifetime
         var locked = Assert.Single(await a.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
         var recordA = (await _farm.Node.Farm.GetEntityAsync("t/Subscriptions/a"))!;
 
-        var writeLock = await HoldWriteLockAsync(_farm.Node, 1);
+        var writeLock = await ContainerWriteLock.HoldAsync(_farm.Node, 1);
         // Queued behind the held lock: A's complete (its onCommitted releases the copy it points at) ...
         var complete = a.SettleAsync(false, [new Settlement { LockToken = locked.LockToken, Disposition = Disposition.Complete }]);
         // ... then A is deleted while the complete is still in the queue.
@@ -74,7 +51,7 @@ public sealed class TopicCorrectnessTests : IAsyncLifetime
         var drop = _farm.Node.DropSubscriptionAsync(recordA);
         Assert.False(complete.IsCompleted);
         Assert.False(drop.IsCompleted);
-        await ReleaseWriteLockAsync(writeLock);
+        await ContainerWriteLock.ReleaseAsync(writeLock);
         await complete;
         await drop;
         await CommitQueueDrainedAsync(_farm.Node, 1);
@@ -97,14 +74,14 @@ public sealed class TopicCorrectnessTests : IAsyncLifetime
         await _farm.CreateSubscriptionAsync("t", "a");
         await _farm.CreateSubscriptionAsync("t", "b");
 
-        var writeLock = await HoldWriteLockAsync(_farm.Node, 1);
+        var writeLock = await ContainerWriteLock.HoldAsync(_farm.Node, 1);
         var send = topic.SendAsync([Text("acknowledged")]);
         Assert.False(send.IsCompleted);
         // What closing the container does first (planned move, graceful node stop): the topic and
         // its subscriptions stop being served while the send is still in the commit queue.
         Assert.True(_farm.Node.TryGetContainer(1, out _));
         topic.Unload(FarmErrors.Create(Contracts.Rpc.RpcStatusCode.Unavailable, FarmErrorCode.ServiceBusy, "stopping"));
-        await ReleaseWriteLockAsync(writeLock);
+        await ContainerWriteLock.ReleaseAsync(writeLock);
         var sequence = Assert.Single(await send);
         Assert.True(sequence > 0, "the send was acknowledged");
 
@@ -124,11 +101,11 @@ public sealed class TopicCorrectnessTests : IAsyncLifetime
         var topic = await _farm.CreateTopicAsync("t");
         var a = await _farm.CreateSubscriptionAsync("t", "a");
 
-        var writeLock = await HoldWriteLockAsync(_farm.Node, 1);
+        var writeLock = await ContainerWriteLock.HoldAsync(_farm.Node, 1);
         var send = topic.SendAsync([Text("late")]);
         // Deleted (not only unloaded) while the send waits: its rows must not outlive the topic.
         topic.MarkDeleted();
-        await ReleaseWriteLockAsync(writeLock);
+        await ContainerWriteLock.ReleaseAsync(writeLock);
         await send;
         await CommitQueueDrainedAsync(_farm.Node, 1);
 
