@@ -213,6 +213,34 @@ public sealed class TopicCliTests(SdkFarmFixture fixture) : IClassFixture<SdkFar
     }
 
     [Fact]
+    public async Task ForwardingLoops_AreRefused_ExitingWith2_NamingTheLoop()
+    {
+        // Before: A -> B -> A was accepted and a message sent to A sat in B.
+        var a = NewName("a");
+        var b = NewName("b");
+        var topic = NewName("t");
+        await OkAsync("queue", "create", a);
+        await OkAsync("queue", "create", b, "--forward-to", a);
+
+        var direct = await Farm.RunAsync("queue", "update", a, "--forward-to", b);
+        CliErrorTests.AssertOneLineError(direct, BadInput);
+        Assert.Contains($"would make a loop: {a} -> {b} -> {a}", direct.Stderr, StringComparison.Ordinal);
+
+        await OkAsync("topic", "create", topic);
+        await OkAsync("subscription", "create", topic, "s", "--forward-to", a);
+        var throughTopic = await Farm.RunAsync("queue", "update", a, "--forward-to", topic);
+        CliErrorTests.AssertOneLineError(throughTopic, BadInput);
+        Assert.Contains($"{a} -> {topic} -> {a}", throughTopic.Stderr, StringComparison.Ordinal);
+
+        // A subscription whose forwarding comes back to its topic through a queue.
+        var c = NewName("c");
+        await OkAsync("queue", "create", c, "--forward-to", topic);
+        var backThroughAQueue = await Farm.RunAsync("subscription", "create", topic, "back", "--forward-to", c);
+        CliErrorTests.AssertOneLineError(backThroughAQueue, BadInput);
+        Assert.Contains($"{topic}/Subscriptions/back -> {c} -> {topic}", backThroughAQueue.Stderr, StringComparison.Ordinal);
+    }
+
+    [Fact]
     public async Task UnknownTopicSubscriptionOrRule_ExitsWith3()
     {
         var topic = NewName("t");

@@ -46,10 +46,13 @@ internal sealed partial class QueueEntity
         });
     }
 
+    public const string MaxTransferHopCountExceeded = "MaxTransferHopCountExceeded";
+
     private async Task ForwardAsync(string targetName, bool fromDeadLetter)
     {
         var sub = SubQueueOf(fromDeadLetter);
         var taken = new List<StoredMessage>();
+        var overLimit = new List<PendingChange>();
         lock (_gate)
         {
             ThrowIfNotServing();
@@ -58,10 +61,23 @@ internal sealed partial class QueueEntity
                 var sequence = sub.Available.Min;
                 sub.Available.Remove(sequence);
                 var message = sub.Messages[sequence];
+                if (message.Message.TransferHopCount >= _options.MaxForwardHops)
+                {
+                    // One more hop would pass the limit (a long chain, or a loop made before loops
+                    // were refused, or through a topic): it stops here, as in Azure.
+                    if (!fromDeadLetter)
+                    {
+                        DeadLetterLocked(message, MaxTransferHopCountExceeded,
+                            $"The message was forwarded {message.Message.TransferHopCount} times; at most {_options.MaxForwardHops} hops are allowed.", null, overLimit);
+                    }
+                    // From a dead-letter queue it stays where it is, out of the forwarding (until the next load).
+                    continue;
+                }
                 message.Settling = true;
                 taken.Add(message);
             }
         }
+        Flush(overLimit);
         if (taken.Count == 0)
         {
             return;
@@ -69,8 +85,11 @@ internal sealed partial class QueueEntity
         try
         {
             var target = await Resolve!(targetName, CancellationToken.None).ConfigureAwait(false);
-            var copies = taken.Select(m => ForwardCopy(m, fromDeadLetter)).ToList();
-            await target.SendAsync(copies).ConfigureAwait(false);
+            // Dead letters carry the entity they were dead-lettered in; others keep what they carry.
+            foreach (var group in taken.GroupBy(m => fromDeadLetter ? Name : m.DeadLetterSource))
+            {
+                await target.SendAsync(group.Select(m => ForwardCopy(m, fromDeadLetter)).ToList(), group.Key).ConfigureAwait(false);
+            }
         }
         catch (Exception)
         {
@@ -90,14 +109,18 @@ internal sealed partial class QueueEntity
             onFailed: _ => taken.ForEach(Unsettle)).ConfigureAwait(false);
     }
 
-    /// <summary>Dead letters carry their reason along as application properties, as Azure Service Bus does.</summary>
+    /// <summary>
+    /// The copy the target stores: one more hop; dead letters carry their reason along as
+    /// application properties, as Azure Service Bus does.
+    /// </summary>
     private static Message ForwardCopy(StoredMessage message, bool fromDeadLetter)
     {
+        var copy = message.Message.Clone();
+        copy.TransferHopCount = message.Message.TransferHopCount + 1;
         if (!fromDeadLetter)
         {
-            return message.Message;
+            return copy;
         }
-        var copy = message.Message.Clone();
         if (message.DeadLetterReason is { } reason)
         {
             copy.ApplicationProperties["DeadLetterReason"] = new PropertyValue { StringValue = reason };

@@ -13,12 +13,12 @@ internal sealed partial class QueueEntity
     /// committed yet waits for that send's outcome: a duplicate of a committed message, or stored
     /// by this send if the other failed (never acknowledged as a duplicate of nothing).
     /// </summary>
-    public async Task<long[]> SendAsync(IReadOnlyList<Message> messages)
+    public async Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null)
     {
         var payloads = SendValidation.Payloads(messages, _options);
         while (true)
         {
-            var (waitFor, commit, results) = TrySend(messages, payloads);
+            var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource);
             if (waitFor is null)
             {
                 if (commit is not null)
@@ -37,7 +37,7 @@ internal sealed partial class QueueEntity
     /// Accepts the batch and queues its commit (under the lock, so commits follow sequence order),
     /// or returns the outcome of an earlier send to wait for first.
     /// </summary>
-    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads)
+    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads, string? deadLetterSource)
     {
         long total = payloads.Sum(p => (long)p.Length);
         var now = NowMs;
@@ -95,6 +95,7 @@ internal sealed partial class QueueEntity
                     State = state,
                     ScheduledAtMs = state == StoredMessageState.Scheduled ? scheduledAt : null,
                     ExpiresAtMs = expiresAt,
+                    DeadLetterSource = deadLetterSource,
                 });
                 records.Add(new MessageRecord
                 {
@@ -105,6 +106,7 @@ internal sealed partial class QueueEntity
                     ScheduledAtMs = state == StoredMessageState.Scheduled ? scheduledAt : null,
                     ExpiresAtMs = expiresAt,
                     MessageId = message.MessageId.Length > 0 ? message.MessageId : null,
+                    DeadLetterSource = deadLetterSource,
                     Payload = payloads[i],
                     PayloadSize = payloads[i].Length,
                 });
@@ -153,6 +155,12 @@ internal sealed partial class QueueEntity
                     _inFlightIds.Complete(outcome);
                 }
                 _main.SignalArrived();
+                if (Settings.ForwardTo is not null)
+                {
+                    // Arrived here at the end of a send's forwarding walk (its hop limit, or a loop):
+                    // forward on now, where the hop limit is enforced, rather than at the next sweep.
+                    StartForwarding();
+                }
             },
             onFailed: _ =>
             {

@@ -52,14 +52,20 @@ public sealed class MessagingService(BrokerNode node)
         {
             throw FarmErrors.SizeExceeded($"The batch is {batchBytes} bytes; the maximum batch size is {node.Options.MaxBatchSizeBytes} bytes ({node.Options.MaxBatchSizeBytes / 1024} KB).");
         }
+        // New sends to an entity with ForwardTo go straight to the end of its chain, counting the hops
+        // on the way; the walk stops at the hop limit or a loop, and the entity it stops at forwards
+        // on (or dead-letters past the limit) by itself.
         var seen = new HashSet<string>(StringComparer.OrdinalIgnoreCase) { target.Name };
-        for (var hop = 0; target is QueueEntity { Settings.ForwardTo: { } next } && hop < node.Options.MaxForwardHops; hop++)
+        var hops = 0u;
+        while (target is QueueEntity { Settings.ForwardTo: { } next } && hops < node.Options.MaxForwardHops && seen.Add(next))
         {
-            if (!seen.Add(next))
-            {
-                break;
-            }
             target = await node.ResolveSendTargetAsync(next, context.CancellationToken).ConfigureAwait(false);
+            hops++;
+        }
+        foreach (var message in request.Messages)
+        {
+            // The broker counts hops; whatever a client put there does not count.
+            message.TransferHopCount = hops;
         }
         var sequenceNumbers = await target.SendAsync(request.Messages).ConfigureAwait(false);
         return new SendResponse { SequenceNumbers = { sequenceNumbers } };
@@ -78,6 +84,7 @@ public sealed class MessagingService(BrokerNode node)
         }
         RequireMode(request.Mode);
         var (queue, deadLetter) = await ResolveAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
+        RefuseIfForwarding(queue, deadLetter);
         var messages = await queue.ReceiveAsync(deadLetter, request.Mode, request.MaxMessages, maxWait, context.CancellationToken).ConfigureAwait(false);
         return new ReceiveBatchResponse { Messages = { messages } };
     }
@@ -108,6 +115,7 @@ public sealed class MessagingService(BrokerNode node)
             }
             RequireMode(open.Mode);
             (queue, deadLetter) = await ResolveAsync(open.Entity, cancellationToken).ConfigureAwait(false);
+            RefuseIfForwarding(queue, deadLetter);
         }
         catch
         {
@@ -202,6 +210,24 @@ public sealed class MessagingService(BrokerNode node)
         }
     }
 
+    /// <summary>
+    /// An entity whose messages are auto-forwarded holds nothing to receive: Azure refuses such a
+    /// receive rather than let it wait for nothing. Peeking stays allowed.
+    /// </summary>
+    private static void RefuseIfForwarding(QueueEntity queue, bool deadLetter)
+    {
+        var settings = queue.Settings;
+        if (!deadLetter && settings.ForwardTo is { } to)
+        {
+            throw FarmErrors.Invalid($"'{queue.Name}' forwards its messages to '{to}' (ForwardTo); receive from '{to}' instead.");
+        }
+        if (deadLetter && settings.ForwardDeadLetteredMessagesTo is { } dlTo)
+        {
+            throw FarmErrors.Invalid(
+                $"'{queue.Name}{EntityNames.DeadLetterQueueSuffix}' forwards its messages to '{dlTo}' (ForwardDeadLetteredMessagesTo); receive from '{dlTo}' instead.");
+        }
+    }
+
     /// <summary>An unset receive mode is refused: guessing would either delete or lock what the client did not mean to.</summary>
     private static void RequireMode(ReceiveMode mode)
     {
@@ -254,6 +280,7 @@ public sealed class MessagingService(BrokerNode node)
             throw FarmErrors.Invalid("Name at least one sequence number.");
         }
         var (queue, deadLetter) = await ResolveAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
+        RefuseIfForwarding(queue, deadLetter);
         if (deadLetter)
         {
             throw FarmErrors.Invalid("A dead-letter queue holds no deferred messages.");

@@ -23,12 +23,12 @@ internal sealed partial class TopicEntity
     /// atomic batch; returns their sequence numbers once durable (0 for a duplicate). A message no
     /// subscription wants is accepted and dropped, as in Azure Service Bus.
     /// </summary>
-    public async Task<long[]> SendAsync(IReadOnlyList<Message> messages)
+    public async Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null)
     {
         var payloads = SendValidation.Payloads(messages, _options);
         while (true)
         {
-            var (waitFor, commit, results) = TrySend(messages, payloads);
+            var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource);
             if (waitFor is null)
             {
                 await commit!.ConfigureAwait(false);
@@ -41,7 +41,7 @@ internal sealed partial class TopicEntity
         }
     }
 
-    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads)
+    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads, string? deadLetterSource)
     {
         var total = payloads.Sum(p => (long)p.Length);
         var settings = Settings;
@@ -65,7 +65,7 @@ internal sealed partial class TopicEntity
                 accepted = AcceptLocked(messages, payloads, total, settings, now, results, duplicates);
                 outcome = _inFlightIds.Add(duplicates);
                 subscriptions = _subscriptions;
-                fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: false);
+                fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: false, deadLetterSource);
                 // Queued before the lock is let go: commits follow sequence order.
                 commit = Commit(accepted, subscriptions, fanOut, duplicates, outcome);
             }
@@ -83,7 +83,7 @@ internal sealed partial class TopicEntity
                 outcome = _inFlightIds.Add(duplicates);
                 subscriptions = _subscriptions;
             }
-            fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: subscriptions.Length >= ParallelFanOutThreshold);
+            fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: subscriptions.Length >= ParallelFanOutThreshold, deadLetterSource);
             commit = Commit(accepted, subscriptions, fanOut, duplicates, outcome);
         }
         return (null, commit, results);
@@ -126,7 +126,7 @@ internal sealed partial class TopicEntity
     }
 
     /// <summary>Runs every subscription's rules on every accepted message: what each one gets, and the rows to write.</summary>
-    private static FanOut Evaluate(List<Accepted> accepted, Subscription[] subscriptions, TopicSettings settings, long now, bool parallel)
+    private static FanOut Evaluate(List<Accepted> accepted, Subscription[] subscriptions, TopicSettings settings, long now, bool parallel, string? deadLetterSource)
     {
         var fanOut = new FanOut(subscriptions.Length);
         if (accepted.Count == 0 || subscriptions.Length == 0)
@@ -204,6 +204,7 @@ internal sealed partial class TopicEntity
                     ExpiresAtMs = expiresAt,
                     DeadLetterReason = deadLetter ? FilterEvaluationFailed : null,
                     DeadLetterDescription = failure,
+                    DeadLetterSource = deadLetterSource,
                 });
                 (rows ??= []).Add(new MessageRecord
                 {
@@ -217,6 +218,7 @@ internal sealed partial class TopicEntity
                     MessageId = message.Message.MessageId.Length > 0 ? message.Message.MessageId : null,
                     DeadLetterReason = deadLetter ? FilterEvaluationFailed : null,
                     DeadLetterDescription = failure,
+                    DeadLetterSource = deadLetterSource,
                     Payload = ownPayload,
                     PayloadSize = size,
                 });

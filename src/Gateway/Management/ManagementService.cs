@@ -47,7 +47,7 @@ internal sealed partial class ManagementService(BrokerNode node, OwnerChannels c
             throw FarmErrors.Invalid(error);
         }
         var settings = new QueueSettings().With(request.Properties, request.Name);
-        await ValidateForwardTargetsAsync(settings, ct);
+        await ValidateForwardTargetsAsync(request.Name, settings, ct);
         var containerId = await PlaceAsync(request.ContainerId, ct);
         EntityRecord record;
         try
@@ -64,7 +64,7 @@ internal sealed partial class ManagementService(BrokerNode node, OwnerChannels c
         return info;
     }
 
-    private async Task ValidateForwardTargetsAsync(QueueSettings settings, CancellationToken ct)
+    private async Task ValidateForwardTargetsAsync(string queue, QueueSettings settings, CancellationToken ct)
     {
         foreach (var target in new[] { settings.ForwardTo, settings.ForwardDeadLetteredMessagesTo })
         {
@@ -73,6 +73,7 @@ internal sealed partial class ManagementService(BrokerNode node, OwnerChannels c
                 throw FarmErrors.Invalid($"The forwarding target '{target}' does not exist; create it first.");
             }
         }
+        await ForwardingLoops.EnsureNoneAsync(node.Farm, queue, null, [settings.ForwardTo, settings.ForwardDeadLetteredMessagesTo], ct);
     }
 
     public async Task<QueueInfo> GetQueueAsync(GetQueueRequest request, RpcCallContext context)
@@ -89,7 +90,7 @@ internal sealed partial class ManagementService(BrokerNode node, OwnerChannels c
         return await OnOwnerAsync(record, Prefix + "UpdateQueue", request, context, QueueInfo.Parser, async () =>
         {
             var settings = QueueSettings.FromJson(record.PropertiesJson).With(request.Properties, record.Name);
-            await ValidateForwardTargetsAsync(settings, ct);
+            await ValidateForwardTargetsAsync(record.Name, settings, ct);
             var updated = await node.Farm.UpdateEntityAsync(record.Name, settings.ToJson(), ct) ?? throw FarmErrors.EntityNotFound(request.Name);
             node.RefreshSettings(updated);
             return await ToInfoAsync(updated, ct);

@@ -106,7 +106,7 @@ internal sealed partial class ManagementService
             rule.Name = Broker.Rules.Rule.DefaultRuleName;
         }
         RuleDefinitions.Parse(rule);
-        await ValidateSubscriptionForwardTargetsAsync(settings, ct);
+        await ValidateSubscriptionForwardTargetsAsync(topic.Name, request.Name, settings, ct);
         return await OnOwnerAsync(topic, Prefix + "CreateSubscription", request, context, SubscriptionInfo.Parser, async () =>
         {
             var path = EntityNames.SubscriptionPath(topic.Name, request.Name);
@@ -143,7 +143,7 @@ internal sealed partial class ManagementService
         {
             EntityNames.TrySplitSubscriptionPath(record.Name, out var topicName, out var name);
             var settings = SubscriptionSettings.FromJson(record.PropertiesJson).With(request.Properties, topicName, name);
-            await ValidateSubscriptionForwardTargetsAsync(settings, ct);
+            await ValidateSubscriptionForwardTargetsAsync(topicName, name, settings, ct);
             var updated = await node.Farm.UpdateEntityAsync(record.Name, settings.ToJson(), ct) ?? throw FarmErrors.EntityNotFound(record.Name);
             node.RefreshSettings(updated);
             return await ToSubscriptionInfoAsync(updated, ct);
@@ -269,7 +269,7 @@ internal sealed partial class ManagementService
         return containers.OrderBy(c => c.EntityCount).ThenBy(c => c.Id).First().Id;
     }
 
-    private async Task ValidateSubscriptionForwardTargetsAsync(SubscriptionSettings settings, CancellationToken ct)
+    private async Task ValidateSubscriptionForwardTargetsAsync(string topic, string subscription, SubscriptionSettings settings, CancellationToken ct)
     {
         foreach (var target in new[] { settings.ForwardTo, settings.ForwardDeadLetteredMessagesTo })
         {
@@ -283,6 +283,8 @@ internal sealed partial class ManagementService
                 throw FarmErrors.Invalid($"The forwarding target '{target}' is not an existing queue or topic; create it first.");
             }
         }
+        await ForwardingLoops.EnsureNoneAsync(node.Farm, EntityNames.SubscriptionPath(topic, subscription), topic,
+            [settings.ForwardTo, settings.ForwardDeadLetteredMessagesTo], ct);
     }
 
     private async Task<EntityRecord> GetRecordAsync(string name, string kind, CancellationToken ct)

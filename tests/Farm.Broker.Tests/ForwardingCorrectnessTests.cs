@@ -1,0 +1,123 @@
+using Farm.Broker.Entities;
+using Farm.Contracts.Rpc;
+using Farm.Contracts.V1;
+using static Farm.Broker.Tests.BrokerHarness;
+
+namespace Farm.Broker.Tests;
+
+/// <summary>Forwarding as Azure does it (issue 8, paths 11, 12, 13, 16): hop limit, loops, dead-letter source, no receive from a forwarding entity.</summary>
+public sealed class ForwardingCorrectnessTests : IAsyncLifetime
+{
+    private BrokerHarness _farm = null!;
+
+    public async Task InitializeAsync() => _farm = await StartAsync();
+
+    public async Task DisposeAsync() => await _farm.DisposeAsync();
+
+    private Messaging.MessagingService Service => new(_farm.Node);
+
+    private static Rpc.RpcCallContext Call(string method) =>
+        new(new Microsoft.AspNetCore.Http.DefaultHttpContext(), "/farm.v1.Messaging/" + method, default);
+
+    private Task SendThroughTheServiceAsync(string entity, params Message[] messages) =>
+        Service.SendAsync(new SendRequest { Entity = entity, Messages = { messages } }, Call("Send"));
+
+    /// <summary>Sweeps until <paramref name="done"/> holds (background forwarding runs on sweeps and on arrival).</summary>
+    private async Task SweepUntilAsync(Func<bool> done)
+    {
+        var until = DateTime.UtcNow + TimeSpan.FromSeconds(10);
+        while (!done())
+        {
+            Assert.True(DateTime.UtcNow < until, "timed out waiting for forwarding");
+            _farm.Time.Advance(_farm.Options.SweepInterval);
+            await Task.Delay(5);
+        }
+    }
+
+    [Fact]
+    public async Task AChainOfSixQueues_DeadLettersPastFourHops_InTheQueueWhereTheLimitIsReached()
+    {
+        // Before: the message went through all five hops and landed in the last queue.
+        var queues = new List<QueueEntity>();
+        for (var i = 6; i >= 1; i--)
+        {
+            queues.Insert(0, await _farm.CreateQueueAsync($"q{i}", new QueueSettings { ForwardTo = i < 6 ? $"q{i + 1}" : null }));
+        }
+
+        await SendThroughTheServiceAsync("q1", Text("far"));
+        await SweepUntilAsync(() => queues[4].Peek(true, 0, 10).Count == 1);
+
+        var dead = Assert.Single(queues[4].Peek(true, 0, 10));
+        Assert.Equal(QueueEntity.MaxTransferHopCountExceeded, dead.DeadLetterReason);
+        Assert.Equal(4u, dead.Message.TransferHopCount);
+        Assert.Empty(queues[5].Peek(false, 0, 10));
+        Assert.All(queues.Take(4), q => Assert.Empty(q.Peek(false, 0, 10)));
+    }
+
+    [Fact]
+    public async Task AChainOfFiveQueues_DeliversAtTheEnd_AfterFourHops()
+    {
+        for (var i = 5; i >= 1; i--)
+        {
+            await _farm.CreateQueueAsync($"q{i}", new QueueSettings { ForwardTo = i < 5 ? $"q{i + 1}" : null });
+        }
+
+        await SendThroughTheServiceAsync("q1", Text("four hops"));
+
+        var last = await _farm.QueueAsync("q5");
+        Assert.Equal(4u, Assert.Single(last.Peek(false, 0, 10)).Message.TransferHopCount);
+    }
+
+    [Fact]
+    public async Task ALoopMadeBeforeLoopsWereRefused_EndsInADeadLetterQueue_NotRoundForever()
+    {
+        // Stored settings may hold a loop (made before the management check, or through a topic).
+        var a = await _farm.CreateQueueAsync("a", new QueueSettings { ForwardTo = "b" });
+        var b = await _farm.CreateQueueAsync("b", new QueueSettings { ForwardTo = "a" });
+
+        await SendThroughTheServiceAsync("a", Text("round"));
+        await SweepUntilAsync(() => a.Peek(true, 0, 10).Count + b.Peek(true, 0, 10).Count == 1);
+
+        var dead = Assert.Single(a.Peek(true, 0, 10).Concat(b.Peek(true, 0, 10)));
+        Assert.Equal(QueueEntity.MaxTransferHopCountExceeded, dead.DeadLetterReason);
+        Assert.Empty(a.Peek(false, 0, 10).Concat(b.Peek(false, 0, 10)));
+    }
+
+    [Fact]
+    public async Task AForwardedDeadLetter_ArrivesWithItsDeadLetterSource_AndKeepsItAfterARestart()
+    {
+        // Before: the source was empty, though the contract promises it.
+        await _farm.CreateQueueAsync("errors");
+        var work = await _farm.CreateQueueAsync("work", new QueueSettings { ForwardDeadLetteredMessagesTo = "errors" });
+        await work.SendAsync([Text("bad")]);
+        var message = Assert.Single(await work.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
+        await work.SettleAsync(false, [new Settlement { LockToken = message.LockToken, Disposition = Disposition.DeadLetter, DeadLetterReason = "Invalid" }]);
+        var errors = await _farm.QueueAsync("errors");
+
+        await SweepUntilAsync(() => errors.Peek(false, 0, 10).Count == 1);
+        Assert.Equal("work", Assert.Single(errors.Peek(false, 0, 10)).DeadLetterSource);
+
+        await _farm.RestartAsync();
+        var received = Assert.Single(await (await _farm.QueueAsync("errors")).ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
+        Assert.Equal("work", received.DeadLetterSource);
+        Assert.Equal("Invalid", received.Message.ApplicationProperties["DeadLetterReason"].StringValue);
+    }
+
+    [Fact]
+    public async Task ReceivingFromAForwardingEntity_IsRefused_NamingWhereItsMessagesGo_ButPeekingWorks()
+    {
+        // Before: accepted, and it returned nothing.
+        await _farm.CreateQueueAsync("archive");
+        await _farm.CreateQueueAsync("orders", new QueueSettings { ForwardTo = "archive", ForwardDeadLetteredMessagesTo = "archive" });
+
+        var receive = await Assert.ThrowsAsync<RpcException>(() => Service.ReceiveBatchAsync(
+            new ReceiveBatchRequest { Entity = "orders", Mode = ReceiveMode.PeekLock, MaxMessages = 1 }, Call("ReceiveBatch")));
+        var deadLetters = await Assert.ThrowsAsync<RpcException>(() => Service.ReceiveBatchAsync(
+            new ReceiveBatchRequest { Entity = "orders/$DeadLetterQueue", Mode = ReceiveMode.PeekLock, MaxMessages = 1 }, Call("ReceiveBatch")));
+
+        Assert.Equal(RpcStatusCode.InvalidArgument, receive.StatusCode);
+        Assert.Equal("'orders' forwards its messages to 'archive' (ForwardTo); receive from 'archive' instead.", receive.Detail);
+        Assert.Contains("ForwardDeadLetteredMessagesTo", deadLetters.Detail);
+        await Service.PeekAsync(new PeekRequest { Entity = "orders", MaxMessages = 1 }, Call("Peek"));
+    }
+}
