@@ -78,8 +78,15 @@ catch (Exception e) when (e is StoreUnavailableException or InvalidOperationExce
 NodeReadyFile.Write(options.Node.DataDirectory, options.Node.NodeId, address);
 // A drained node has handed every container over: it leaves the farm by stopping.
 _ = node.Drained.ContinueWith(_ => app.Lifetime.StopApplication(), TaskScheduler.Default);
+// Another process took this node id over (started with the same --node-id while this one was frozen).
+_ = node.Replaced.ContinueWith(_ => app.Lifetime.StopApplication(), TaskScheduler.Default);
 Console.WriteLine($"Farm node {options.Node.NodeId} serving at {address}");
 
 await app.WaitForShutdownAsync();
 await node.DisposeAsync();
+if (node.Replaced.IsCompleted)
+{
+    Console.Error.WriteLine($"farm node {options.Node.NodeId}: stopped: another process registered node {options.Node.NodeId}; node ids must be unique.");
+    return 1;
+}
 return 0;

@@ -236,6 +236,20 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
     }
 
     [Fact]
+    public async Task ANodeWhoseIdAnotherProcessRegistered_StopsServing_AtItsNextHeartbeat()
+    {
+        // A node frozen (SIGSTOP) long enough for a second process with its id to start: when it
+        // resumes, its heartbeat finds the id taken and it stops instead of fighting over containers.
+        var node = await StartNodeAsync(new SqliteStoreProvider(), new ManualTimeProvider());
+        Assert.Single(node.Containers);
+
+        await node.Farm.RegisterNodeAsync(1, "http://elsewhere:1", Environment.ProcessId + 1);
+
+        await node.Replaced.WaitAsync(Deadline);
+        Assert.Empty(node.Containers);
+    }
+
+    [Fact]
     public async Task ANodeKilledAMomentAgo_CanBeStartedAgainWithItsId()
     {
         var crashed = await StartNodeAsync(new SqliteStoreProvider(), new ManualTimeProvider());

@@ -44,7 +44,19 @@ public sealed partial class BrokerNode
     /// <summary>Heartbeats, then renews the lease of every container served here (the renewal loop).</summary>
     private async Task RenewAsync(IFarmStore farm, CancellationToken cancellationToken)
     {
-        await farm.HeartbeatAsync(NodeId, cancellationToken).ConfigureAwait(false);
+        if (!await farm.HeartbeatAsync(NodeId, Environment.ProcessId, _address, cancellationToken).ConfigureAwait(false))
+        {
+            // Another process registered this node id (started with the same --node-id while this
+            // one was frozen or cut off): that process is the node now. Stop serving, and stop.
+            LogReplaced(_logger, NodeId);
+            foreach (var host in _containers.Values)
+            {
+                OnContainerLost(host);
+            }
+            _replaced.TrySetResult();
+            await _stopping.CancelAsync().ConfigureAwait(false);
+            return;
+        }
         foreach (var host in _containers.Values)
         {
             var startedAt = _leaseClock.GetUtcNow();
@@ -273,6 +285,9 @@ public sealed partial class BrokerNode
 
     [LoggerMessage(Level = LogLevel.Information, Message = "Handing container {ContainerId} to a node with fewer: this node holds {Mine}, its share is {Share}")]
     private static partial void LogRebalancing(ILogger logger, long containerId, int mine, int share);
+
+    [LoggerMessage(Level = LogLevel.Error, Message = "Node {NodeId} was registered by another process (the same --node-id started elsewhere); this process stops serving")]
+    private static partial void LogReplaced(ILogger logger, long nodeId);
 
     [LoggerMessage(Level = LogLevel.Information, Message = "Released container {ContainerId}")]
     private static partial void LogContainerReleased(ILogger logger, long containerId);

@@ -27,7 +27,11 @@ public sealed partial class BrokerNode : IAsyncDisposable
     private string _address = "";
 
     private readonly TimeProvider _leaseClock;
+    private readonly TaskCompletionSource _replaced = new(TaskCreationOptions.RunContinuationsAsynchronously);
     private Task? _renewals;
+
+    /// <summary>Completes when another process registered this node id: this one has stopped serving and should exit.</summary>
+    public Task Replaced => _replaced.Task;
 
     /// <param name="time">Message semantics (locks, TTL, schedules) and the ownership passes.</param>
     /// <param name="leaseClock">
@@ -417,7 +421,7 @@ public sealed partial class BrokerNode : IAsyncDisposable
         foreach (var (id, host) in _containers)
         {
             await host.DisposeAsync().ConfigureAwait(false);
-            if (_farm is not null)
+            if (_farm is not null && !_replaced.Task.IsCompleted)
             {
                 // Hand the lease back so a successor does not wait for it to run out.
                 await _farm.ReleaseContainerAsync(id, NodeId).ConfigureAwait(false);
@@ -426,7 +430,11 @@ public sealed partial class BrokerNode : IAsyncDisposable
         _containers.Clear();
         if (_farm is not null)
         {
-            await _farm.SetNodeStateAsync(NodeId, NodeStates.Stopped).ConfigureAwait(false);
+            if (!_replaced.Task.IsCompleted)
+            {
+                // Replaced, the row is the other process's now: leave its state alone.
+                await _farm.SetNodeStateAsync(NodeId, NodeStates.Stopped).ConfigureAwait(false);
+            }
             await _farm.DisposeAsync().ConfigureAwait(false);
         }
         _stopping.Dispose();

@@ -9,7 +9,12 @@ public interface IFarmStore : IAsyncDisposable
     /// <summary>Registers a node (or re-registers a known id) as active, heartbeat now.</summary>
     Task<NodeRecord> RegisterNodeAsync(long nodeId, string address, int processId, CancellationToken cancellationToken = default);
 
-    Task HeartbeatAsync(long nodeId, CancellationToken cancellationToken = default);
+    /// <summary>
+    /// Records a heartbeat of the process that registered the node (<paramref name="processId"/> at
+    /// <paramref name="address"/>). False when another process has registered that node id since:
+    /// the caller is no longer that node and must stop. Throws for an unknown node id.
+    /// </summary>
+    Task<bool> HeartbeatAsync(long nodeId, int processId, string address, CancellationToken cancellationToken = default);
 
     Task SetNodeStateAsync(long nodeId, string state, CancellationToken cancellationToken = default);
 

@@ -52,11 +52,17 @@ internal sealed class PostgresFarmStore : IFarmStore
         }, cancellationToken);
     }
 
-    public Task HeartbeatAsync(long nodeId, CancellationToken cancellationToken = default) =>
+    public Task<bool> HeartbeatAsync(long nodeId, int processId, string address, CancellationToken cancellationToken = default) =>
         RunAsync("record a heartbeat", async connection =>
         {
-            var rows = await connection.ExecuteAsync(Command(PostgresSql.FarmDb.Heartbeat, new { Id = nodeId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
-            return rows == 1 ? true : throw UnknownNode(nodeId);
+            var rows = await connection.ExecuteAsync(Command(
+                PostgresSql.FarmDb.Heartbeat, new { Id = nodeId, ProcessId = processId, Address = address }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            if (rows == 1)
+            {
+                return true;
+            }
+            var known = await connection.ExecuteScalarAsync<long>(Command(PostgresSql.FarmDb.CountNode, new { Id = nodeId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return known == 1 ? false : throw UnknownNode(nodeId);
         }, cancellationToken);
 
     public Task SetNodeStateAsync(long nodeId, string state, CancellationToken cancellationToken = default)

@@ -55,7 +55,10 @@ internal static class SqliteSql
             RETURNING {NodeColumns}
             """;
 
-        public const string Heartbeat = $"UPDATE nodes SET heartbeat_at = {NowMs} WHERE id = @Id";
+        /// <summary>Only the process that registered the node id last: another one registering it takes it over.</summary>
+        public const string Heartbeat = $"UPDATE nodes SET heartbeat_at = {NowMs} WHERE id = @Id AND process_id = @ProcessId AND address = @Address";
+
+        public const string CountNode = "SELECT COUNT(*) FROM nodes WHERE id = @Id";
 
         public const string SetNodeState = "UPDATE nodes SET state = @State WHERE id = @Id";
 

@@ -79,7 +79,7 @@ public abstract class FarmStoreContract : IAsyncLifetime
         await store.RegisterNodeAsync(2, "http://b:2", 2);
 
         await store.SetNodeStateAsync(2, NodeStates.Draining);
-        await store.HeartbeatAsync(1);
+        Assert.True(await store.HeartbeatAsync(1, 1, "http://a:1"));
 
         var nodes = await store.ListNodesAsync();
         Assert.Equal([NodeStates.Active, NodeStates.Draining], nodes.Select(n => n.State));
@@ -91,7 +91,18 @@ public abstract class FarmStoreContract : IAsyncLifetime
     {
         var store = await OpenAsync();
 
-        await Assert.ThrowsAnyAsync<InvalidOperationException>(() => store.HeartbeatAsync(99));
+        await Assert.ThrowsAnyAsync<InvalidOperationException>(() => store.HeartbeatAsync(99, 1, "http://a:1"));
+    }
+
+    [StoreFact]
+    public async Task Heartbeat_OfAProcessWhoseNodeIdWasRegisteredAgainElsewhere_IsRefused()
+    {
+        var store = await OpenAsync();
+        await store.RegisterNodeAsync(1, "http://a:1", 100);
+        await store.RegisterNodeAsync(1, "http://b:1", 200);
+
+        Assert.False(await store.HeartbeatAsync(1, 100, "http://a:1"));
+        Assert.True(await store.HeartbeatAsync(1, 200, "http://b:1"));
     }
 
     [StoreFact]
