@@ -237,20 +237,21 @@ public sealed partial class BrokerNode
         }
     }
 
-    private async Task RenewalLoopAsync(CancellationToken cancellationToken)
+    /// <summary>Runs <paramref name="pass"/> every heartbeat interval on <paramref name="clock"/> until stopped; a failed pass is logged and the next one runs.</summary>
+    private async Task RunEveryIntervalAsync(TimeProvider clock, Func<CancellationToken, Task> pass, Action<Exception> logFailure, CancellationToken cancellationToken)
     {
-        using var timer = new PeriodicTimer(_nodeOptions.HeartbeatInterval, _leaseClock);
+        using var timer = new PeriodicTimer(_nodeOptions.HeartbeatInterval, clock);
         try
         {
             while (await timer.WaitForNextTickAsync(cancellationToken).ConfigureAwait(false))
             {
                 try
                 {
-                    await RenewAsync(Farm, cancellationToken).ConfigureAwait(false);
+                    await pass(cancellationToken).ConfigureAwait(false);
                 }
                 catch (Exception e) when (e is not OperationCanceledException)
                 {
-                    LogHeartbeatFailed(_logger, e);
+                    logFailure(e);
                 }
             }
         }
@@ -260,28 +261,12 @@ public sealed partial class BrokerNode
         }
     }
 
-    private async Task OwnershipLoopAsync(CancellationToken cancellationToken)
-    {
-        using var timer = new PeriodicTimer(_nodeOptions.HeartbeatInterval, _time);
-        try
-        {
-            while (await timer.WaitForNextTickAsync(cancellationToken).ConfigureAwait(false))
-            {
-                try
-                {
-                    await AssignAsync(Farm, cancellationToken).ConfigureAwait(false);
-                }
-                catch (Exception e) when (e is not OperationCanceledException)
-                {
-                    LogOwnershipPassFailed(_logger, e);
-                }
-            }
-        }
-        catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
-        {
-            // Stopping.
-        }
-    }
+    /// <summary>Heartbeats and lease renewals, on the lease clock and nothing else in the way.</summary>
+    private Task RenewalLoopAsync(CancellationToken cancellationToken) =>
+        RunEveryIntervalAsync(_leaseClock, ct => RenewAsync(Farm, ct), e => LogHeartbeatFailed(_logger, e), cancellationToken);
+
+    private Task OwnershipLoopAsync(CancellationToken cancellationToken) =>
+        RunEveryIntervalAsync(_time, ct => AssignAsync(Farm, ct), e => LogOwnershipPassFailed(_logger, e), cancellationToken);
 
     [LoggerMessage(Level = LogLevel.Information, Message = "Handing container {ContainerId} to a node with fewer: this node holds {Mine}, its share is {Share}")]
     private static partial void LogRebalancing(ILogger logger, long containerId, int mine, int share);

@@ -23,12 +23,12 @@ public sealed partial class BrokerNode : IAsyncDisposable
     private readonly ILogger _logger;
     private readonly CancellationTokenSource _stopping = new();
     private IFarmStore? _farm;
-    private Task? _heartbeat;
+    private Task? _ownershipLoop;
     private string _address = "";
 
     private readonly TimeProvider _leaseClock;
     private readonly TaskCompletionSource _replaced = new(TaskCreationOptions.RunContinuationsAsynchronously);
-    private Task? _renewals;
+    private Task? _renewalLoop;
 
     /// <summary>Completes when another process registered this node id: this one has stopped serving and should exit.</summary>
     public Task Replaced => _replaced.Task;
@@ -98,8 +98,8 @@ public sealed partial class BrokerNode : IAsyncDisposable
         // One pass now, so a node that is the farm's only one serves as soon as it says it is up.
         await AssignAsync(farm, cancellationToken).ConfigureAwait(false);
         _farm = farm;
-        _renewals = Task.Run(() => RenewalLoopAsync(_stopping.Token), CancellationToken.None);
-        _heartbeat = Task.Run(() => OwnershipLoopAsync(_stopping.Token), CancellationToken.None);
+        _renewalLoop = Task.Run(() => RenewalLoopAsync(_stopping.Token), CancellationToken.None);
+        _ownershipLoop = Task.Run(() => OwnershipLoopAsync(_stopping.Token), CancellationToken.None);
         LogStarted(_logger, NodeId, address, _containers.Count);
     }
 
@@ -410,7 +410,7 @@ public sealed partial class BrokerNode : IAsyncDisposable
     public async ValueTask DisposeAsync()
     {
         await _stopping.CancelAsync().ConfigureAwait(false);
-        foreach (var loop in new[] { _heartbeat, _renewals })
+        foreach (var loop in new[] { _ownershipLoop, _renewalLoop })
         {
             if (loop is not null)
             {

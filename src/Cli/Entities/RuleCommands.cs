@@ -44,18 +44,24 @@ internal static class RuleCommands
 
             using var admin = new FarmAdministrationClient(CliContext.ResolveConnectionString(parseResult));
             var created = await admin.CreateRuleAsync(topicName, subscriptionName, rule, cancellationToken);
-            if (parseResult.GetValue(json))
-            {
-                await Console.Out.WriteLineAsync(CliValues.ToJsonIndented(RuleOptions.ToJson(created)));
-                return ExitCodes.Ok;
-            }
-
-            var action = created.Action is null ? string.Empty : $", action: {RuleOptions.ActionText(created.Action)}";
-            await Console.Out.WriteLineAsync(
-                $"Added rule '{created.Name}' to '{FarmEntityPath.FormatSubscriptionPath(topicName, subscriptionName)}': filter {RuleOptions.FilterText(created.Filter)}{action}.");
-            return ExitCodes.Ok;
+            return await PrintChangedAsync("Added rule", "to", created, topicName, subscriptionName, parseResult.GetValue(json));
         });
         return command;
+    }
+
+    /// <summary>The rule as added or updated: JSON, or one line ("Added rule 'r' to 't/Subscriptions/s': filter ..., action: ...").</summary>
+    private static async Task<int> PrintChangedAsync(string what, string preposition, RuleProperties rule, string topic, string subscription, bool json)
+    {
+        if (json)
+        {
+            await Console.Out.WriteLineAsync(CliValues.ToJsonIndented(RuleOptions.ToJson(rule)));
+            return ExitCodes.Ok;
+        }
+
+        var action = rule.Action is null ? string.Empty : $", action: {RuleOptions.ActionText(rule.Action)}";
+        await Console.Out.WriteLineAsync(
+            $"{what} '{rule.Name}' {preposition} '{FarmEntityPath.FormatSubscriptionPath(topic, subscription)}': filter {RuleOptions.FilterText(rule.Filter)}{action}.");
+        return ExitCodes.Ok;
     }
 
     private static Command ShowCommand()
@@ -101,16 +107,7 @@ internal static class RuleCommands
             rule.Filter = wanted.Filter;
             rule.Action = wanted.Action;
             var updated = await admin.UpdateRuleAsync(topicName, subscriptionName, rule, cancellationToken);
-            if (parseResult.GetValue(json))
-            {
-                await Console.Out.WriteLineAsync(CliValues.ToJsonIndented(RuleOptions.ToJson(updated)));
-                return ExitCodes.Ok;
-            }
-
-            var action = updated.Action is null ? string.Empty : $", action: {RuleOptions.ActionText(updated.Action)}";
-            await Console.Out.WriteLineAsync(
-                $"Updated rule '{updated.Name}' of '{FarmEntityPath.FormatSubscriptionPath(topicName, subscriptionName)}': filter {RuleOptions.FilterText(updated.Filter)}{action}.");
-            return ExitCodes.Ok;
+            return await PrintChangedAsync("Updated rule", "of", updated, topicName, subscriptionName, parseResult.GetValue(json));
         });
         return command;
     }

@@ -215,8 +215,7 @@ internal sealed partial class ManagementService
         {
             if (!await node.Farm.DeleteRuleAsync(subscription.Id, request.Name, ct))
             {
-                throw FarmErrors.Create(Contracts.Rpc.RpcStatusCode.NotFound, FarmErrorCode.MessagingEntityNotFound,
-                    $"The subscription '{subscription.Name}' has no rule named '{request.Name}'.");
+                throw RuleNotFound(subscription, request.Name);
             }
             await node.RefreshRulesAsync(subscription, ct);
             return new DeleteRuleResponse();
@@ -229,8 +228,7 @@ internal sealed partial class ManagementService
         var subscription = await GetSubscriptionRecordAsync(request.Topic, request.Subscription, ct);
         var rules = await node.Farm.ListRulesAsync(subscription.Id, ct);
         var rule = rules.FirstOrDefault(r => string.Equals(r.Name, request.Name, StringComparison.OrdinalIgnoreCase))
-            ?? throw FarmErrors.Create(Contracts.Rpc.RpcStatusCode.NotFound, FarmErrorCode.MessagingEntityNotFound,
-                $"The subscription '{subscription.Name}' has no rule named '{request.Name}'.");
+            ?? throw RuleNotFound(subscription, request.Name);
         return ToRuleInfo(subscription, rule);
     }
 
@@ -243,12 +241,15 @@ internal sealed partial class ManagementService
         return await OnOwnerAsync(subscription, Prefix + "UpdateRule", request, context, RuleInfo.Parser, async () =>
         {
             var record = await node.Farm.UpdateRuleAsync(subscription.Id, rule.Name, RuleDefinitions.ToJson(rule), ct)
-                ?? throw FarmErrors.Create(Contracts.Rpc.RpcStatusCode.NotFound, FarmErrorCode.MessagingEntityNotFound,
-                    $"The subscription '{subscription.Name}' has no rule named '{rule.Name}'.");
+                ?? throw RuleNotFound(subscription, rule.Name);
             await node.RefreshRulesAsync(subscription, ct);
             return ToRuleInfo(subscription, record);
         });
     }
+
+    private static Contracts.Rpc.RpcException RuleNotFound(EntityRecord subscription, string rule) =>
+        FarmErrors.Create(Contracts.Rpc.RpcStatusCode.NotFound, FarmErrorCode.MessagingEntityNotFound,
+            $"The subscription '{subscription.Name}' has no rule named '{rule}'.");
 
     public async Task<ListRulesResponse> ListRulesAsync(ListRulesRequest request, RpcCallContext context)
     {
