@@ -130,6 +130,17 @@ setup_network_tools() {
   fi
 }
 
+# Prometheus for the metrics test: Debian's package (not started as a service here); the test
+# runs its own server with a throwaway config and data directory.
+setup_prometheus() {
+  if ! command -v prometheus >/dev/null 2>&1; then
+    log "installing Prometheus"
+    apt_install prometheus
+  fi
+  FARM_TEST_PROMETHEUS=$(command -v prometheus)
+  export FARM_TEST_PROMETHEUS
+}
+
 results=""
 cleanup() {
   stop_postgres
@@ -139,6 +150,7 @@ trap cleanup EXIT
 
 setup_node
 setup_postgres
+setup_prometheus
 setup_network_tools
 
 log "building (Release)"

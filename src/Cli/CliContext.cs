@@ -3,7 +3,7 @@ using System.Net.Http;
 using System.Net.Sockets;
 using Farm.Cli.Hosting;
 using Farm.Client;
-using Farm.Contracts.Rpc;
+using Grpc.Core;
 
 namespace Farm.Cli;
 
@@ -146,7 +146,7 @@ public static class CliContext
         var message = ex switch
         {
             OperationCanceledException => "Cancelled.",
-            RpcException rpc => rpc.Detail,
+            RpcException rpc => rpc.Status.Detail,
             _ => ex.Message,
         };
 
@@ -161,11 +161,11 @@ public static class CliContext
         _ => ExitCodes.Error,
     };
 
-    private static int ExitCodeOf(RpcStatusCode status) => status switch
+    private static int ExitCodeOf(StatusCode status) => status switch
     {
-        RpcStatusCode.InvalidArgument or RpcStatusCode.OutOfRange => ExitCodes.BadInput,
-        RpcStatusCode.NotFound => ExitCodes.NotFound,
-        RpcStatusCode.Unavailable or RpcStatusCode.DeadlineExceeded => ExitCodes.Unreachable,
+        StatusCode.InvalidArgument or StatusCode.OutOfRange => ExitCodes.BadInput,
+        StatusCode.NotFound => ExitCodes.NotFound,
+        StatusCode.Unavailable or StatusCode.DeadlineExceeded => ExitCodes.Unreachable,
         _ => ExitCodes.Error,
     };
 

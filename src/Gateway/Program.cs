@@ -2,11 +2,11 @@ using System.Net;
 using Farm.Broker;
 using Farm.Broker.Messaging;
 using Farm.Broker.Node;
-using Farm.Broker.Rpc;
 using Farm.ContainerStore;
 using Farm.ContainerStore.Postgres;
 using Farm.ContainerStore.Sqlite;
 using Farm.Contracts.V1;
+using Farm.Gateway.Grpc;
 using Farm.Gateway.Hosting;
 using Farm.Gateway.Management;
 using Farm.Gateway.Routing;
@@ -45,12 +45,13 @@ builder.Services.AddSingleton<MessagingService>();
 builder.Services.AddSingleton<OwnerChannels>();
 builder.Services.AddSingleton<MessagingRouter>();
 builder.Services.AddSingleton<ManagementService>();
-builder.Services.AddRouting();
+builder.Services.AddSingleton<NodeControlService>();
+builder.Services.AddFarmGrpc();
+builder.Services.AddNodeTelemetry(options.Node.NodeId);
 
 var app = builder.Build();
-app.Services.GetRequiredService<MessagingRouter>().Map(app);
-app.MapManagement(app.Services.GetRequiredService<ManagementService>());
-app.MapRpcFallbackAndReflection(MessagingReflection.Descriptor, ManagementReflection.Descriptor, NodeControlReflection.Descriptor, MessagesReflection.Descriptor, ErrorsReflection.Descriptor);
+app.MapFarmGrpc();
+app.MapNodeTelemetry();
 
 try
 {

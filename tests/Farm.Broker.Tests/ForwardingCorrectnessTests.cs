@@ -1,5 +1,4 @@
 using Farm.Broker.Entities;
-using Farm.Contracts.Rpc;
 using Farm.Contracts.V1;
 using static Farm.Broker.Tests.BrokerHarness;
 
@@ -16,11 +15,8 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
 
     private Messaging.MessagingService Service => new(_farm.Node);
 
-    private static Rpc.RpcCallContext Call(string method) =>
-        new(new Microsoft.AspNetCore.Http.DefaultHttpContext(), "/farm.v1.Messaging/" + method, default);
-
     private Task SendThroughTheServiceAsync(string entity, params Message[] messages) =>
-        Service.SendAsync(new SendRequest { Entity = entity, Messages = { messages } }, Call("Send"));
+        Service.SendAsync(new SendRequest { Entity = entity, Messages = { messages } }, CancellationToken.None);
 
     /// <summary>Sweeps until <paramref name="done"/> holds (background forwarding runs on sweeps and on arrival).</summary>
     private async Task SweepUntilAsync(Func<bool> done)
@@ -110,14 +106,14 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         await _farm.CreateQueueAsync("archive");
         await _farm.CreateQueueAsync("orders", new QueueSettings { ForwardTo = "archive", ForwardDeadLetteredMessagesTo = "archive" });
 
-        var receive = await Assert.ThrowsAsync<RpcException>(() => Service.ReceiveBatchAsync(
-            new ReceiveBatchRequest { Entity = "orders", Mode = ReceiveMode.PeekLock, MaxMessages = 1 }, Call("ReceiveBatch")));
-        var deadLetters = await Assert.ThrowsAsync<RpcException>(() => Service.ReceiveBatchAsync(
-            new ReceiveBatchRequest { Entity = "orders/$DeadLetterQueue", Mode = ReceiveMode.PeekLock, MaxMessages = 1 }, Call("ReceiveBatch")));
+        var receive = await Assert.ThrowsAsync<BrokerException>(() => Service.ReceiveBatchAsync(
+            new ReceiveBatchRequest { Entity = "orders", Mode = ReceiveMode.PeekLock, MaxMessages = 1 }, CancellationToken.None));
+        var deadLetters = await Assert.ThrowsAsync<BrokerException>(() => Service.ReceiveBatchAsync(
+            new ReceiveBatchRequest { Entity = "orders/$DeadLetterQueue", Mode = ReceiveMode.PeekLock, MaxMessages = 1 }, CancellationToken.None));
 
-        Assert.Equal(RpcStatusCode.InvalidArgument, receive.StatusCode);
-        Assert.Equal("'orders' forwards its messages to 'archive' (ForwardTo); receive from 'archive' instead.", receive.Detail);
-        Assert.Contains("ForwardDeadLetteredMessagesTo", deadLetters.Detail);
-        await Service.PeekAsync(new PeekRequest { Entity = "orders", MaxMessages = 1 }, Call("Peek"));
+        Assert.Equal(FarmErrorCode.InvalidArgument, receive.Code);
+        Assert.Equal("'orders' forwards its messages to 'archive' (ForwardTo); receive from 'archive' instead.", receive.Message);
+        Assert.Contains("ForwardDeadLetteredMessagesTo", deadLetters.Message);
+        await Service.PeekAsync(new PeekRequest { Entity = "orders", MaxMessages = 1 }, CancellationToken.None);
     }
 }

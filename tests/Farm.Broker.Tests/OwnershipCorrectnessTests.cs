@@ -1,10 +1,10 @@
+using Farm.Contracts;
 using Farm.Broker.Entities;
 using Farm.Broker.Node;
 using Farm.ContainerStore;
 using Farm.ContainerStore.Containers;
 using Farm.ContainerStore.FarmDatabase;
 using Farm.ContainerStore.Sqlite;
-using Farm.Contracts.Rpc;
 using Farm.Contracts.V1;
 using Microsoft.Extensions.Logging.Abstractions;
 
@@ -180,8 +180,8 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
         leaseClock.Advance(TimeSpan.FromMilliseconds(1));
 
         Assert.Empty(node.Containers);
-        var refused = await Assert.ThrowsAsync<RpcException>(() => queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
-        Assert.Equal("NOT_OWNER", refused.FarmError);
+        var refused = await Assert.ThrowsAsync<BrokerException>(() => queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
+        Assert.Equal("NOT_OWNER", FarmErrorNames.Of(refused.Code));
     }
 
     [Fact]
@@ -205,10 +205,10 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
         var queue = await node.LoadAsync(record, CancellationToken.None);
 
         Volatile.Write(ref failAfterCommit, true);
-        var failed = await Assert.ThrowsAsync<RpcException>(() => queue.SendAsync([BrokerHarness.Text("maybe", "m-1")]));
+        var failed = await Assert.ThrowsAsync<BrokerException>(() => queue.SendAsync([BrokerHarness.Text("maybe", "m-1")]));
         Volatile.Write(ref failAfterCommit, false);
 
-        Assert.Equal("STORE_UNAVAILABLE", failed.FarmError);
+        Assert.Equal("STORE_UNAVAILABLE", FarmErrorNames.Of(failed.Code));
         await WaitUntilAsync(() => !node.Containers.Contains(container), "the container is closed for a reload");
         await node.AssignAsync(node.Farm, CancellationToken.None);
         var reloaded = Assert.Single(node.Containers);

@@ -1,5 +1,5 @@
+using Farm.Contracts;
 using Farm.Broker.Entities;
-using Farm.Contracts.Rpc;
 using Farm.Contracts.V1;
 using Google.Protobuf;
 
@@ -271,9 +271,9 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
         var sequence = (await queue.SendAsync([BrokerHarness.Text("later", scheduledAt: _farm.Time.GetUtcNow().AddMinutes(1))]))[0];
 
         await queue.CancelScheduledAsync([sequence]);
-        var again = await Assert.ThrowsAsync<RpcException>(() => queue.CancelScheduledAsync([sequence]));
+        var again = await Assert.ThrowsAsync<BrokerException>(() => queue.CancelScheduledAsync([sequence]));
 
-        Assert.Equal("MESSAGE_NOT_FOUND", again.FarmError);
+        Assert.Equal("MESSAGE_NOT_FOUND", FarmErrorNames.Of(again.Code));
         _farm.Time.Advance(TimeSpan.FromMinutes(2));
         Assert.Empty(await queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
     }
@@ -296,7 +296,7 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
         Assert.Equal("later", Body(deferred));
         Assert.Equal(MessageState.Deferred, deferred.State);
         Assert.Equal(FarmErrorCode.Unspecified, Assert.Single(await queue.SettleAsync(false, [Settle(deferred, Disposition.Complete)])).ErrorCode);
-        await Assert.ThrowsAsync<RpcException>(() => queue.ReceiveDeferredAsync([message.SequenceNumber], ReceiveMode.PeekLock));
+        await Assert.ThrowsAsync<BrokerException>(() => queue.ReceiveDeferredAsync([message.SequenceNumber], ReceiveMode.PeekLock));
     }
 
     [Fact]
@@ -305,9 +305,9 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
         var queue = await _farm.CreateQueueAsync("q");
         var sequence = (await queue.SendAsync([BrokerHarness.Text("x")]))[0];
 
-        var error = await Assert.ThrowsAsync<RpcException>(() => queue.ReceiveDeferredAsync([sequence], ReceiveMode.PeekLock));
+        var error = await Assert.ThrowsAsync<BrokerException>(() => queue.ReceiveDeferredAsync([sequence], ReceiveMode.PeekLock));
 
-        Assert.Equal("MESSAGE_NOT_FOUND", error.FarmError);
+        Assert.Equal("MESSAGE_NOT_FOUND", FarmErrorNames.Of(error.Code));
     }
 
     [Fact]
@@ -316,10 +316,10 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
         var queue = await _farm.CreateQueueAsync("q");
         var tooLarge = new Message { Body = ByteString.CopyFrom(new byte[_farm.Options.MaxMessageSizeBytes + 1]) };
 
-        var error = await Assert.ThrowsAsync<RpcException>(() => queue.SendAsync([BrokerHarness.Text("ok"), tooLarge]));
+        var error = await Assert.ThrowsAsync<BrokerException>(() => queue.SendAsync([BrokerHarness.Text("ok"), tooLarge]));
 
-        Assert.Equal("MESSAGE_SIZE_EXCEEDED", error.FarmError);
-        Assert.Contains("262144", error.Detail);
+        Assert.Equal("MESSAGE_SIZE_EXCEEDED", FarmErrorNames.Of(error.Code));
+        Assert.Contains("262144", error.Message);
         Assert.Equal(0, queue.GetCounts().Total);
     }
 
@@ -331,13 +331,13 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
         var container = _farm.Node.Containers.Single();
         await container.Database.RaiseEpochAsync(container.Epoch + 1);
 
-        var error = await Assert.ThrowsAsync<RpcException>(() => queue.SendAsync([BrokerHarness.Text("a"), BrokerHarness.Text("b")]));
+        var error = await Assert.ThrowsAsync<BrokerException>(() => queue.SendAsync([BrokerHarness.Text("a"), BrokerHarness.Text("b")]));
 
-        Assert.Equal("STALE_EPOCH", error.FarmError);
+        Assert.Equal("STALE_EPOCH", FarmErrorNames.Of(error.Code));
         var stored = await _farm.ReadContainerDirectlyAsync(1, queue.Id);
         Assert.Empty(stored.Messages);
-        var notOwner = Assert.Throws<RpcException>(() => queue.Peek(false, 0, 10));
-        Assert.Equal("NOT_OWNER", notOwner.FarmError);
+        var notOwner = Assert.Throws<BrokerException>(() => queue.Peek(false, 0, 10));
+        Assert.Equal("NOT_OWNER", FarmErrorNames.Of(notOwner.Code));
     }
 
     [Fact]
@@ -349,10 +349,10 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
         var oldQueue = queue;
 
         await _farm.RestartAsync(crash: true);
-        var error = await Assert.ThrowsAsync<RpcException>(() => oldQueue.SendAsync([BrokerHarness.Text("from the old owner")]));
+        var error = await Assert.ThrowsAsync<BrokerException>(() => oldQueue.SendAsync([BrokerHarness.Text("from the old owner")]));
         var newQueue = await _farm.QueueAsync("q");
 
-        Assert.Equal("STALE_EPOCH", error.FarmError);
+        Assert.Equal("STALE_EPOCH", FarmErrorNames.Of(error.Code));
         Assert.False(oldNode.TryGetContainer(1, out _));
         Assert.Equal(["before"], newQueue.Peek(false, 0, 10).Select(Body));
     }
@@ -437,9 +437,9 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
             await queue.SendAsync([big]);
         }
 
-        var error = await Assert.ThrowsAsync<RpcException>(() => queue.SendAsync([big]));
+        var error = await Assert.ThrowsAsync<BrokerException>(() => queue.SendAsync([big]));
 
-        Assert.Equal("QUOTA_EXCEEDED", error.FarmError);
+        Assert.Equal("QUOTA_EXCEEDED", FarmErrorNames.Of(error.Code));
         Assert.Equal(5, queue.GetCounts().Active);
     }
 
@@ -451,7 +451,7 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
         var service = new Messaging.MessagingService(_farm.Node);
 
         await service.SendAsync(new SendRequest { Entity = "source", Messages = { BrokerHarness.Text("routed") } },
-            new Rpc.RpcCallContext(new Microsoft.AspNetCore.Http.DefaultHttpContext(), "/farm.v1.Messaging/Send", default));
+            CancellationToken.None);
 
         Assert.Equal(["routed"], target.Peek(false, 0, 10).Select(Body));
         Assert.Empty(source.Peek(false, 0, 10));

@@ -1,6 +1,6 @@
+using Farm.Contracts;
 using Farm.Broker.Entities;
 using Farm.Broker.Topics;
-using Farm.Contracts.Rpc;
 using Farm.Contracts.V1;
 using Google.Protobuf.WellKnownTypes;
 using Microsoft.Data.Sqlite;
@@ -60,8 +60,8 @@ public sealed class SendPathCorrectnessTests
             duplicate = queue.SendAsync([Text("again", "X")]);
             Assert.False(duplicate.IsCompleted);
             // The lock outlasts the commit's busy timeout: the original fails for good.
-            var failed = await Assert.ThrowsAsync<RpcException>(() => original);
-            Assert.Equal("STORE_UNAVAILABLE", failed.FarmError);
+            var failed = await Assert.ThrowsAsync<BrokerException>(() => original);
+            Assert.Equal("STORE_UNAVAILABLE", FarmErrorNames.Of(failed.Code));
         }
 
         var sequence = (await duplicate)[0];
@@ -106,7 +106,7 @@ public sealed class SendPathCorrectnessTests
         {
             var original = topic.SendAsync([Text("first", "X")]);
             duplicate = topic.SendAsync([Text("again", "X")]);
-            await Assert.ThrowsAsync<RpcException>(() => original);
+            await Assert.ThrowsAsync<BrokerException>(() => original);
         }
 
         Assert.True((await duplicate)[0] > 0);
@@ -162,12 +162,12 @@ public sealed class SendPathCorrectnessTests
         var bad = Text("b");
         bad.TimeToLive = Duration.FromTimeSpan(TimeSpan.FromSeconds(seconds));
 
-        var onQueue = await Assert.ThrowsAsync<RpcException>(() => queue.SendAsync([Text("ok"), bad]));
-        var onTopic = await Assert.ThrowsAsync<RpcException>(() => topic.SendAsync([bad]));
+        var onQueue = await Assert.ThrowsAsync<BrokerException>(() => queue.SendAsync([Text("ok"), bad]));
+        var onTopic = await Assert.ThrowsAsync<BrokerException>(() => topic.SendAsync([bad]));
 
-        Assert.Equal(RpcStatusCode.InvalidArgument, onQueue.StatusCode);
-        Assert.Contains("Message 1: TimeToLive must be positive", onQueue.Detail);
-        Assert.Equal(RpcStatusCode.InvalidArgument, onTopic.StatusCode);
+        Assert.Equal(FarmErrorCode.InvalidArgument, onQueue.Code);
+        Assert.Contains("Message 1: TimeToLive must be positive", onQueue.Message);
+        Assert.Equal(FarmErrorCode.InvalidArgument, onTopic.Code);
         Assert.Equal(0, queue.GetCounts().Total);
         Assert.Equal(0, topic.GetCounts().Count);
     }

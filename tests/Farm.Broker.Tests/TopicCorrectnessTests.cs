@@ -80,7 +80,7 @@ public sealed class TopicCorrectnessTests : IAsyncLifetime
         // What closing the container does first (planned move, graceful node stop): the topic and
         // its subscriptions stop being served while the send is still in the commit queue.
         Assert.True(_farm.Node.TryGetContainer(1, out _));
-        topic.Unload(FarmErrors.Create(Contracts.Rpc.RpcStatusCode.Unavailable, FarmErrorCode.ServiceBusy, "stopping"));
+        topic.Unload(FarmErrors.Busy("stopping"));
         await ContainerWriteLock.ReleaseAsync(writeLock);
         var sequence = Assert.Single(await send);
         Assert.True(sequence > 0, "the send was acknowledged");

@@ -426,7 +426,7 @@ public sealed class TopicSemanticsTests : IAsyncLifetime
 
         Assert.Equal(["later too"], (await DrainAsync(a)).Select(Body));
         Assert.Equal(["later too"], (await DrainAsync(b)).Select(Body));
-        await Assert.ThrowsAnyAsync<Contracts.Rpc.RpcException>(() => topic.CancelScheduledAsync([sequences[0]]));
+        await Assert.ThrowsAnyAsync<BrokerException>(() => topic.CancelScheduledAsync([sequences[0]]));
     }
 
     [Fact]

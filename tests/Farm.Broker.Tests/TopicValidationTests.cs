@@ -1,6 +1,5 @@
 using Farm.Broker.Entities;
 using Farm.Broker.Topics;
-using Farm.Contracts.Rpc;
 using Farm.Contracts.V1;
 using Google.Protobuf.WellKnownTypes;
 
@@ -9,10 +8,10 @@ namespace Farm.Broker.Tests;
 /// <summary>Bad rules, subscription settings and paths are refused with a message naming what is wrong.</summary>
 public sealed class TopicValidationTests
 {
-    private static RpcException Refused(Action action)
+    private static BrokerException Refused(Action action)
     {
-        var error = Assert.Throws<RpcException>(action);
-        Assert.Equal(RpcStatusCode.InvalidArgument, error.StatusCode);
+        var error = Assert.Throws<BrokerException>(action);
+        Assert.Equal(FarmErrorCode.InvalidArgument, error.Code);
         return error;
     }
 
@@ -24,14 +23,14 @@ public sealed class TopicValidationTests
     public void AMalformedSqlFilter_IsRefused_NamingThePosition(string expression, int position)
     {
         var error = Refused(() => RuleDefinitions.Parse(new RuleProperties { Name = "r", SqlFilter = new Contracts.V1.SqlFilter { Expression = expression } }));
-        Assert.Contains($"The SQL filter of rule 'r' is invalid at position {position}", error.Detail, StringComparison.Ordinal);
+        Assert.Contains($"The SQL filter of rule 'r' is invalid at position {position}", error.Message, StringComparison.Ordinal);
     }
 
     [Fact]
     public void AMalformedAction_IsRefused_NamingThePosition()
     {
         var error = Refused(() => RuleDefinitions.Parse(new RuleProperties { Name = "r", SqlAction = "SET = 1" }));
-        Assert.Contains("The action of rule 'r' is invalid at position 5", error.Detail, StringComparison.Ordinal);
+        Assert.Contains("The action of rule 'r' is invalid at position 5", error.Message, StringComparison.Ordinal);
     }
 
     [Fact]
@@ -42,7 +41,7 @@ public sealed class TopicValidationTests
 
         var error = Refused(() => RuleDefinitions.Parse(new RuleProperties { Name = "r", CorrelationFilter = filter }));
 
-        Assert.Contains("'sys.Colour' is not a system property", error.Detail, StringComparison.Ordinal);
+        Assert.Contains("'sys.Colour' is not a system property", error.Message, StringComparison.Ordinal);
     }
 
     [Fact]
@@ -84,7 +83,7 @@ public sealed class TopicValidationTests
     public void ASubscriptionThatForwardsToItself_OrIntoALoop_IsRefused(string target, string expected)
     {
         var error = Refused(() => new SubscriptionSettings().With(new SubscriptionProperties { ForwardTo = target }, "orders", "audit"));
-        Assert.Contains(expected, error.Detail, StringComparison.Ordinal);
+        Assert.Contains(expected, error.Message, StringComparison.Ordinal);
     }
 
     [Fact]

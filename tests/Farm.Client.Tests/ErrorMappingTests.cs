@@ -1,12 +1,13 @@
-using Farm.Contracts.Rpc;
+using Farm.Contracts;
+using Grpc.Core;
 using Farm.Contracts.V1;
 
 namespace Farm.Client.Tests;
 
 public class ErrorMappingTests
 {
-    private static RpcException Rpc(RpcStatusCode status, string? farmError, string detail = "detail")
-        => new(status, detail, farmError is null ? null : new Dictionary<string, string> { [RpcException.FarmErrorTrailer] = farmError });
+    private static RpcException Rpc(StatusCode status, string? farmError, string detail = "detail")
+        => new(new Status(status, detail), farmError is null ? [] : new Metadata { { FarmMetadata.ErrorTrailer, farmError } });
 
     [Theory]
     [InlineData("INVALID_ARGUMENT", FarmFailureReason.InvalidArgument)]
@@ -24,7 +25,7 @@ public class ErrorMappingTests
     [InlineData("CONTAINER_NOT_FOUND", FarmFailureReason.ContainerNotFound)]
     [InlineData("SOMETHING_NEW", FarmFailureReason.GeneralError)]
     public void Trailer_DecidesTheReason(string farmError, FarmFailureReason expected)
-        => Assert.Equal(expected, FarmErrors.FromRpc(Rpc(RpcStatusCode.FailedPrecondition, farmError), "q").Reason);
+        => Assert.Equal(expected, FarmErrors.FromRpc(Rpc(StatusCode.FailedPrecondition, farmError), "q").Reason);
 
     [Fact]
     public void EveryWireErrorCode_HasAMapping_AsATrailerAndAsAnItemCode()
@@ -47,20 +48,20 @@ public class ErrorMappingTests
     }
 
     [Theory]
-    [InlineData(RpcStatusCode.Unavailable, FarmFailureReason.ServiceCommunicationProblem)]
-    [InlineData(RpcStatusCode.DeadlineExceeded, FarmFailureReason.ServiceTimeout)]
-    [InlineData(RpcStatusCode.NotFound, FarmFailureReason.MessagingEntityNotFound)]
-    [InlineData(RpcStatusCode.AlreadyExists, FarmFailureReason.MessagingEntityAlreadyExists)]
-    [InlineData(RpcStatusCode.InvalidArgument, FarmFailureReason.InvalidArgument)]
-    [InlineData(RpcStatusCode.ResourceExhausted, FarmFailureReason.QuotaExceeded)]
-    [InlineData(RpcStatusCode.Internal, FarmFailureReason.GeneralError)]
-    public void WithoutTrailer_StatusDecidesTheReason(RpcStatusCode status, FarmFailureReason expected)
+    [InlineData(StatusCode.Unavailable, FarmFailureReason.ServiceCommunicationProblem)]
+    [InlineData(StatusCode.DeadlineExceeded, FarmFailureReason.ServiceTimeout)]
+    [InlineData(StatusCode.NotFound, FarmFailureReason.MessagingEntityNotFound)]
+    [InlineData(StatusCode.AlreadyExists, FarmFailureReason.MessagingEntityAlreadyExists)]
+    [InlineData(StatusCode.InvalidArgument, FarmFailureReason.InvalidArgument)]
+    [InlineData(StatusCode.ResourceExhausted, FarmFailureReason.QuotaExceeded)]
+    [InlineData(StatusCode.Internal, FarmFailureReason.GeneralError)]
+    public void WithoutTrailer_StatusDecidesTheReason(StatusCode status, FarmFailureReason expected)
         => Assert.Equal(expected, FarmErrors.FromRpc(Rpc(status, null), null).Reason);
 
     [Fact]
     public void Exception_IsOneReadableLineWithTheServersDetailAndEntity()
     {
-        var error = FarmErrors.FromRpc(Rpc(RpcStatusCode.NotFound, "MESSAGING_ENTITY_NOT_FOUND", "Queue 'orders' does not exist\nat line 2"), "orders");
+        var error = FarmErrors.FromRpc(Rpc(StatusCode.NotFound, "MESSAGING_ENTITY_NOT_FOUND", "Queue 'orders' does not exist\nat line 2"), "orders");
 
         Assert.Equal("Queue 'orders' does not exist at line 2 (MessagingEntityNotFound, entity 'orders')", error.Message);
         Assert.Equal("orders", error.EntityPath);

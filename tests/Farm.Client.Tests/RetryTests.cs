@@ -1,4 +1,4 @@
-using Farm.Contracts.Rpc;
+using Grpc.Core;
 
 namespace Farm.Client.Tests;
 
@@ -7,20 +7,20 @@ public class RetryTests
     private static readonly FarmRetryOptions NoDelay = new() { MaxRetries = 3, Delay = TimeSpan.Zero, MaxDelay = TimeSpan.Zero };
 
     [Theory]
-    [InlineData(RpcStatusCode.Unavailable, null, true)]
-    [InlineData(RpcStatusCode.DeadlineExceeded, null, true)]
-    [InlineData(RpcStatusCode.Unavailable, "SERVICE_BUSY", true)]
-    [InlineData(RpcStatusCode.Unavailable, "STORE_UNAVAILABLE", true)]
-    [InlineData(RpcStatusCode.FailedPrecondition, "NOT_OWNER", true)]
-    [InlineData(RpcStatusCode.Aborted, "STALE_EPOCH", true)]
-    [InlineData(RpcStatusCode.NotFound, "MESSAGING_ENTITY_NOT_FOUND", false)]
-    [InlineData(RpcStatusCode.FailedPrecondition, "MESSAGE_LOCK_LOST", false)]
-    [InlineData(RpcStatusCode.InvalidArgument, "INVALID_ARGUMENT", false)]
-    [InlineData(RpcStatusCode.Internal, null, false)]
-    [InlineData(RpcStatusCode.Cancelled, null, false)]
-    public void Classification(RpcStatusCode status, string? farmError, bool transient)
+    [InlineData(StatusCode.Unavailable, null, true)]
+    [InlineData(StatusCode.DeadlineExceeded, null, true)]
+    [InlineData(StatusCode.Unavailable, "SERVICE_BUSY", true)]
+    [InlineData(StatusCode.Unavailable, "STORE_UNAVAILABLE", true)]
+    [InlineData(StatusCode.FailedPrecondition, "NOT_OWNER", true)]
+    [InlineData(StatusCode.Aborted, "STALE_EPOCH", true)]
+    [InlineData(StatusCode.NotFound, "MESSAGING_ENTITY_NOT_FOUND", false)]
+    [InlineData(StatusCode.FailedPrecondition, "MESSAGE_LOCK_LOST", false)]
+    [InlineData(StatusCode.InvalidArgument, "INVALID_ARGUMENT", false)]
+    [InlineData(StatusCode.Internal, null, false)]
+    [InlineData(StatusCode.Cancelled, null, false)]
+    public void Classification(StatusCode status, string? farmError, bool transient)
     {
-        var rpc = new RpcException(status, "x", farmError is null ? null : new Dictionary<string, string> { ["farm-error"] = farmError });
+        var rpc = new RpcException(new Status(status, "x"), farmError is null ? [] : new Metadata { { "farm-error", farmError } });
 
         Assert.Equal(transient, FarmRetryPolicy.IsTransient(rpc));
         Assert.Equal(transient, FarmRetryPolicy.IsTransient(FarmErrors.FromRpc(rpc, "q")));

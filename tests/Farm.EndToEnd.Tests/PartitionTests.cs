@@ -1,7 +1,8 @@
 using System.Diagnostics;
 using System.Globalization;
 using Farm.Client;
-using Farm.Contracts.Rpc;
+using Farm.Contracts;
+using Grpc.Core;
 using Farm.Contracts.V1;
 using Google.Protobuf;
 using Npgsql;
@@ -112,10 +113,8 @@ public sealed class PartitionTests(ITestOutputHelper output)
                 var survivor = nodes.First(n => n.Id != CutNode);
                 var heldQueue = movedQueues[^1];
                 var heldId = $"held-by-gateway-{Guid.NewGuid():N}";
-                using var survivorChannel = new RpcChannel(new Uri(survivor.Endpoint));
-                var heldSend = survivorChannel.UnaryAsync("/farm.v1.Messaging/Send",
-                    new SendRequest { Entity = heldQueue, Messages = { new Message { MessageId = heldId, Body = ByteString.CopyFromUtf8("held") } } },
-                    SendResponse.Parser, new CallOptions(Deadline: DateTime.UtcNow.AddSeconds(60)));
+                using var survivorChannel = FarmChannels.Create(new Uri(survivor.Endpoint));
+                var heldSend = new Contracts.V1.Messaging.MessagingClient(survivorChannel).SendAsync(new SendRequest { Entity = heldQueue, Messages = { new Message { MessageId = heldId, Body = ByteString.CopyFromUtf8("held") } } }, new CallOptions(deadline: DateTime.UtcNow.AddSeconds(60))).ResponseAsync;
                 var heldAnswered = heldSend.ContinueWith(_ => Stopwatch.GetTimestamp(), TaskScheduler.Default);
 
                 // The survivors take its containers: a new owner in the farm database, and the raised
@@ -147,9 +146,10 @@ public sealed class PartitionTests(ITestOutputHelper output)
                 var lateId = $"from-cut-node-{Guid.NewGuid():N}";
                 var cutNode = nodes[CutNode - 1];
                 var lateSendStarted = Stopwatch.GetTimestamp();
-                var lateSend = NamespaceRpc.UnaryAsync(network, CutNode, cutNode.Endpoint, "/farm.v1.Messaging/Send",
-                    new SendRequest { Entity = lateQueue, Messages = { new Message { MessageId = lateId, Body = ByteString.CopyFromUtf8("late") } } },
-                    SendResponse.Parser, new Dictionary<string, string> { ["farm-direct"] = "1" }, TimeSpan.FromSeconds(60));
+                var lateSend = NamespaceRpc.UnaryAsync(network, CutNode, cutNode.Endpoint, TimeSpan.FromSeconds(60),
+                    (messaging, options) => messaging.SendAsync(
+                        new SendRequest { Entity = lateQueue, Messages = { new Message { MessageId = lateId, Body = ByteString.CopyFromUtf8("late") } } },
+                        options.WithHeaders(FarmMetadata.DirectHeaders())));
 
                 // Meanwhile the new owners serve the moved queues: the partition lasts until each has
                 // taken a steady stream of sends.
@@ -164,7 +164,7 @@ public sealed class PartitionTests(ITestOutputHelper output)
                 }
                 catch (RpcException e)
                 {
-                    Assert.Fail($"a send to {heldQueue} through node {survivor.Id}'s gateway during the cut failed instead of reaching the new owner: {e.StatusCode} {e.FarmError}: {e.Detail}");
+                    Assert.Fail($"a send to {heldQueue} through node {survivor.Id}'s gateway during the cut failed instead of reaching the new owner: {e.StatusCode} {e.FarmError()}: {e.Status.Detail}");
                 }
                 output.WriteLine($"a send to {heldQueue} through node {survivor.Id}'s gateway, made at the cut, was acknowledged {Stopwatch.GetElapsedTime(cutAt, await heldAnswered).TotalSeconds:0.00} s after it");
                 Assert.False(lateSend.IsCompletedSuccessfully && (await lateSend).Succeeded,

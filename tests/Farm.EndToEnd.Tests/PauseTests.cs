@@ -1,6 +1,7 @@
 using System.Diagnostics;
 using Farm.Client;
-using Farm.Contracts.Rpc;
+using Farm.Contracts;
+using Grpc.Core;
 using Farm.Contracts.V1;
 using Google.Protobuf;
 using Xunit.Abstractions;
@@ -40,12 +41,10 @@ public sealed class PauseTests(ITestOutputHelper output)
 
         // A client talking to node 2 directly (as redirect mode does) keeps a send in flight across the pause.
         var nodeTwo = farm.Endpoints[1];
-        using var direct = new RpcChannel(new Uri(nodeTwo));
-        var directHeaders = new Dictionary<string, string> { ["farm-direct"] = "1" };
+        using var direct = FarmChannels.Create(new Uri(nodeTwo));
+        var directHeaders = FarmMetadata.DirectHeaders();
         await farm.PauseNodeAsync(2);
-        var inFlight = direct.UnaryAsync("/farm.v1.Messaging/Send",
-            new SendRequest { Entity = "paused", Messages = { new Message { MessageId = "from-the-paused-node", Body = ByteString.CopyFromUtf8("late") } } },
-            SendResponse.Parser, new CallOptions(directHeaders));
+        var inFlight = new Contracts.V1.Messaging.MessagingClient(direct).SendAsync(new SendRequest { Entity = "paused", Messages = { new Message { MessageId = "from-the-paused-node", Body = ByteString.CopyFromUtf8("late") } } }, new CallOptions(directHeaders)).ResponseAsync;
 
         // The survivors take the container, raising its epoch, and serve it.
         var moved = await WaitUntilAsync(async () =>
@@ -69,7 +68,7 @@ public sealed class PauseTests(ITestOutputHelper output)
         }
         catch (RpcException e)
         {
-            outcome = e.FarmError ?? e.StatusCode.ToString();
+            outcome = e.FarmError() ?? e.StatusCode.ToString();
             Assert.Contains(outcome, new[] { "STALE_EPOCH", "NOT_OWNER", "SERVICE_BUSY", "Unavailable" });
         }
         output.WriteLine($"the send in flight on the paused node: {outcome}");
@@ -79,10 +78,10 @@ public sealed class PauseTests(ITestOutputHelper output)
         {
             try
             {
-                await direct.UnaryAsync("/farm.v1.Messaging/Peek", new PeekRequest { Entity = "paused", MaxMessages = 1 }, PeekResponse.Parser, new CallOptions(directHeaders));
+                await new Contracts.V1.Messaging.MessagingClient(direct).PeekAsync(new PeekRequest { Entity = "paused", MaxMessages = 1 }, new CallOptions(directHeaders)).ResponseAsync;
                 return null;
             }
-            catch (RpcException e) when (e.FarmError == "NOT_OWNER")
+            catch (RpcException e) when (e.FarmError() == "NOT_OWNER")
             {
                 return e;
             }

@@ -1,5 +1,6 @@
 using Farm.Client;
-using Farm.Contracts.Rpc;
+using Farm.Contracts;
+using Grpc.Core;
 using Farm.Contracts.V1;
 using Google.Protobuf;
 
@@ -137,13 +138,11 @@ public sealed class ReceiveCreditTests(SdkFarmFixture fixture) : IClassFixture<S
             }
         }
 
-        using var standard = new RpcChannel(new Uri(fixture.Farm.Address), new RpcChannelOptions { MaxReceiveMessageSize = 4 * 1024 * 1024 });
+        using var standard = Grpc.Net.Client.GrpcChannel.ForAddress(fixture.Farm.Address) /* grpc-dotnet defaults: 4 MB */;
         var received = new List<ReceivedMessage>();
         while (received.Count < 24)
         {
-            var response = await standard.UnaryAsync("/farm.v1.Messaging/ReceiveBatch",
-                new ReceiveBatchRequest { Entity = queue, Mode = ReceiveMode.PeekLock, MaxMessages = 24, MaxWait = Google.Protobuf.WellKnownTypes.Duration.FromTimeSpan(Patience) },
-                ReceiveBatchResponse.Parser);
+            var response = await new Contracts.V1.Messaging.MessagingClient(standard).ReceiveBatchAsync(new ReceiveBatchRequest { Entity = queue, Mode = ReceiveMode.PeekLock, MaxMessages = 24, MaxWait = Google.Protobuf.WellKnownTypes.Duration.FromTimeSpan(Patience) }).ResponseAsync;
             Assert.NotEmpty(response.Messages);
             Assert.True(response.CalculateSize() <= 4 * 1024 * 1024);
             received.AddRange(response.Messages);
@@ -163,13 +162,12 @@ public sealed class ReceiveCreditTests(SdkFarmFixture fixture) : IClassFixture<S
         {
             await sender.SendMessageAsync(new FarmMessage("m"));
         }
-        using var channel = new RpcChannel(new Uri(fixture.Farm.Address));
+        using var channel = FarmChannels.Create(new Uri(fixture.Farm.Address));
 
-        var error = await Assert.ThrowsAsync<RpcException>(() => channel.UnaryAsync("/farm.v1.Messaging/ReceiveBatch",
-            new ReceiveBatchRequest { Entity = queue, MaxMessages = 1 }, ReceiveBatchResponse.Parser));
+        var error = await Assert.ThrowsAsync<RpcException>(() => new Contracts.V1.Messaging.MessagingClient(channel).ReceiveBatchAsync(new ReceiveBatchRequest { Entity = queue, MaxMessages = 1 }).ResponseAsync);
 
-        Assert.Equal(RpcStatusCode.InvalidArgument, error.StatusCode);
-        Assert.Contains("receive mode is required", error.Detail);
+        Assert.Equal(StatusCode.InvalidArgument, error.StatusCode);
+        Assert.Contains("receive mode is required", error.Status.Detail);
         Assert.Equal(1, (await CountsAsync(queue)).ActiveMessageCount);
     }
 }

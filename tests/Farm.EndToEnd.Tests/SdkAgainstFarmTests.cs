@@ -1,6 +1,7 @@
 using System.Collections.Concurrent;
 using Farm.Client;
-using Farm.Contracts.Rpc;
+using Farm.Contracts;
+using Grpc.Core;
 using Farm.Contracts.V1;
 using Google.Protobuf;
 using Google.Protobuf.WellKnownTypes;
@@ -133,7 +134,7 @@ public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<
     public async Task ZeroOrNegativeLockDuration_IsRejected_AndCreatesNothing(int seconds)
     {
         var name = NewQueueName();
-        using var channel = new RpcChannel(new Uri(fixture.Farm.Address));
+        using var channel = FarmChannels.Create(new Uri(fixture.Farm.Address));
         var request = new CreateQueueRequest
         {
             Name = name,
@@ -141,10 +142,10 @@ public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<
         };
 
         var error = await Assert.ThrowsAsync<RpcException>(() =>
-            channel.UnaryAsync("/farm.v1.Management/CreateQueue", request, QueueInfo.Parser));
+            new Contracts.V1.Management.ManagementClient(channel).CreateQueueAsync(request).ResponseAsync);
 
-        Assert.Equal(RpcStatusCode.InvalidArgument, error.StatusCode);
-        Assert.Contains("LockDuration", error.Detail);
+        Assert.Equal(StatusCode.InvalidArgument, error.StatusCode);
+        Assert.Contains("LockDuration", error.Status.Detail);
         using var admin = new FarmAdministrationClient(Connection);
         Assert.False(await admin.QueueExistsAsync(name));
     }
@@ -152,32 +153,30 @@ public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<
     [Fact]
     public async Task ZeroMaxDeliveryCount_AndTooShortDuplicateWindow_AreRejected()
     {
-        using var channel = new RpcChannel(new Uri(fixture.Farm.Address));
+        using var channel = FarmChannels.Create(new Uri(fixture.Farm.Address));
 
-        var deliveries = await Assert.ThrowsAsync<RpcException>(() => channel.UnaryAsync("/farm.v1.Management/CreateQueue",
-            new CreateQueueRequest { Name = NewQueueName(), Properties = new Farm.Contracts.V1.QueueProperties { MaxDeliveryCount = 0 } }, QueueInfo.Parser));
-        var window = await Assert.ThrowsAsync<RpcException>(() => channel.UnaryAsync("/farm.v1.Management/CreateQueue",
-            new CreateQueueRequest { Name = NewQueueName(), Properties = new Farm.Contracts.V1.QueueProperties { DuplicateDetectionHistoryTimeWindow = Duration.FromTimeSpan(TimeSpan.FromSeconds(1)) } }, QueueInfo.Parser));
+        var deliveries = await Assert.ThrowsAsync<RpcException>(() => new Contracts.V1.Management.ManagementClient(channel).CreateQueueAsync(new CreateQueueRequest { Name = NewQueueName(), Properties = new Farm.Contracts.V1.QueueProperties { MaxDeliveryCount = 0 } }).ResponseAsync);
+        var window = await Assert.ThrowsAsync<RpcException>(() => new Contracts.V1.Management.ManagementClient(channel).CreateQueueAsync(new CreateQueueRequest { Name = NewQueueName(), Properties = new Farm.Contracts.V1.QueueProperties { DuplicateDetectionHistoryTimeWindow = Duration.FromTimeSpan(TimeSpan.FromSeconds(1)) } }).ResponseAsync);
 
-        Assert.Contains("MaxDeliveryCount", deliveries.Detail);
-        Assert.Contains("DuplicateDetectionHistoryTimeWindow", window.Detail);
+        Assert.Contains("MaxDeliveryCount", deliveries.Status.Detail);
+        Assert.Contains("DuplicateDetectionHistoryTimeWindow", window.Status.Detail);
     }
 
     [Fact]
     public async Task OversizedMessage_IsRejected_NamingTheLimit_AndNothingIsStored()
     {
         var queue = await CreateQueueAsync();
-        using var channel = new RpcChannel(new Uri(fixture.Farm.Address));
+        using var channel = FarmChannels.Create(new Uri(fixture.Farm.Address));
         var request = new SendRequest
         {
             Entity = queue,
             Messages = { new Message { Body = ByteString.CopyFrom(new byte[300 * 1024]) } },
         };
 
-        var error = await Assert.ThrowsAsync<RpcException>(() => channel.UnaryAsync("/farm.v1.Messaging/Send", request, SendResponse.Parser));
+        var error = await Assert.ThrowsAsync<RpcException>(() => new Contracts.V1.Messaging.MessagingClient(channel).SendAsync(request).ResponseAsync);
 
-        Assert.Equal("MESSAGE_SIZE_EXCEEDED", error.FarmError);
-        Assert.Contains("262144 bytes", error.Detail);
+        Assert.Equal("MESSAGE_SIZE_EXCEEDED", error.FarmError());
+        Assert.Contains("262144 bytes", error.Status.Detail);
         Assert.Equal(0, (await fixture.Farm.GetQueueCountsAsync(queue)).TotalMessageCount);
     }
 
@@ -188,11 +187,9 @@ public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<
         await using var client = new FarmClient(Connection);
         await using var sender = client.CreateSender(queue);
         await sender.SendMessageAsync(new FarmMessage("keep me"));
-        using var channel = new RpcChannel(new Uri(fixture.Farm.Address));
+        using var channel = FarmChannels.Create(new Uri(fixture.Farm.Address));
 
-        var response = await channel.UnaryAsync("/farm.v1.Messaging/Settle",
-            new SettleRequest { Entity = queue, Settlements = { new Settlement { LockToken = Guid.NewGuid().ToString(), Disposition = Disposition.Complete } } },
-            SettleResponse.Parser);
+        var response = await new Contracts.V1.Messaging.MessagingClient(channel).SettleAsync(new SettleRequest { Entity = queue, Settlements = { new Settlement { LockToken = Guid.NewGuid().ToString(), Disposition = Disposition.Complete } } }).ResponseAsync;
 
         Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(response.Results).ErrorCode);
         Assert.Equal(1, (await fixture.Farm.GetQueueCountsAsync(queue)).ActiveMessageCount);

@@ -1,5 +1,6 @@
 using Farm.Client;
-using Farm.Contracts.Rpc;
+using Farm.Contracts;
+using Grpc.Core;
 using Farm.Contracts.V1;
 
 namespace Farm.Perf.Load;
@@ -13,10 +14,9 @@ namespace Farm.Perf.Load;
 /// </summary>
 internal sealed class BatchSettler(string connectionString, string entity) : IDisposable
 {
-    private const string SettleMethod = "/farm.v1.Messaging/Settle";
     private static readonly TimeSpan CallTimeout = TimeSpan.FromSeconds(30);
 
-    private readonly RpcChannel _channel = new(FarmConnectionString.Parse(connectionString).Endpoints[0]);
+    private readonly Grpc.Net.Client.GrpcChannel _channel = FarmChannels.Create(FarmConnectionString.Parse(connectionString).Endpoints[0]);
 
     /// <summary>Completes every message; throws <see cref="InvalidOperationException"/> naming the first that failed.</summary>
     public async Task CompleteAsync(IReadOnlyList<FarmReceivedMessage> messages)
@@ -30,7 +30,7 @@ internal sealed class BatchSettler(string connectionString, string entity) : IDi
         SettleResponse response;
         try
         {
-            response = await _channel.UnaryAsync(SettleMethod, request, SettleResponse.Parser, new CallOptions(Deadline: DateTime.UtcNow + CallTimeout)).ConfigureAwait(false);
+            response = await new Messaging.MessagingClient(_channel).SettleAsync(request, deadline: DateTime.UtcNow + CallTimeout).ResponseAsync.ConfigureAwait(false);
         }
         catch (RpcException e)
         {

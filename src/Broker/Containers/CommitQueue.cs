@@ -1,3 +1,4 @@
+using Farm.Broker.Telemetry;
 using System.Threading.Channels;
 using Farm.ContainerStore;
 using Farm.ContainerStore.Containers;
@@ -33,7 +34,7 @@ internal sealed partial class CommitQueue : IAsyncDisposable
     /// Set once a commit's outcome is unknown: memory may no longer match the database, so nothing
     /// more is written through this queue; the container is reloaded from the database instead.
     /// </summary>
-    private Contracts.Rpc.RpcException? _broken;
+    private BrokerException? _broken;
 
     public CommitQueue(
         IContainerDatabase database, long containerId, long epoch, int maxOperations, Action<long> onEpochLost, Action<long> onOutcomeUnknown, ILogger logger)
@@ -56,7 +57,7 @@ internal sealed partial class CommitQueue : IAsyncDisposable
 
     /// <summary>
     /// Queues a write; completes once it is durable (after <paramref name="onCommitted"/> ran), or
-    /// fails with an RpcException (STALE_EPOCH / STORE_UNAVAILABLE) after <paramref name="onFailed"/> ran.
+    /// fails with a BrokerException (STALE_EPOCH / STORE_UNAVAILABLE) after <paramref name="onFailed"/> ran.
     /// </summary>
     public Task CommitAsync(Action<ContainerWriteBatch> write, Action? onCommitted = null, Action<Exception>? onFailed = null)
     {
@@ -100,8 +101,10 @@ internal sealed partial class CommitQueue : IAsyncDisposable
             }
             if (failure is null && !batch.IsEmpty)
             {
+                var started = System.Diagnostics.Stopwatch.GetTimestamp();
                 await _database.CommitAsync(Epoch, batch).ConfigureAwait(false);
                 Interlocked.Increment(ref _commitCount);
+                BrokerMetrics.RecordCommit(_containerId, group.Count, started);
             }
         }
         catch (StaleEpochException e)

@@ -228,12 +228,12 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     {
         foreach (var topic in _topics.Values)
         {
-            topic.StopTakingWork(FarmErrors.Create(Contracts.Rpc.RpcStatusCode.Unavailable, Contracts.V1.FarmErrorCode.ServiceBusy,
+            topic.StopTakingWork(FarmErrors.Busy(
                 $"'{topic.Name}' is moving to another broker; try again."));
         }
         foreach (var entity in _entities.Values)
         {
-            entity.StopTakingWork(FarmErrors.Create(Contracts.Rpc.RpcStatusCode.Unavailable, Contracts.V1.FarmErrorCode.ServiceBusy,
+            entity.StopTakingWork(FarmErrors.Busy(
                 $"'{entity.Name}' is moving to another broker; try again."));
         }
         var deadline = _time.GetUtcNow() + maxWait;
@@ -451,14 +451,14 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         {
             topic.Unload(IsLost
                 ? FarmErrors.NotOwner(topic.Name, null)
-                : FarmErrors.Create(Contracts.Rpc.RpcStatusCode.Unavailable, Contracts.V1.FarmErrorCode.ServiceBusy,
+                : FarmErrors.Busy(
                     $"The broker serving '{topic.Name}' is stopping; try again."));
         }
         foreach (var entity in _entities.Values)
         {
             entity.Unload(IsLost
                 ? FarmErrors.NotOwner(entity.Name, null)
-                : FarmErrors.Create(Contracts.Rpc.RpcStatusCode.Unavailable, Contracts.V1.FarmErrorCode.ServiceBusy,
+                : FarmErrors.Busy(
                     $"The broker serving '{entity.Name}' is stopping; try again."));
         }
         // Timers go after the entities stopped serving: a lost container must stop handing out

@@ -1,3 +1,4 @@
+using Farm.Broker.Telemetry;
 using Farm.ContainerStore.Containers;
 using Google.Protobuf;
 
@@ -70,12 +71,14 @@ internal sealed partial class QueueEntity
                     _deadLetter.Available.Add(message.SequenceNumber);
                 }
                 _deadLetter.SignalArrived();
+                BrokerMetrics.RecordDeadLettered(Name, reason);
             },
             _ => Unsettle(message)));
     }
 
     private void ExpireLocked(StoredMessage message, List<PendingChange> changes)
     {
+        BrokerMetrics.RecordExpired(Name);
         if (Settings.DeadLetteringOnMessageExpiration)
         {
             DeadLetterLocked(message, TtlExpired, "The message expired and was dead lettered.", null, changes);

@@ -1,3 +1,4 @@
+using Farm.Broker.Telemetry;
 using Farm.ContainerStore.Containers;
 using Farm.Contracts.V1;
 
@@ -117,6 +118,7 @@ internal sealed partial class QueueEntity
                 },
                 onFailed: _ => ReleaseAfterFailedDelivery(taken)).ConfigureAwait(false);
         }
+        BrokerMetrics.RecordReceived(PathOf(deadLetter), result.Count);
         return result;
     }
 

@@ -1,3 +1,4 @@
+using Farm.Broker.Telemetry;
 using Farm.ContainerStore.Containers;
 using Farm.Contracts.V1;
 using Google.Protobuf;
@@ -24,6 +25,7 @@ internal sealed partial class QueueEntity
                 if (commit is not null)
                 {
                     await commit.ConfigureAwait(false);
+                    BrokerMetrics.RecordSent(Name, results!.Count(sequence => sequence != 0));
                 }
                 return results!;
             }
@@ -57,7 +59,7 @@ internal sealed partial class QueueEntity
             var maxBytes = settings.MaxSizeInMegabytes * 1024 * 1024;
             if (_main.SizeInBytes + _deadLetter.SizeInBytes + total > maxBytes)
             {
-                throw FarmErrors.Create(Contracts.Rpc.RpcStatusCode.ResourceExhausted, FarmErrorCode.QuotaExceeded,
+                throw FarmErrors.QuotaExceeded(
                     $"The queue '{Name}' is full: it holds {_main.SizeInBytes + _deadLetter.SizeInBytes} bytes and MaxSizeInMegabytes is {settings.MaxSizeInMegabytes}.");
             }
             for (var i = 0; i < messages.Count; i++)

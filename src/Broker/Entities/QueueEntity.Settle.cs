@@ -1,3 +1,4 @@
+using Farm.Broker.Telemetry;
 using Farm.ContainerStore.Containers;
 using Google.Protobuf;
 using Farm.Contracts.V1;
@@ -58,9 +59,11 @@ internal sealed partial class QueueEntity
                         break;
                     case Disposition.Abandon when modified is not null:
                         AbandonModifiedLocked(message, modified, writes);
+                        BrokerMetrics.RecordAbandoned(PathOf(deadLetter));
                         break;
                     case Disposition.Abandon:
                         arrived |= ReleaseLockLocked(message, writes);
+                        BrokerMetrics.RecordAbandoned(PathOf(deadLetter));
                         break;
                     case Disposition.DeadLetter when deadLetter:
                         Fail(results[i], FarmErrors.Invalid("A message in a dead-letter queue cannot be dead-lettered again."));
@@ -105,7 +108,7 @@ internal sealed partial class QueueEntity
                 onCommitted: () => writes.ForEach(w => w.OnCommitted()),
                 onFailed: e => writes.ForEach(w => w.OnFailed(e))).ConfigureAwait(false);
         }
-        catch (Contracts.Rpc.RpcException e)
+        catch (BrokerException e)
         {
             foreach (var index in writeIndexes)
             {
@@ -115,10 +118,10 @@ internal sealed partial class QueueEntity
         return results;
     }
 
-    private static void Fail(SettleResult result, Contracts.Rpc.RpcException error)
+    private static void Fail(SettleResult result, BrokerException error)
     {
         result.ErrorCode = FarmErrors.CodeOf(error);
-        result.ErrorMessage = error.Detail;
+        result.ErrorMessage = error.Message;
     }
 
     private static string? NullIfEmpty(string s) => string.IsNullOrEmpty(s) ? null : s;
@@ -153,6 +156,7 @@ internal sealed partial class QueueEntity
                 {
                     RemoveStored(sub, message);
                 }
+                BrokerMetrics.RecordCompleted(PathOf(message.SubQueue == SubQueue.DeadLetter));
             },
             _ => Unsettle(message)));
     }
@@ -257,7 +261,7 @@ internal sealed partial class QueueEntity
                 {
                     var lost = FarmErrors.LockLost(PathOf(deadLetter), lockToken);
                     result.ErrorCode = FarmErrors.CodeOf(lost);
-                    result.ErrorMessage = lost.Detail;
+                    result.ErrorMessage = lost.Message;
                     continue;
                 }
                 message.LockedUntilMs = now + lockDuration;

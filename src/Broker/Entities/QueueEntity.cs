@@ -33,15 +33,15 @@ internal sealed partial class QueueEntity : ISendTarget
     private long _nextSequence;
 
     /// <summary>Set when this broker stops serving the entity: what every later call fails with.</summary>
-    private Contracts.Rpc.RpcException? _unloaded;
+    private BrokerException? _unloaded;
 
-    private readonly TaskCompletionSource<Contracts.Rpc.RpcException> _unloadedSignal = new(TaskCreationOptions.RunContinuationsAsynchronously);
+    private readonly TaskCompletionSource<BrokerException> _unloadedSignal = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
     /// <summary>
     /// Completes (with the reason) when this broker stops handing out the entity's messages, so a receive stream
     /// waiting for credit ends at once instead of holding its client on an entity that moved.
     /// </summary>
-    public Task<Contracts.Rpc.RpcException> Unloaded => _unloadedSignal.Task;
+    public Task<BrokerException> Unloaded => _unloadedSignal.Task;
 
     public QueueEntity(long id, string name, QueueSettings settings, CommitQueue commits, TimeProvider time, BrokerOptions options)
     {
@@ -117,14 +117,14 @@ internal sealed partial class QueueEntity : ISendTarget
     }
 
     /// <summary>Set when the entity stops taking new work before a planned move; settlements still run.</summary>
-    private Contracts.Rpc.RpcException? _stopping;
+    private BrokerException? _stopping;
 
     /// <summary>
     /// First step of a planned move: no more deliveries, sends or peeks (they fail with
     /// <paramref name="reason"/>, which gateways hold and retry), while the locks already handed
     /// out can still be settled or renewed, so their holders lose nothing.
     /// </summary>
-    public void StopTakingWork(Contracts.Rpc.RpcException reason)
+    public void StopTakingWork(BrokerException reason)
     {
         lock (_gate)
         {
@@ -161,7 +161,7 @@ internal sealed partial class QueueEntity : ISendTarget
     /// This broker stops serving the entity (deleted, container lost, node stopping): later calls
     /// and waiting receivers fail with <paramref name="reason"/>.
     /// </summary>
-    public void Unload(Contracts.Rpc.RpcException reason)
+    public void Unload(BrokerException reason)
     {
         lock (_gate)
         {
@@ -188,6 +188,23 @@ internal sealed partial class QueueEntity : ISendTarget
         if (_stopping is { } reason)
         {
             throw reason;
+        }
+    }
+
+    /// <summary>When the oldest message in the main queue was enqueued (Unix ms), or null when it is empty.</summary>
+    internal long? OldestEnqueuedAtMs()
+    {
+        lock (_gate)
+        {
+            long? oldest = null;
+            foreach (var message in _main.Messages.Values)
+            {
+                if (oldest is null || message.EnqueuedAtMs < oldest)
+                {
+                    oldest = message.EnqueuedAtMs;
+                }
+            }
+            return oldest;
         }
     }
 

@@ -40,7 +40,7 @@ public sealed record QueueSettings
 
     public static QueueSettings FromJson(string json) => JsonSerializer.Deserialize<QueueSettings>(json, Json) ?? new QueueSettings();
 
-    /// <summary>Applies the set fields of <paramref name="patch"/>; throws RpcException(InvalidArgument) naming a bad value.</summary>
+    /// <summary>Applies the set fields of <paramref name="patch"/>; throws BrokerException(InvalidArgument) naming a bad value.</summary>
     public QueueSettings With(QueueProperties? patch, string queueName)
     {
         if (patch is null)

@@ -1,13 +1,13 @@
 using Farm.Broker.Entities;
 using Farm.Broker.Node;
-using Farm.Broker.Rpc;
 using Farm.Contracts.V1;
 
 namespace Farm.Broker.Messaging;
 
 /// <summary>
 /// The farm.v1.Messaging operations on this broker's entities: validates requests, resolves the
-/// entity (following ForwardTo on send) and calls it. The gateway maps these onto gRPC methods.
+/// entity (following ForwardTo on send) and calls it. The gateway maps these onto gRPC methods;
+/// the broker knows nothing of the transport.
 /// </summary>
 public sealed class MessagingService(BrokerNode node)
 {
@@ -40,13 +40,13 @@ public sealed class MessagingService(BrokerNode node)
         return await node.ResolveSendTargetAsync(name, cancellationToken).ConfigureAwait(false);
     }
 
-    public async Task<SendResponse> SendAsync(SendRequest request, RpcCallContext context)
+    public async Task<SendResponse> SendAsync(SendRequest request, CancellationToken cancellationToken)
     {
         if (request.Messages.Count == 0)
         {
             throw FarmErrors.Invalid("A send needs at least one message.");
         }
-        var target = await ResolveSendTargetAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
+        var target = await ResolveSendTargetAsync(request.Entity, cancellationToken).ConfigureAwait(false);
         var batchBytes = request.CalculateSize();
         if (batchBytes > node.Options.MaxBatchSizeBytes)
         {
@@ -59,7 +59,7 @@ public sealed class MessagingService(BrokerNode node)
         var hops = 0u;
         while (target is QueueEntity { Settings.ForwardTo: { } next } && hops < node.Options.MaxForwardHops && seen.Add(next))
         {
-            target = await node.ResolveSendTargetAsync(next, context.CancellationToken).ConfigureAwait(false);
+            target = await node.ResolveSendTargetAsync(next, cancellationToken).ConfigureAwait(false);
             hops++;
         }
         foreach (var message in request.Messages)
@@ -71,7 +71,7 @@ public sealed class MessagingService(BrokerNode node)
         return new SendResponse { SequenceNumbers = { sequenceNumbers } };
     }
 
-    public async Task<ReceiveBatchResponse> ReceiveBatchAsync(ReceiveBatchRequest request, RpcCallContext context)
+    public async Task<ReceiveBatchResponse> ReceiveBatchAsync(ReceiveBatchRequest request, CancellationToken cancellationToken)
     {
         if (request.MaxMessages < 1)
         {
@@ -83,9 +83,9 @@ public sealed class MessagingService(BrokerNode node)
             throw FarmErrors.Invalid($"max_wait must not be negative; got {maxWait}.");
         }
         RequireMode(request.Mode);
-        var (queue, deadLetter) = await ResolveAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
+        var (queue, deadLetter) = await ResolveAsync(request.Entity, cancellationToken).ConfigureAwait(false);
         RefuseIfForwarding(queue, deadLetter);
-        var messages = await queue.ReceiveAsync(deadLetter, request.Mode, request.MaxMessages, maxWait, context.CancellationToken).ConfigureAwait(false);
+        var messages = await queue.ReceiveAsync(deadLetter, request.Mode, request.MaxMessages, maxWait, cancellationToken).ConfigureAwait(false);
         return new ReceiveBatchResponse { Messages = { messages } };
     }
 
@@ -93,9 +93,8 @@ public sealed class MessagingService(BrokerNode node)
     /// A receive stream with credit: pushes messages while the client has credit, waits when it
     /// has none. Ends when the client half-closes and its credit is used up, or cancels.
     /// </summary>
-    public async Task ReceiveAsync(IAsyncEnumerable<ReceiveRequest> requests, IRpcStreamWriter<ReceiveResponse> responses, RpcCallContext context)
+    public async Task ReceiveAsync(IAsyncEnumerable<ReceiveRequest> requests, IResponseStream<ReceiveResponse> responses, CancellationToken cancellationToken)
     {
-        var cancellationToken = context.CancellationToken;
         // Whoever reads the request stream last disposes it, after its last read: disposing an
         // async enumerator while another task is inside MoveNextAsync throws.
         var incoming = requests.GetAsyncEnumerator(cancellationToken);
@@ -260,26 +259,26 @@ public sealed class MessagingService(BrokerNode node)
         return await waiting.ConfigureAwait(false);
     }
 
-    public async Task<SettleResponse> SettleAsync(SettleRequest request, RpcCallContext context)
+    public async Task<SettleResponse> SettleAsync(SettleRequest request, CancellationToken cancellationToken)
     {
-        var (queue, deadLetter) = await ResolveAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
+        var (queue, deadLetter) = await ResolveAsync(request.Entity, cancellationToken).ConfigureAwait(false);
         var results = await queue.SettleAsync(deadLetter, request.Settlements).ConfigureAwait(false);
         return new SettleResponse { Results = { results } };
     }
 
-    public async Task<RenewLockResponse> RenewLockAsync(RenewLockRequest request, RpcCallContext context)
+    public async Task<RenewLockResponse> RenewLockAsync(RenewLockRequest request, CancellationToken cancellationToken)
     {
-        var (queue, deadLetter) = await ResolveAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
+        var (queue, deadLetter) = await ResolveAsync(request.Entity, cancellationToken).ConfigureAwait(false);
         return new RenewLockResponse { Results = { queue.RenewLocks(deadLetter, request.LockTokens) } };
     }
 
-    public async Task<ReceiveBatchResponse> ReceiveDeferredAsync(ReceiveDeferredRequest request, RpcCallContext context)
+    public async Task<ReceiveBatchResponse> ReceiveDeferredAsync(ReceiveDeferredRequest request, CancellationToken cancellationToken)
     {
         if (request.SequenceNumbers.Count == 0)
         {
             throw FarmErrors.Invalid("Name at least one sequence number.");
         }
-        var (queue, deadLetter) = await ResolveAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
+        var (queue, deadLetter) = await ResolveAsync(request.Entity, cancellationToken).ConfigureAwait(false);
         RefuseIfForwarding(queue, deadLetter);
         if (deadLetter)
         {
@@ -290,20 +289,20 @@ public sealed class MessagingService(BrokerNode node)
         return new ReceiveBatchResponse { Messages = { messages } };
     }
 
-    public async Task<PeekResponse> PeekAsync(PeekRequest request, RpcCallContext context)
+    public async Task<PeekResponse> PeekAsync(PeekRequest request, CancellationToken cancellationToken)
     {
         var max = request.MaxMessages < 1 ? 1 : Math.Min(request.MaxMessages, node.Options.MaxMessagesPerReceive);
-        var (queue, deadLetter) = await ResolveAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
+        var (queue, deadLetter) = await ResolveAsync(request.Entity, cancellationToken).ConfigureAwait(false);
         return new PeekResponse { Messages = { queue.Peek(deadLetter, request.FromSequenceNumber, max) } };
     }
 
-    public async Task<CancelScheduledResponse> CancelScheduledAsync(CancelScheduledRequest request, RpcCallContext context)
+    public async Task<CancelScheduledResponse> CancelScheduledAsync(CancelScheduledRequest request, CancellationToken cancellationToken)
     {
         if (request.Entity.EndsWith(EntityNames.DeadLetterQueueSuffix, StringComparison.OrdinalIgnoreCase))
         {
             throw FarmErrors.Invalid("A dead-letter queue holds no scheduled messages.");
         }
-        var target = await ResolveSendTargetAsync(request.Entity, context.CancellationToken).ConfigureAwait(false);
+        var target = await ResolveSendTargetAsync(request.Entity, cancellationToken).ConfigureAwait(false);
         await target.CancelScheduledAsync(request.SequenceNumbers).ConfigureAwait(false);
         return new CancelScheduledResponse();
     }

@@ -48,7 +48,7 @@ public sealed partial class BrokerNode
         {
             if (!await TakeContainerAsync(Farm, containerId, cancellationToken).ConfigureAwait(false))
             {
-                throw FarmErrors.Create(Contracts.Rpc.RpcStatusCode.Aborted, Contracts.V1.FarmErrorCode.ServiceBusy,
+                throw FarmErrors.Busy(
                     $"Container {containerId} was taken by another node before node {NodeId} could take it.");
             }
         }

@@ -57,6 +57,7 @@ public sealed partial class BrokerNode
             await _stopping.CancelAsync().ConfigureAwait(false);
             return;
         }
+        Interlocked.Exchange(ref _lastHeartbeatTicks, _leaseClock.GetUtcNow().UtcTicks);
         foreach (var host in _containers.Values)
         {
             var startedAt = _leaseClock.GetUtcNow();

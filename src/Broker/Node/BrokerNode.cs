@@ -49,7 +49,21 @@ public sealed partial class BrokerNode : IAsyncDisposable
         _time = time;
         _leaseClock = leaseClock ?? TimeProvider.System;
         _logger = logger;
+        _metrics = new Telemetry.NodeMetrics(this);
     }
+
+    private readonly Telemetry.NodeMetrics _metrics;
+    private long _lastHeartbeatTicks;
+
+    /// <summary>When this node's last heartbeat was written (null before the first), on the lease clock.</summary>
+    internal DateTimeOffset? LastHeartbeatAt => Interlocked.Read(ref _lastHeartbeatTicks) is var ticks and > 0 ? new DateTimeOffset(ticks, TimeSpan.Zero) : null;
+
+    /// <summary>The containers this node serves now.</summary>
+    internal IEnumerable<ContainerHost> ServedContainers => _containers.Values;
+
+    internal TimeProvider LeaseClock => _leaseClock;
+
+    internal TimeProvider Time => _time;
 
     public long NodeId => _nodeOptions.NodeId;
 
@@ -60,7 +74,7 @@ public sealed partial class BrokerNode : IAsyncDisposable
     public bool IsStarted => _farm is not null;
 
     /// <summary>The farm database. Throws Unavailable while the node is starting.</summary>
-    public IFarmStore Farm => _farm ?? throw FarmErrors.Create(Contracts.Rpc.RpcStatusCode.Unavailable, Contracts.V1.FarmErrorCode.ServiceBusy, "The node is still starting.");
+    public IFarmStore Farm => _farm ?? throw FarmErrors.Busy("The node is still starting.");
 
     public string FarmConnectionString => string.IsNullOrEmpty(_nodeOptions.FarmConnectionString)
         ? $"Data Source={Path.Combine(Path.GetFullPath(_nodeOptions.DataDirectory), "farm.db")}"
@@ -195,6 +209,7 @@ public sealed partial class BrokerNode : IAsyncDisposable
             return true;
         }
         LogContainerTaken(_logger, containerId, lease.Epoch);
+        Telemetry.BrokerMetrics.RecordTake(containerId, NodeId);
         if (host.IsLost)
         {
             // Its lease deadline passed (or a commit failed) before it was registered here.
@@ -409,6 +424,7 @@ public sealed partial class BrokerNode : IAsyncDisposable
 
     public async ValueTask DisposeAsync()
     {
+        _metrics.Dispose();
         await _stopping.CancelAsync().ConfigureAwait(false);
         foreach (var loop in new[] { _ownershipLoop, _renewalLoop })
         {

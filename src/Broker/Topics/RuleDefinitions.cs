@@ -25,7 +25,7 @@ public static class RuleDefinitions
 
     public static RuleProperties FromJson(string json) => RuleProperties.Parser.ParseJson(json);
 
-    /// <summary>Parses the rule; throws RpcException(InvalidArgument) naming what is wrong and where.</summary>
+    /// <summary>Parses the rule; throws BrokerException(InvalidArgument) naming what is wrong and where.</summary>
     public static Rule Parse(RuleProperties rule)
     {
         if (ValidateName(rule.Name) is { } nameError)

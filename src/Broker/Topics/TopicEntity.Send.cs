@@ -1,3 +1,4 @@
+using Farm.Broker.Telemetry;
 using Farm.Broker.Entities;
 using Farm.Broker.Rules;
 using Farm.ContainerStore.Containers;
@@ -32,6 +33,7 @@ internal sealed partial class TopicEntity
             if (waitFor is null)
             {
                 await commit!.ConfigureAwait(false);
+                BrokerMetrics.RecordSent(Name, results!.Count(sequence => sequence != 0));
                 return results!;
             }
             // A MessageId of this batch is in a send that has not committed yet: wait for its
@@ -97,7 +99,7 @@ internal sealed partial class TopicEntity
         var (_, stored) = GetCounts();
         if (stored + total > maxBytes)
         {
-            throw FarmErrors.Create(Contracts.Rpc.RpcStatusCode.ResourceExhausted, FarmErrorCode.QuotaExceeded,
+            throw FarmErrors.QuotaExceeded(
                 $"The topic '{Name}' is full: it holds {stored} bytes and MaxSizeInMegabytes is {settings.MaxSizeInMegabytes}.");
         }
         var accepted = new List<Accepted>(messages.Count);

@@ -51,8 +51,8 @@ internal sealed partial class TopicEntity : ISendTarget
     private readonly BrokerOptions _options;
     private long _nextSequence = 1;
     private Subscription[] _subscriptions = [];
-    private Contracts.Rpc.RpcException? _unloaded;
-    private Contracts.Rpc.RpcException? _stopping;
+    private BrokerException? _unloaded;
+    private BrokerException? _stopping;
     private readonly InFlightIds _inFlightIds = new();
 
     /// <summary>Completes when the topic is unloaded: a send waiting for another's outcome stops waiting.</summary>
@@ -247,7 +247,7 @@ internal sealed partial class TopicEntity : ISendTarget
     }
 
     /// <summary>First step of a planned move: no more sends; the subscriptions stop on their own.</summary>
-    public void StopTakingWork(Contracts.Rpc.RpcException reason)
+    public void StopTakingWork(BrokerException reason)
     {
         lock (_sendGate)
         {
@@ -256,7 +256,7 @@ internal sealed partial class TopicEntity : ISendTarget
     }
 
     /// <summary>This broker stops serving the topic (deleted, container lost, node stopping).</summary>
-    public void Unload(Contracts.Rpc.RpcException reason)
+    public void Unload(BrokerException reason)
     {
         lock (_sendGate)
         {

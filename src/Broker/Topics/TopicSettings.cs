@@ -29,7 +29,7 @@ public sealed record TopicSettings
 
     public static TopicSettings FromJson(string json) => JsonSerializer.Deserialize<TopicSettings>(json, Json) ?? new TopicSettings();
 
-    /// <summary>Applies the set fields of <paramref name="patch"/>; throws RpcException(InvalidArgument) naming a bad value.</summary>
+    /// <summary>Applies the set fields of <paramref name="patch"/>; throws BrokerException(InvalidArgument) naming a bad value.</summary>
     public TopicSettings With(TopicProperties? patch)
     {
         var next = patch is null ? this : this with
@@ -96,7 +96,7 @@ public sealed record SubscriptionSettings
     public static SubscriptionSettings FromJson(string json) => JsonSerializer.Deserialize<SubscriptionSettings>(json, Json) ?? new SubscriptionSettings();
 
     /// <summary>
-    /// Applies the set fields of <paramref name="patch"/>; throws RpcException(InvalidArgument) naming a
+    /// Applies the set fields of <paramref name="patch"/>; throws BrokerException(InvalidArgument) naming a
     /// bad value. Forwarding may not name the subscription itself or its own topic (a loop).
     /// </summary>
     public SubscriptionSettings With(SubscriptionProperties? patch, string topicName, string subscriptionName)

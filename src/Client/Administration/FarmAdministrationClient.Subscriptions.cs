@@ -37,7 +37,7 @@ public sealed partial class FarmAdministrationClient
             Name = subscription.SubscriptionName,
             Properties = SubscriptionMapper.ToProto(subscription, onlyAssigned: true),
         };
-        var info = await CallAsync(RpcMethods.UpdateSubscription, request, SubscriptionInfo.Parser, subscription.Path, cancellationToken).ConfigureAwait(false);
+        var info = await CallAsync(FarmCalls.UpdateSubscription, request, subscription.Path, cancellationToken).ConfigureAwait(false);
         return SubscriptionMapper.FromInfo(info);
     }
 
@@ -46,7 +46,7 @@ public sealed partial class FarmAdministrationClient
     {
         var path = SubscriptionPathOf(topicName, subscriptionName);
         var request = new DeleteSubscriptionRequest { Topic = topicName, Name = subscriptionName };
-        await CallAsync(RpcMethods.DeleteSubscription, request, DeleteSubscriptionResponse.Parser, path, cancellationToken).ConfigureAwait(false);
+        await CallAsync(FarmCalls.DeleteSubscription, request, path, cancellationToken).ConfigureAwait(false);
     }
 
     public async Task<bool> SubscriptionExistsAsync(string topicName, string subscriptionName, CancellationToken cancellationToken = default)
@@ -102,7 +102,7 @@ public sealed partial class FarmAdministrationClient
         ArgumentNullException.ThrowIfNull(options);
         var path = RulePathOf(topicName, subscriptionName, options.Name);
         var request = new CreateRuleRequest { Topic = topicName, Subscription = subscriptionName, Rule = RuleMapper.ToProto(options) };
-        var info = await CallAsync(RpcMethods.CreateRule, request, RuleInfo.Parser, path, cancellationToken).ConfigureAwait(false);
+        var info = await CallAsync(FarmCalls.CreateRule, request, path, cancellationToken).ConfigureAwait(false);
         return RuleMapper.FromInfo(info);
     }
 
@@ -112,7 +112,7 @@ public sealed partial class FarmAdministrationClient
         ArgumentException.ThrowIfNullOrWhiteSpace(ruleName);
         var path = RulePathOf(topicName, subscriptionName, ruleName);
         var request = new DeleteRuleRequest { Topic = topicName, Subscription = subscriptionName, Name = ruleName };
-        await CallAsync(RpcMethods.DeleteRule, request, DeleteRuleResponse.Parser, path, cancellationToken).ConfigureAwait(false);
+        await CallAsync(FarmCalls.DeleteRule, request, path, cancellationToken).ConfigureAwait(false);
     }
 
     /// <summary>One rule of a subscription; <see cref="FarmFailureReason.MessagingEntityNotFound"/> when it has none of that name.</summary>
@@ -121,7 +121,7 @@ public sealed partial class FarmAdministrationClient
         ArgumentException.ThrowIfNullOrWhiteSpace(ruleName);
         var path = RulePathOf(topicName, subscriptionName, ruleName);
         var request = new GetRuleRequest { Topic = topicName, Subscription = subscriptionName, Name = ruleName };
-        return RuleMapper.FromInfo(await CallAsync(RpcMethods.GetRule, request, RuleInfo.Parser, path, cancellationToken).ConfigureAwait(false));
+        return RuleMapper.FromInfo(await CallAsync(FarmCalls.GetRule, request, path, cancellationToken).ConfigureAwait(false));
     }
 
     /// <summary>
@@ -135,7 +135,7 @@ public sealed partial class FarmAdministrationClient
         var path = RulePathOf(topicName, subscriptionName, rule.Name);
         var options = new CreateRuleOptions(rule.Name, rule.Filter) { Action = rule.Action };
         var request = new UpdateRuleRequest { Topic = topicName, Subscription = subscriptionName, Rule = RuleMapper.ToProto(options) };
-        return RuleMapper.FromInfo(await CallAsync(RpcMethods.UpdateRule, request, RuleInfo.Parser, path, cancellationToken).ConfigureAwait(false));
+        return RuleMapper.FromInfo(await CallAsync(FarmCalls.UpdateRule, request, path, cancellationToken).ConfigureAwait(false));
     }
 
     public async Task<bool> RuleExistsAsync(string topicName, string subscriptionName, string ruleName, CancellationToken cancellationToken = default)
@@ -149,7 +149,7 @@ public sealed partial class FarmAdministrationClient
     {
         var path = SubscriptionPathOf(topicName, subscriptionName);
         var request = new ListRulesRequest { Topic = topicName, Subscription = subscriptionName };
-        var response = await CallAsync(RpcMethods.ListRules, request, ListRulesResponse.Parser, path, cancellationToken).ConfigureAwait(false);
+        var response = await CallAsync(FarmCalls.ListRules, request, path, cancellationToken).ConfigureAwait(false);
         return response.Rules.Select(RuleMapper.FromInfo).ToList();
     }
 
@@ -172,7 +172,7 @@ public sealed partial class FarmAdministrationClient
             Properties = SubscriptionMapper.ToProto(options, onlyAssigned: true),
             Rule = rule is null ? null : RuleMapper.ToProto(rule),
         };
-        var info = await CallAsync(RpcMethods.CreateSubscription, request, SubscriptionInfo.Parser, options.Path, cancellationToken).ConfigureAwait(false);
+        var info = await CallAsync(FarmCalls.CreateSubscription, request, options.Path, cancellationToken).ConfigureAwait(false);
         return SubscriptionMapper.FromInfo(info);
     }
 
@@ -180,13 +180,13 @@ public sealed partial class FarmAdministrationClient
     {
         var path = SubscriptionPathOf(topicName, subscriptionName);
         var request = new GetSubscriptionRequest { Topic = topicName, Name = subscriptionName };
-        return CallAsync(RpcMethods.GetSubscription, request, SubscriptionInfo.Parser, path, cancellationToken);
+        return CallAsync(FarmCalls.GetSubscription, request, path, cancellationToken);
     }
 
     private Task<ListSubscriptionsResponse> ListSubscriptionInfosAsync(string topicName, CancellationToken cancellationToken)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(topicName);
-        return CallAsync(RpcMethods.ListSubscriptions, new ListSubscriptionsRequest { Topic = topicName }, ListSubscriptionsResponse.Parser, topicName, cancellationToken);
+        return CallAsync(FarmCalls.ListSubscriptions, new ListSubscriptionsRequest { Topic = topicName }, topicName, cancellationToken);
     }
 
     /// <summary>"topic/Subscriptions/sub", for error messages; checks both names are given.</summary>

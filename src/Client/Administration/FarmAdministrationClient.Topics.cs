@@ -19,7 +19,7 @@ public sealed partial class FarmAdministrationClient
             Properties = TopicMapper.ToProto(options, onlyAssigned: true),
             ContainerId = options.ContainerId ?? 0,
         };
-        var info = await CallAsync(RpcMethods.CreateTopic, request, TopicInfo.Parser, options.Name, cancellationToken).ConfigureAwait(false);
+        var info = await CallAsync(FarmCalls.CreateTopic, request, options.Name, cancellationToken).ConfigureAwait(false);
         return TopicMapper.FromInfo(info);
     }
 
@@ -38,7 +38,7 @@ public sealed partial class FarmAdministrationClient
     {
         ArgumentNullException.ThrowIfNull(topic);
         var request = new UpdateTopicRequest { Name = topic.Name, Properties = TopicMapper.ToProto(topic, onlyAssigned: true) };
-        var info = await CallAsync(RpcMethods.UpdateTopic, request, TopicInfo.Parser, topic.Name, cancellationToken).ConfigureAwait(false);
+        var info = await CallAsync(FarmCalls.UpdateTopic, request, topic.Name, cancellationToken).ConfigureAwait(false);
         return TopicMapper.FromInfo(info);
     }
 
@@ -46,7 +46,7 @@ public sealed partial class FarmAdministrationClient
     public async Task DeleteTopicAsync(string name, CancellationToken cancellationToken = default)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(name);
-        await CallAsync(RpcMethods.DeleteTopic, new DeleteTopicRequest { Name = name }, DeleteTopicResponse.Parser, name, cancellationToken).ConfigureAwait(false);
+        await CallAsync(FarmCalls.DeleteTopic, new DeleteTopicRequest { Name = name }, name, cancellationToken).ConfigureAwait(false);
     }
 
     public async Task<bool> TopicExistsAsync(string name, CancellationToken cancellationToken = default)
@@ -96,9 +96,9 @@ public sealed partial class FarmAdministrationClient
     private Task<TopicInfo> GetTopicInfoAsync(string name, CancellationToken cancellationToken)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(name);
-        return CallAsync(RpcMethods.GetTopic, new GetTopicRequest { Name = name }, TopicInfo.Parser, name, cancellationToken);
+        return CallAsync(FarmCalls.GetTopic, new GetTopicRequest { Name = name }, name, cancellationToken);
     }
 
     private Task<ListTopicsResponse> ListTopicInfosAsync(CancellationToken cancellationToken)
-        => CallAsync(RpcMethods.ListTopics, new ListTopicsRequest(), ListTopicsResponse.Parser, null, cancellationToken);
+        => CallAsync(FarmCalls.ListTopics, new ListTopicsRequest(), null, cancellationToken);
 }

@@ -38,21 +38,21 @@ public sealed partial class FarmAdministrationClient : IDisposable
             Properties = QueueMapper.ToProto(options, onlyAssigned: true),
             ContainerId = options.ContainerId ?? 0,
         };
-        var info = await CallAsync(RpcMethods.CreateQueue, request, QueueInfo.Parser, options.Name, cancellationToken).ConfigureAwait(false);
+        var info = await CallAsync(FarmCalls.CreateQueue, request, options.Name, cancellationToken).ConfigureAwait(false);
         return QueueMapper.FromInfo(info);
     }
 
     public async Task<QueueProperties> GetQueueAsync(string name, CancellationToken cancellationToken = default)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(name);
-        var info = await CallAsync(RpcMethods.GetQueue, new GetQueueRequest { Name = name }, QueueInfo.Parser, name, cancellationToken).ConfigureAwait(false);
+        var info = await CallAsync(FarmCalls.GetQueue, new GetQueueRequest { Name = name }, name, cancellationToken).ConfigureAwait(false);
         return QueueMapper.FromInfo(info);
     }
 
     public async Task<QueueRuntimeProperties> GetQueueRuntimePropertiesAsync(string name, CancellationToken cancellationToken = default)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(name);
-        var info = await CallAsync(RpcMethods.GetQueue, new GetQueueRequest { Name = name }, QueueInfo.Parser, name, cancellationToken).ConfigureAwait(false);
+        var info = await CallAsync(FarmCalls.GetQueue, new GetQueueRequest { Name = name }, name, cancellationToken).ConfigureAwait(false);
         return QueueMapper.RuntimeFromInfo(info);
     }
 
@@ -61,14 +61,14 @@ public sealed partial class FarmAdministrationClient : IDisposable
     {
         ArgumentNullException.ThrowIfNull(queue);
         var request = new UpdateQueueRequest { Name = queue.Name, Properties = QueueMapper.ToProto(queue, onlyAssigned: true) };
-        var info = await CallAsync(RpcMethods.UpdateQueue, request, QueueInfo.Parser, queue.Name, cancellationToken).ConfigureAwait(false);
+        var info = await CallAsync(FarmCalls.UpdateQueue, request, queue.Name, cancellationToken).ConfigureAwait(false);
         return QueueMapper.FromInfo(info);
     }
 
     public async Task DeleteQueueAsync(string name, CancellationToken cancellationToken = default)
     {
         ArgumentException.ThrowIfNullOrWhiteSpace(name);
-        await CallAsync(RpcMethods.DeleteQueue, new DeleteQueueRequest { Name = name }, DeleteQueueResponse.Parser, name, cancellationToken).ConfigureAwait(false);
+        await CallAsync(FarmCalls.DeleteQueue, new DeleteQueueRequest { Name = name }, name, cancellationToken).ConfigureAwait(false);
     }
 
     public async Task<bool> QueueExistsAsync(string name, CancellationToken cancellationToken = default)
@@ -117,13 +117,13 @@ public sealed partial class FarmAdministrationClient : IDisposable
 
     public async Task<ContainerProperties> CreateContainerAsync(CancellationToken cancellationToken = default)
     {
-        var info = await CallAsync(RpcMethods.CreateContainer, new CreateContainerRequest(), ContainerInfo.Parser, null, cancellationToken).ConfigureAwait(false);
+        var info = await CallAsync(FarmCalls.CreateContainer, new CreateContainerRequest(), null, cancellationToken).ConfigureAwait(false);
         return QueueMapper.FromProto(info);
     }
 
     public async Task<IReadOnlyList<ContainerProperties>> GetContainersAsync(CancellationToken cancellationToken = default)
     {
-        var response = await CallAsync(RpcMethods.ListContainers, new ListContainersRequest(), ListContainersResponse.Parser, null, cancellationToken).ConfigureAwait(false);
+        var response = await CallAsync(FarmCalls.ListContainers, new ListContainersRequest(), null, cancellationToken).ConfigureAwait(false);
         return response.Containers.Select(QueueMapper.FromProto).ToList();
     }
 
@@ -133,14 +133,14 @@ public sealed partial class FarmAdministrationClient : IDisposable
     /// </summary>
     public async Task<ContainerProperties> MoveContainerAsync(long containerId, long toNode, CancellationToken cancellationToken = default)
     {
-        var info = await CallAsync(RpcMethods.MoveContainer, new MoveContainerRequest { ContainerId = containerId, ToNode = toNode }, ContainerInfo.Parser, null, cancellationToken).ConfigureAwait(false);
+        var info = await CallAsync(FarmCalls.MoveContainer, new MoveContainerRequest { ContainerId = containerId, ToNode = toNode }, null, cancellationToken).ConfigureAwait(false);
         return QueueMapper.FromProto(info);
     }
 
     /// <summary>Asks a node to hand its containers to the other nodes one at a time, then stop.</summary>
     public async Task<FarmNodeProperties> DrainNodeAsync(long nodeId, CancellationToken cancellationToken = default)
     {
-        var node = await CallAsync(RpcMethods.DrainNode, new DrainNodeRequest { NodeId = nodeId }, NodeInfo.Parser, null, cancellationToken).ConfigureAwait(false);
+        var node = await CallAsync(FarmCalls.DrainNode, new DrainNodeRequest { NodeId = nodeId }, null, cancellationToken).ConfigureAwait(false);
         return new FarmNodeProperties
         {
             Id = node.Id,
@@ -154,17 +154,15 @@ public sealed partial class FarmAdministrationClient : IDisposable
     /// <summary>Nodes, containers and entity count of the farm.</summary>
     public async Task<FarmStatusProperties> GetFarmStatusAsync(CancellationToken cancellationToken = default)
     {
-        var status = await CallAsync(RpcMethods.GetStatus, new GetStatusRequest(), Contracts.V1.FarmStatus.Parser, null, cancellationToken).ConfigureAwait(false);
+        var status = await CallAsync(FarmCalls.GetStatus, new GetStatusRequest(), null, cancellationToken).ConfigureAwait(false);
         return QueueMapper.FromProto(status);
     }
 
     public void Dispose() => _connection.Dispose();
 
     private Task<ListQueuesResponse> ListQueueInfosAsync(CancellationToken cancellationToken)
-        => CallAsync(RpcMethods.ListQueues, new ListQueuesRequest(), ListQueuesResponse.Parser, null, cancellationToken);
+        => CallAsync(FarmCalls.ListQueues, new ListQueuesRequest(), null, cancellationToken);
 
-    private Task<TResponse> CallAsync<TRequest, TResponse>(string method, TRequest request, Google.Protobuf.MessageParser<TResponse> parser, string? entityPath, CancellationToken cancellationToken)
-        where TRequest : Google.Protobuf.IMessage<TRequest>
-        where TResponse : Google.Protobuf.IMessage<TResponse>
-        => _connection.UnaryAsync(method, request, parser, entityPath, cancellationToken);
+    private Task<TResponse> CallAsync<TRequest, TResponse>(FarmCall<TRequest, TResponse> call, TRequest request, string? entityPath, CancellationToken cancellationToken)
+        => _connection.UnaryAsync(call, request, entityPath, cancellationToken);
 }

@@ -1,6 +1,7 @@
 using System.Collections.Concurrent;
-using Farm.Contracts.Rpc;
+using Farm.Contracts;
 using Farm.Contracts.V1;
+using Grpc.Core;
 
 namespace Farm.Client;
 
@@ -11,11 +12,10 @@ namespace Farm.Client;
 // cached owner is dropped and the retry policy's next attempt looks it up again.
 internal sealed partial class FarmConnection
 {
-    private const string DirectHeader = "farm-direct";
-    private static readonly IReadOnlyDictionary<string, string> DirectHeaders = new Dictionary<string, string> { [DirectHeader] = "1" };
+    private static readonly Metadata DirectHeaders = FarmMetadata.DirectHeaders();
 
     private readonly ConcurrentDictionary<string, string> _owners = new(StringComparer.OrdinalIgnoreCase);
-    private readonly ConcurrentDictionary<string, RpcChannel> _brokers = new(StringComparer.OrdinalIgnoreCase);
+    private readonly ConcurrentDictionary<string, FarmStubs> _brokers = new(StringComparer.OrdinalIgnoreCase);
 
     /// <summary>
     /// Entities whose owner could not be reached, and when: for a while their calls go through a
@@ -27,18 +27,15 @@ internal sealed partial class FarmConnection
     private static readonly TimeSpan ViaGatewayAfterOwnerLoss = TimeSpan.FromSeconds(10);
 
     /// <summary>A route for one messaging call: the channel to use, the headers to send, and what to learn from a failure.</summary>
-    internal readonly record struct Route(RpcChannel Channel, IReadOnlyDictionary<string, string>? Headers, int GatewayIndex, string? EntityName);
-
-    private static bool IsMessaging(string method) =>
-        method.StartsWith("/farm.v1.Messaging/", StringComparison.Ordinal) && method != RpcMethods.Lookup;
+    internal readonly record struct Route(FarmStubs Channel, Metadata? Headers, int GatewayIndex, string? EntityName);
 
     /// <summary>The entity a path belongs to, which Lookup resolves: "q" for "q/$DeadLetterQueue", "t" for "t/Subscriptions/s" (a topic and its subscriptions share a container).</summary>
     internal static string EntityNameOf(string entityPath) => entityPath.Split('/', 2)[0];
 
     /// <summary>The gateway, or in redirect mode the broker that serves the entity (looked up on first use).</summary>
-    internal async ValueTask<Route> RouteAsync(string method, string? entityPath, CancellationToken cancellationToken)
+    internal async ValueTask<Route> RouteAsync(bool isEntityMessaging, string? entityPath, CancellationToken cancellationToken)
     {
-        if (!ConnectionString.EnableRedirect || entityPath is null || !IsMessaging(method))
+        if (!ConnectionString.EnableRedirect || entityPath is null || !isEntityMessaging)
         {
             return new Route(GetChannel(out var index), null, index, null);
         }
@@ -57,11 +54,10 @@ internal sealed partial class FarmConnection
             var deadline = TimeProvider.GetUtcNow().UtcDateTime + Retry.TryTimeout;
             try
             {
-                var lookup = await gateway.UnaryAsync(RpcMethods.Lookup, new LookupRequest { Entity = name }, LookupResponse.Parser,
-                    new CallOptions(Deadline: deadline, CancellationToken: cancellationToken)).ConfigureAwait(false);
+                var lookup = await gateway.Messaging.LookupAsync(new LookupRequest { Entity = name }, deadline: deadline, cancellationToken: cancellationToken).ConfigureAwait(false);
                 owner = lookup.OwnerAddress;
             }
-            catch (RpcException e) when (e.StatusCode == RpcStatusCode.Unavailable && e.FarmError is null)
+            catch (RpcException e) when (e.StatusCode == StatusCode.Unavailable && e.FarmError() is null)
             {
                 ReportUnavailable(index);
                 throw;
@@ -69,7 +65,7 @@ internal sealed partial class FarmConnection
             _owners[name] = owner;
         }
         ObjectDisposedException.ThrowIf(IsDisposed, this);
-        return new Route(_brokers.GetOrAdd(owner, a => new RpcChannel(new Uri(a))), DirectHeaders, -1, name);
+        return new Route(_brokers.GetOrAdd(owner, a => new FarmStubs(FarmChannels.Create(new Uri(a)))), DirectHeaders, -1, name);
     }
 
     /// <summary>Learns from a failed call: a gateway that is down, or an owner that moved or died.</summary>
@@ -77,21 +73,22 @@ internal sealed partial class FarmConnection
     {
         if (route.EntityName is null)
         {
-            if (error.StatusCode == RpcStatusCode.Unavailable && route.GatewayIndex >= 0)
+            if (error.StatusCode == StatusCode.Unavailable && route.GatewayIndex >= 0)
             {
                 ReportUnavailable(route.GatewayIndex);
             }
             return;
         }
-        if (error.FarmError == "NOT_OWNER" && error.Trailers.TryGetValue(RpcException.FarmOwnerTrailer, out var newOwner) && newOwner.Length > 0)
+        var farmError = error.FarmError();
+        if (farmError == "NOT_OWNER" && error.FarmOwner() is { } newOwner)
         {
             _owners[route.EntityName] = newOwner;
         }
-        else if (error.StatusCode == RpcStatusCode.Unavailable || error.FarmError is "NOT_OWNER" or "STALE_EPOCH" or "MESSAGING_ENTITY_NOT_FOUND")
+        else if (error.StatusCode == StatusCode.Unavailable || farmError is "NOT_OWNER" or "STALE_EPOCH" or "MESSAGING_ENTITY_NOT_FOUND")
         {
             _owners.TryRemove(route.EntityName, out _);
         }
-        if (error.StatusCode == RpcStatusCode.Unavailable && error.FarmError is null or "NOT_OWNER")
+        if (error.StatusCode == StatusCode.Unavailable && farmError is null or "NOT_OWNER")
         {
             // The owner is dead or not known yet: go through a gateway until the takeover is over.
             _viaGatewayUntil[route.EntityName] = TimeProvider.GetUtcNow() + ViaGatewayAfterOwnerLoss;

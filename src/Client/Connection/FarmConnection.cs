@@ -1,5 +1,5 @@
-using Farm.Contracts.Rpc;
-using Google.Protobuf;
+using Farm.Contracts;
+using Grpc.Core;
 
 namespace Farm.Client;
 
@@ -10,7 +10,7 @@ namespace Farm.Client;
 /// </summary>
 internal sealed partial class FarmConnection : IDisposable
 {
-    private readonly RpcChannel?[] _channels;
+    private readonly FarmStubs?[] _channels;
     private readonly Lock _gate = new();
     private int _current;
     private bool _disposed;
@@ -20,7 +20,7 @@ internal sealed partial class FarmConnection : IDisposable
         ConnectionString = connectionString;
         Options = options;
         Retry = new FarmRetryPolicy(options.RetryOptions, options.TimeProvider, connectionString.OperationTimeout);
-        _channels = new RpcChannel?[connectionString.Endpoints.Count];
+        _channels = new FarmStubs?[connectionString.Endpoints.Count];
     }
 
     public FarmConnectionString ConnectionString { get; }
@@ -46,13 +46,13 @@ internal sealed partial class FarmConnection : IDisposable
     }
 
     /// <summary>The channel to the current endpoint, created on first use.</summary>
-    public RpcChannel GetChannel(out int endpointIndex)
+    public FarmStubs GetChannel(out int endpointIndex)
     {
         lock (_gate)
         {
             ObjectDisposedException.ThrowIf(_disposed, this);
             endpointIndex = _current;
-            return _channels[endpointIndex] ??= new RpcChannel(ConnectionString.Endpoints[endpointIndex]);
+            return _channels[endpointIndex] ??= new FarmStubs(FarmChannels.Create(ConnectionString.Endpoints[endpointIndex]));
         }
     }
 
@@ -70,20 +70,23 @@ internal sealed partial class FarmConnection : IDisposable
     }
 
     /// <summary>One unary call with retries and failover; failures surface as <see cref="FarmException"/>.</summary>
-    public async Task<TResponse> UnaryAsync<TRequest, TResponse>(string method, TRequest request, MessageParser<TResponse> parser, string? entityPath, CancellationToken cancellationToken)
-        where TRequest : IMessage<TRequest>
-        where TResponse : IMessage<TResponse>
+    public async Task<TResponse> UnaryAsync<TRequest, TResponse>(FarmCall<TRequest, TResponse> call, TRequest request, string? entityPath, CancellationToken cancellationToken)
     {
         return await Retry.ExecuteAsync(
             static async (state, token) =>
             {
-                var (connection, method, request, parser, entityPath) = state;
+                var (connection, call, request, entityPath) = state;
                 var deadline = connection.TimeProvider.GetUtcNow().UtcDateTime + connection.Retry.TryTimeout;
                 Route route = default;
                 try
                 {
-                    route = await connection.RouteAsync(method, entityPath, token).ConfigureAwait(false);
-                    return await route.Channel.UnaryAsync(method, request, parser, new CallOptions(route.Headers, deadline, token)).ConfigureAwait(false);
+                    route = await connection.RouteAsync(call.IsEntityMessaging, entityPath, token).ConfigureAwait(false);
+                    using var pending = call.Invoke(route.Channel, request, new CallOptions(route.Headers, deadline, token));
+                    return await pending.ResponseAsync.ConfigureAwait(false);
+                }
+                catch (RpcException e) when (e.StatusCode == StatusCode.Cancelled && token.IsCancellationRequested)
+                {
+                    throw new OperationCanceledException(token);
                 }
                 catch (RpcException e)
                 {
@@ -96,17 +99,21 @@ internal sealed partial class FarmConnection : IDisposable
                 }
                 catch (OperationCanceledException e) when (!token.IsCancellationRequested)
                 {
-                    // The channel gave up on its own: the try's deadline passed.
-                    throw new FarmException($"{method} did not complete within {connection.Retry.TryTimeout} (ServiceTimeout)", FarmFailureReason.ServiceTimeout, entityPath, e);
+                    // Not our cancellation: the connection under the call broke.
+                    if (route.Channel is not null)
+                    {
+                        connection.ReportFailure(route, new RpcException(new Status(StatusCode.Unavailable, e.Message)));
+                    }
+                    throw new FarmException($"{call.Name} was cut off: {e.Message} (ServiceCommunicationProblem)", FarmFailureReason.ServiceCommunicationProblem, entityPath, e);
                 }
             },
-            (this, method, request, parser, entityPath),
+            (this, call, request, entityPath),
             cancellationToken).ConfigureAwait(false);
     }
 
     public void Dispose()
     {
-        RpcChannel?[] channels;
+        FarmStubs?[] channels;
         lock (_gate)
         {
             if (_disposed)

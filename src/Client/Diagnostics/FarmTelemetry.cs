@@ -18,6 +18,7 @@ internal static class FarmTelemetry
     private static readonly Counter<long> ConsumedMessages = Meter.CreateCounter<long>("messaging.client.consumed.messages", "{message}", "Messages received.");
     private static readonly Counter<long> Retries = Meter.CreateCounter<long>("farm.client.retries", "{retry}", "Operations retried after a transient failure.");
     private static readonly Histogram<double> OperationDuration = Meter.CreateHistogram<double>("messaging.client.operation.duration", "s", "Duration of messaging operations.");
+    private static readonly Histogram<double> ProcessDuration = Meter.CreateHistogram<double>("messaging.process.duration", "s", "Duration of a processor's message handler.");
 
     /// <summary>Starts an activity for an operation, or null when nobody listens.</summary>
     public static Activity? StartOperation(string operation, string entityPath, ActivityKind kind = ActivityKind.Client)
@@ -32,6 +33,7 @@ internal static class FarmTelemetry
         {
             activity.SetTag("messaging.system", "farm");
             activity.SetTag("messaging.operation.name", operation);
+            activity.SetTag("messaging.operation.type", operation);
             activity.SetTag("messaging.destination.name", entityPath);
         }
 
@@ -75,6 +77,20 @@ internal static class FarmTelemetry
         }
     }
 
+    public static void RecordProcessed(string entityPath, long startTimestamp, Exception? failure)
+    {
+        if (startTimestamp != 0 && ProcessDuration.Enabled)
+        {
+            ProcessDuration.Record(
+                Stopwatch.GetElapsedTime(startTimestamp).TotalSeconds,
+                new KeyValuePair<string, object?>("messaging.system", "farm"),
+                new KeyValuePair<string, object?>("messaging.destination.name", entityPath),
+                new KeyValuePair<string, object?>("error.type", failure?.GetType().Name));
+        }
+    }
+
+    public static long ProcessTimestamp() => ProcessDuration.Enabled ? Stopwatch.GetTimestamp() : 0;
+
     public static long Timestamp() => OperationDuration.Enabled ? Stopwatch.GetTimestamp() : 0;
 
     private static void RecordDuration(string operation, string entityPath, long startTimestamp)
@@ -86,5 +102,61 @@ internal static class FarmTelemetry
                 new KeyValuePair<string, object?>("messaging.operation.name", operation),
                 new KeyValuePair<string, object?>("messaging.destination.name", entityPath));
         }
+    }
+
+    /// <summary>The application property Azure Service Bus clients carry a message's trace context in.</summary>
+    public const string DiagnosticIdProperty = "Diagnostic-Id";
+
+    /// <summary>The W3C name of the same; both are written, either is read.</summary>
+    public const string TraceParentProperty = "traceparent";
+
+    /// <summary>
+    /// Stamps the trace context of <paramref name="activity"/> (the send) on each message that has
+    /// none yet, so that whoever receives and processes it continues the same trace.
+    /// </summary>
+    public static void Inject(Activity? activity, IEnumerable<Contracts.V1.Message> messages)
+    {
+        if (activity is null || activity.IdFormat != ActivityIdFormat.W3C)
+        {
+            return;
+        }
+
+        foreach (var message in messages)
+        {
+            if (!message.ApplicationProperties.ContainsKey(DiagnosticIdProperty) && !message.ApplicationProperties.ContainsKey(TraceParentProperty))
+            {
+                var value = new Contracts.V1.PropertyValue { StringValue = activity.Id };
+                message.ApplicationProperties[DiagnosticIdProperty] = value;
+                message.ApplicationProperties[TraceParentProperty] = value;
+            }
+        }
+    }
+
+    /// <summary>
+    /// Starts the "process" activity of one received message as a child of the context the sender
+    /// stamped on it (<see cref="Inject"/>), or null when nobody listens.
+    /// </summary>
+    public static Activity? StartProcess(string entityPath, FarmReceivedMessage message)
+    {
+        if (!Source.HasListeners())
+        {
+            return null;
+        }
+
+        var carried = message.ApplicationProperties.TryGetValue(TraceParentProperty, out var traceParent) && traceParent is string w3c ? w3c
+            : message.ApplicationProperties.TryGetValue(DiagnosticIdProperty, out var diagnosticId) && diagnosticId is string id ? id
+            : null;
+        ActivityContext.TryParse(carried, null, out var parent);
+        var activity = Source.StartActivity($"process {entityPath}", ActivityKind.Consumer, parent);
+        if (activity is { IsAllDataRequested: true })
+        {
+            activity.SetTag("messaging.system", "farm");
+            activity.SetTag("messaging.operation.name", "process");
+            activity.SetTag("messaging.operation.type", "process");
+            activity.SetTag("messaging.destination.name", entityPath);
+            activity.SetTag("messaging.message.id", message.MessageId);
+        }
+
+        return activity;
     }
 }

@@ -1,4 +1,5 @@
-using Farm.Contracts.Rpc;
+using Farm.Contracts;
+using Grpc.Core;
 
 namespace Farm.Client;
 
@@ -7,8 +8,8 @@ internal static class FarmErrors
 {
     public static FarmException FromRpc(RpcException exception, string? entityPath)
     {
-        var reason = ReasonOf(exception.FarmError, exception.StatusCode);
-        return new FarmException(Describe(reason, exception.Detail, entityPath), reason, entityPath, exception);
+        var reason = ReasonOf(exception.FarmError(), exception.StatusCode);
+        return new FarmException(Describe(reason, exception.Status.Detail, entityPath), reason, entityPath, exception);
     }
 
     /// <summary>A failed item of a settle or renew-lock answer (its error_code).</summary>
@@ -39,7 +40,7 @@ internal static class FarmErrors
     };
 
     /// <summary>The trailer names the reason; without it the gRPC status decides.</summary>
-    public static FarmFailureReason ReasonOf(string? farmError, RpcStatusCode status)
+    public static FarmFailureReason ReasonOf(string? farmError, StatusCode status)
     {
         var fromTrailer = FromName(farmError);
         if (fromTrailer is { } reason)
@@ -49,37 +50,24 @@ internal static class FarmErrors
 
         return status switch
         {
-            RpcStatusCode.Unavailable => FarmFailureReason.ServiceCommunicationProblem,
-            RpcStatusCode.DeadlineExceeded => FarmFailureReason.ServiceTimeout,
-            RpcStatusCode.NotFound => FarmFailureReason.MessagingEntityNotFound,
-            RpcStatusCode.AlreadyExists => FarmFailureReason.MessagingEntityAlreadyExists,
-            RpcStatusCode.InvalidArgument or RpcStatusCode.OutOfRange => FarmFailureReason.InvalidArgument,
-            RpcStatusCode.ResourceExhausted => FarmFailureReason.QuotaExceeded,
-            RpcStatusCode.Unimplemented => FarmFailureReason.NotSupported,
-            RpcStatusCode.FailedPrecondition => FarmFailureReason.GeneralError,
+            StatusCode.Unavailable => FarmFailureReason.ServiceCommunicationProblem,
+            StatusCode.DeadlineExceeded => FarmFailureReason.ServiceTimeout,
+            StatusCode.NotFound => FarmFailureReason.MessagingEntityNotFound,
+            StatusCode.AlreadyExists => FarmFailureReason.MessagingEntityAlreadyExists,
+            StatusCode.InvalidArgument or StatusCode.OutOfRange => FarmFailureReason.InvalidArgument,
+            StatusCode.ResourceExhausted => FarmFailureReason.QuotaExceeded,
+            StatusCode.Unimplemented => FarmFailureReason.NotSupported,
+            StatusCode.FailedPrecondition => FarmFailureReason.GeneralError,
             _ => FarmFailureReason.GeneralError,
         };
     }
 
     /// <summary>Maps a "farm-error" trailer (a FarmErrorCode name without its prefix); null for none.</summary>
-    public static FarmFailureReason? FromName(string? name) => name switch
-    {
-        null or "" => null,
-        "INVALID_ARGUMENT" => FarmFailureReason.InvalidArgument,
-        "MESSAGING_ENTITY_NOT_FOUND" => FarmFailureReason.MessagingEntityNotFound,
-        "MESSAGING_ENTITY_ALREADY_EXISTS" => FarmFailureReason.MessagingEntityAlreadyExists,
-        "MESSAGE_SIZE_EXCEEDED" => FarmFailureReason.MessageSizeExceeded,
-        "MESSAGE_LOCK_LOST" => FarmFailureReason.MessageLockLost,
-        "MESSAGE_NOT_FOUND" => FarmFailureReason.MessageNotFound,
-        "QUOTA_EXCEEDED" => FarmFailureReason.QuotaExceeded,
-        "NOT_OWNER" => FarmFailureReason.NotOwner,
-        "STALE_EPOCH" => FarmFailureReason.StaleEpoch,
-        "SERVICE_BUSY" => FarmFailureReason.ServiceBusy,
-        "STORE_UNAVAILABLE" => FarmFailureReason.StoreUnavailable,
-        "NOT_SUPPORTED" => FarmFailureReason.NotSupported,
-        "CONTAINER_NOT_FOUND" => FarmFailureReason.ContainerNotFound,
-        _ => FarmFailureReason.GeneralError,
-    };
+    public static FarmFailureReason? FromName(string? name) =>
+        string.IsNullOrEmpty(name) ? null
+        : FarmErrorNames.TryParse(name, out var code) ? FromCode(code)
+        // A code a newer farm added: still a failure, just not one this client can name.
+        : FarmFailureReason.GeneralError;
 
     public static bool IsSuccessCode(Contracts.V1.FarmErrorCode errorCode) => errorCode == Contracts.V1.FarmErrorCode.Unspecified;
 

@@ -171,6 +171,9 @@ public sealed class FarmProcessor : IAsyncDisposable
             ? RenewLockLoopAsync(receiver, message, stopping, renewing.Token)
             : Task.CompletedTask;
         var args = new ProcessMessageEventArgs(message, receiver, stopping);
+        using var activity = FarmTelemetry.StartProcess(receiver.EntityPath, message);
+        var started = FarmTelemetry.ProcessTimestamp();
+        Exception? failure = null;
         try
         {
             await _processMessage!(args).ConfigureAwait(false);
@@ -181,6 +184,8 @@ public sealed class FarmProcessor : IAsyncDisposable
         }
         catch (Exception e)
         {
+            failure = e;
+            FarmTelemetry.Failed(activity, e);
             // Handler failures belong to the application: report them and let the message go back.
             await RaiseErrorAsync(e, FarmErrorSource.ProcessMessageCallback, stopping).ConfigureAwait(false);
             if (peekLock && AutoCompleteMessages && !args.IsSettled)
@@ -190,6 +195,7 @@ public sealed class FarmProcessor : IAsyncDisposable
         }
         finally
         {
+            FarmTelemetry.RecordProcessed(receiver.EntityPath, started, failure);
             await renewing.CancelAsync().ConfigureAwait(false);
             await renewal.ConfigureAwait(false);
         }

@@ -27,7 +27,7 @@ public sealed class FarmReceiver : IAsyncDisposable
         ReceiveMode = options.ReceiveMode;
         PrefetchCount = options.PrefetchCount;
         _link = new ReceiveLink(connection, EntityPath, WireMode);
-        _settler = new SettleBatcher(EntityPath, request => _connection.UnaryAsync(RpcMethods.Settle, request, SettleResponse.Parser, EntityPath, CancellationToken.None));
+        _settler = new SettleBatcher(EntityPath, request => _connection.UnaryAsync(FarmCalls.Settle, request, EntityPath, CancellationToken.None));
     }
 
     /// <summary>How long a drain waits for the broker's answer before it gives the stream up.</summary>
@@ -128,7 +128,7 @@ public sealed class FarmReceiver : IAsyncDisposable
         ThrowIfClosed();
         var from = fromSequenceNumber ?? (Interlocked.Read(ref _lastPeekedSequenceNumber) + 1);
         var request = new PeekRequest { Entity = EntityPath, FromSequenceNumber = Math.Max(0, from), MaxMessages = maxMessages };
-        var response = await _connection.UnaryAsync(RpcMethods.Peek, request, PeekResponse.Parser, EntityPath, cancellationToken).ConfigureAwait(false);
+        var response = await _connection.UnaryAsync(FarmCalls.Peek, request, EntityPath, cancellationToken).ConfigureAwait(false);
         if (response.Messages.Count > 0)
         {
             Interlocked.Exchange(ref _lastPeekedSequenceNumber, response.Messages[^1].SequenceNumber);
@@ -151,7 +151,7 @@ public sealed class FarmReceiver : IAsyncDisposable
         ThrowIfClosed();
         var request = new ReceiveDeferredRequest { Entity = EntityPath, Mode = WireMode };
         request.SequenceNumbers.AddRange(sequenceNumbers);
-        var response = await _connection.UnaryAsync(RpcMethods.ReceiveDeferred, request, ReceiveBatchResponse.Parser, EntityPath, cancellationToken).ConfigureAwait(false);
+        var response = await _connection.UnaryAsync(FarmCalls.ReceiveDeferred, request, EntityPath, cancellationToken).ConfigureAwait(false);
         return Map(response.Messages, settleable: ReceiveMode == FarmReceiveMode.PeekLock);
     }
 
@@ -176,7 +176,7 @@ public sealed class FarmReceiver : IAsyncDisposable
         EnsureSettleable(message);
         var request = new RenewLockRequest { Entity = message.EntityPath };
         request.LockTokens.Add(message.LockToken);
-        var response = await _connection.UnaryAsync(RpcMethods.RenewLock, request, RenewLockResponse.Parser, EntityPath, cancellationToken).ConfigureAwait(false);
+        var response = await _connection.UnaryAsync(FarmCalls.RenewLock, request, EntityPath, cancellationToken).ConfigureAwait(false);
         if (response.Results.Count == 0)
         {
             throw new FarmException($"The lock of message {message.SequenceNumber} was not renewed (MessageLockLost)", FarmFailureReason.MessageLockLost, EntityPath);
@@ -227,7 +227,7 @@ public sealed class FarmReceiver : IAsyncDisposable
             // Not this receiver's entity: its own call, not the batch.
             var request = new SettleRequest { Entity = message.EntityPath };
             request.Settlements.Add(settlement);
-            var response = await _connection.UnaryAsync(RpcMethods.Settle, request, SettleResponse.Parser, EntityPath, cancellationToken).ConfigureAwait(false);
+            var response = await _connection.UnaryAsync(FarmCalls.Settle, request, EntityPath, cancellationToken).ConfigureAwait(false);
             ThrowIfFailed(response, EntityPath);
             return;
         }
@@ -272,7 +272,7 @@ public sealed class FarmReceiver : IAsyncDisposable
         try
         {
             using var timeout = new CancellationTokenSource(_connection.Retry.TryTimeout, _connection.TimeProvider);
-            await _connection.UnaryAsync(RpcMethods.Settle, request, SettleResponse.Parser, EntityPath, timeout.Token).ConfigureAwait(false);
+            await _connection.UnaryAsync(FarmCalls.Settle, request, EntityPath, timeout.Token).ConfigureAwait(false);
         }
         catch (Exception e) when (e is FarmException or OperationCanceledException or ObjectDisposedException)
         {

@@ -1,5 +1,5 @@
 using System.Threading.Channels;
-using Farm.Contracts.Rpc;
+using Grpc.Core;
 using Farm.Contracts.V1;
 
 namespace Farm.Client;
@@ -21,7 +21,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
     // One writer at a time on the request stream; also orders the open before any credit.
     private readonly SemaphoreSlim _writeLock = new(1, 1);
     private readonly CancellationTokenSource _closing = new();
-    private DuplexCall<ReceiveRequest, ReceiveResponse>? _call;
+    private AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>? _call;
     private int _outstanding;
     private Task? _pump;
     private TaskCompletionSource? _creditSignal;
@@ -112,7 +112,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
     /// </summary>
     public async Task DrainAsync(TimeSpan timeout)
     {
-        DuplexCall<ReceiveRequest, ReceiveResponse>? call;
+        AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>? call;
         TaskCompletionSource drained;
         lock (_gate)
         {
@@ -143,7 +143,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
             await _writeLock.WaitAsync().ConfigureAwait(false);
             try
             {
-                await call.WriteAsync(new ReceiveRequest { Drain = new ReceiveDrain() }, CancellationToken.None).ConfigureAwait(false);
+                await call.RequestStream.WriteAsync(new ReceiveRequest { Drain = new ReceiveDrain() }, CancellationToken.None).ConfigureAwait(false);
             }
             catch (Exception e) when (e is RpcException or IOException or InvalidOperationException or ObjectDisposedException)
             {
@@ -164,7 +164,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
             // No answer: end this stream rather than leave credit with a broker that may still use it.
             if (call is not null)
             {
-                await DisposeQuietlyAsync(call).ConfigureAwait(false);
+                DisposeQuietly(call);
             }
             EndDrain();
         }
@@ -190,7 +190,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
         {
             await draining.Task.WaitAsync(cancellationToken).ConfigureAwait(false);
         }
-        DuplexCall<ReceiveRequest, ReceiveResponse>? call;
+        AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>? call;
         int grant;
         lock (_gate)
         {
@@ -227,7 +227,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
         await _writeLock.WaitAsync(cancellationToken).ConfigureAwait(false);
         try
         {
-            await call.WriteAsync(new ReceiveRequest { Credit = grant }, cancellationToken).ConfigureAwait(false);
+            await call.RequestStream.WriteAsync(new ReceiveRequest { Credit = grant }, cancellationToken).ConfigureAwait(false);
         }
         catch (Exception e) when (e is RpcException or IOException or InvalidOperationException or ObjectDisposedException)
         {
@@ -321,14 +321,14 @@ internal sealed class ReceiveLink : IAsyncDisposable
                 continue;
             }
 
-            DuplexCall<ReceiveRequest, ReceiveResponse>? call = null;
+            AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>? call = null;
             FarmConnection.Route route = default;
             try
             {
-                route = await _connection.RouteAsync(RpcMethods.Receive, _entityPath, token).ConfigureAwait(false);
-                call = route.Channel.Duplex<ReceiveRequest, ReceiveResponse>(RpcMethods.Receive, ReceiveResponse.Parser, new CallOptions(route.Headers, CancellationToken: token));
+                route = await _connection.RouteAsync(isEntityMessaging: true, _entityPath, token).ConfigureAwait(false);
+                call = route.Channel.Messaging.Receive(new CallOptions(route.Headers, cancellationToken: token));
                 await OpenAsync(call, token).ConfigureAwait(false);
-                await foreach (var response in call.ReadAllAsync(token).ConfigureAwait(false))
+                await foreach (var response in call.ResponseStream.ReadAllAsync(token).ConfigureAwait(false))
                 {
                     failures = 0;
                     lock (_gate)
@@ -350,11 +350,11 @@ internal sealed class ReceiveLink : IAsyncDisposable
                 // The server ended the stream cleanly (e.g. draining for shutdown): reopen elsewhere or later.
                 failures++;
             }
-            catch (OperationCanceledException) when (token.IsCancellationRequested)
+            catch (Exception e) when (token.IsCancellationRequested && e is OperationCanceledException or RpcException { StatusCode: StatusCode.Cancelled })
             {
                 return;
             }
-            catch (Exception e) when (e is not OperationCanceledException)
+            catch (Exception e)
             {
                 // Whatever broke the stream (a reset, a server that ended it, a write after the end),
                 // the pump reopens it; only cancellation by the receiver ends the pump.
@@ -367,7 +367,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
                 if (route.Channel is not null)
                 {
                     _connection.ReportFailure(route, e as RpcException
-                        ?? new RpcException(RpcStatusCode.Unavailable, error.Message));
+                        ?? new RpcException(new Status(StatusCode.Unavailable, error.Message)));
                 }
 
                 failures++;
@@ -389,7 +389,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
 
                 if (call is not null)
                 {
-                    await DisposeQuietlyAsync(call).ConfigureAwait(false);
+                    DisposeQuietly(call);
                 }
 
                 if (Volatile.Read(ref _draining) is not null)
@@ -413,7 +413,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
         }
     }
 
-    private async Task OpenAsync(DuplexCall<ReceiveRequest, ReceiveResponse> call, CancellationToken token)
+    private async Task OpenAsync(AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse> call, CancellationToken token)
     {
         await _writeLock.WaitAsync(token).ConfigureAwait(false);
         try
@@ -426,7 +426,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
                 _outstanding = credit;
             }
 
-            await call.WriteAsync(new ReceiveRequest { Open = new ReceiveOpen { Entity = _entityPath, Mode = _mode, Credit = credit } }, token).ConfigureAwait(false);
+            await call.RequestStream.WriteAsync(new ReceiveRequest { Open = new ReceiveOpen { Entity = _entityPath, Mode = _mode, Credit = credit } }, token).ConfigureAwait(false);
         }
         finally
         {
@@ -456,11 +456,12 @@ internal sealed class ReceiveLink : IAsyncDisposable
         return TimeSpan.FromTicks((long)(Math.Min(baseDelay.Ticks, options.MaxDelay.Ticks) * jitter));
     }
 
-    private static async ValueTask DisposeQuietlyAsync(DuplexCall<ReceiveRequest, ReceiveResponse> call)
+    private static void DisposeQuietly(AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse> call)
     {
         try
         {
-            await call.DisposeAsync().ConfigureAwait(false);
+            // Cancels the call if it is still open.
+            call.Dispose();
         }
         catch (Exception e) when (e is RpcException or IOException or ObjectDisposedException or OperationCanceledException)
         {

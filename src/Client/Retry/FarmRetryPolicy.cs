@@ -1,4 +1,5 @@
-using Farm.Contracts.Rpc;
+using Farm.Contracts;
+using Grpc.Core;
 using Polly;
 using Polly.Retry;
 
@@ -56,7 +57,7 @@ internal sealed class FarmRetryPolicy
     public static bool IsTransient(Exception exception) => exception switch
     {
         FarmException farm => farm.IsTransient,
-        RpcException rpc => FarmException.IsTransientReason(FarmErrors.ReasonOf(rpc.FarmError, rpc.StatusCode)),
+        RpcException rpc => FarmException.IsTransientReason(FarmErrors.ReasonOf(rpc.FarmError(), rpc.StatusCode)),
         _ => false,
     };
 

@@ -101,7 +101,7 @@ public sealed class FarmSender : IAsyncDisposable
         ThrowIfClosed();
         var request = new CancelScheduledRequest { Entity = EntityPath };
         request.SequenceNumbers.AddRange(sequenceNumbers);
-        await _connection.UnaryAsync(RpcMethods.CancelScheduled, request, CancelScheduledResponse.Parser, EntityPath, cancellationToken).ConfigureAwait(false);
+        await _connection.UnaryAsync(FarmCalls.CancelScheduled, request, EntityPath, cancellationToken).ConfigureAwait(false);
     }
 
     public Task CloseAsync(CancellationToken cancellationToken = default) => DisposeAsync().AsTask();
@@ -139,10 +139,11 @@ public sealed class FarmSender : IAsyncDisposable
         request.Messages.AddRange(messages);
 
         using var activity = FarmTelemetry.StartOperation("send", EntityPath, System.Diagnostics.ActivityKind.Producer);
+        FarmTelemetry.Inject(activity, request.Messages);
         var started = FarmTelemetry.Timestamp();
         try
         {
-            var response = await _connection.UnaryAsync(RpcMethods.Send, request, SendResponse.Parser, EntityPath, cancellationToken).ConfigureAwait(false);
+            var response = await _connection.UnaryAsync(FarmCalls.Send, request, EntityPath, cancellationToken).ConfigureAwait(false);
             FarmTelemetry.RecordSent(EntityPath, messages.Count, started);
             return [.. response.SequenceNumbers];
         }

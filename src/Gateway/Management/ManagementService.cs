@@ -1,12 +1,11 @@
 using Farm.Broker;
 using Farm.Broker.Entities;
 using Farm.Broker.Node;
-using Farm.Broker.Rpc;
 using Farm.ContainerStore.FarmDatabase;
-using Farm.Contracts.Rpc;
+using Farm.Contracts;
 using Farm.Contracts.V1;
 using Farm.Gateway.Routing;
-using Google.Protobuf;
+using Grpc.Core;
 using Google.Protobuf.WellKnownTypes;
 
 namespace Farm.Gateway.Management;
@@ -17,29 +16,27 @@ namespace Farm.Gateway.Management;
 /// run on the node that owns the queue's container: another node forwards them there.
 /// </summary>
 internal sealed partial class ManagementService(BrokerNode node, OwnerChannels channels, Farm.ContainerStore.IStoreProvider store)
+    : Farm.Contracts.V1.Management.ManagementBase
 {
-    private const string Prefix = ManagementEndpoints.Prefix;
-
     /// <summary>
     /// Runs <paramref name="here"/> when this node serves the queue (or the call was forwarded
     /// here); otherwise forwards the call to the owner. An owner that is not known yet (a
     /// failover in progress) is an Unavailable the client retries.
     /// </summary>
-    private async Task<TResponse> OnOwnerAsync<TRequest, TResponse>(
-        EntityRecord record, string method, TRequest request, RpcCallContext context, MessageParser<TResponse> parser, Func<Task<TResponse>> here)
-        where TRequest : IMessage<TRequest>
-        where TResponse : IMessage<TResponse>
+    private async Task<TResponse> OnOwnerAsync<TResponse>(
+        EntityRecord record, Func<Farm.Contracts.V1.Management.ManagementClient, CallOptions, AsyncUnaryCall<TResponse>> forward,
+        ServerCallContext context, Func<Task<TResponse>> here)
     {
-        if (node.IsLocal(record) || context.GetHeader(OwnerChannels.DirectHeader) is not null)
+        if (node.IsLocal(record) || FarmMetadata.IsDirect(context.RequestHeaders))
         {
             return await here();
         }
         var owner = node.OwnerAddressOf(record.ContainerId) ?? throw FarmErrors.NotOwner(record.Name, null);
-        return await channels.Get(owner).UnaryAsync(method, request, parser,
-            new CallOptions(OwnerChannels.DirectHeaders, CancellationToken: context.CancellationToken));
+        using var call = forward(channels.Get(owner).Management, new CallOptions(FarmMetadata.DirectHeaders(), cancellationToken: context.CancellationToken));
+        return await call.ResponseAsync;
     }
 
-    public async Task<QueueInfo> CreateQueueAsync(CreateQueueRequest request, RpcCallContext context)
+    public override async Task<QueueInfo> CreateQueue(CreateQueueRequest request, ServerCallContext context)
     {
         var ct = context.CancellationToken;
         if (EntityNames.Validate(request.Name) is { } error)
@@ -76,18 +73,18 @@ internal sealed partial class ManagementService(BrokerNode node, OwnerChannels c
         await ForwardingLoops.EnsureNoneAsync(node.Farm, queue, null, [settings.ForwardTo, settings.ForwardDeadLetteredMessagesTo], ct);
     }
 
-    public async Task<QueueInfo> GetQueueAsync(GetQueueRequest request, RpcCallContext context)
+    public override async Task<QueueInfo> GetQueue(GetQueueRequest request, ServerCallContext context)
     {
         var record = await GetRecordAsync(request.Name, context.CancellationToken);
-        return await OnOwnerAsync(record, Prefix + "GetQueue", request, context, QueueInfo.Parser,
+        return await OnOwnerAsync(record, (owner, options) => owner.GetQueueAsync(request, options), context,
             () => ToInfoAsync(record, context.CancellationToken));
     }
 
-    public async Task<QueueInfo> UpdateQueueAsync(UpdateQueueRequest request, RpcCallContext context)
+    public override async Task<QueueInfo> UpdateQueue(UpdateQueueRequest request, ServerCallContext context)
     {
         var ct = context.CancellationToken;
         var record = await GetRecordAsync(request.Name, ct);
-        return await OnOwnerAsync(record, Prefix + "UpdateQueue", request, context, QueueInfo.Parser, async () =>
+        return await OnOwnerAsync(record, (owner, options) => owner.UpdateQueueAsync(request, options), context, async () =>
         {
             var settings = QueueSettings.FromJson(record.PropertiesJson).With(request.Properties, record.Name);
             await ValidateForwardTargetsAsync(record.Name, settings, ct);
@@ -97,10 +94,10 @@ internal sealed partial class ManagementService(BrokerNode node, OwnerChannels c
         });
     }
 
-    public async Task<DeleteQueueResponse> DeleteQueueAsync(DeleteQueueRequest request, RpcCallContext context)
+    public override async Task<DeleteQueueResponse> DeleteQueue(DeleteQueueRequest request, ServerCallContext context)
     {
         var record = await GetRecordAsync(request.Name, context.CancellationToken);
-        var response = await OnOwnerAsync(record, Prefix + "DeleteQueue", request, context, DeleteQueueResponse.Parser, async () =>
+        var response = await OnOwnerAsync(record, (owner, options) => owner.DeleteQueueAsync(request, options), context, async () =>
         {
             // The record goes first, so no new operation finds the queue while its messages are purged.
             await node.Farm.DeleteEntityAsync(record.Name, context.CancellationToken);
@@ -111,7 +108,7 @@ internal sealed partial class ManagementService(BrokerNode node, OwnerChannels c
         return response;
     }
 
-    public async Task<ListQueuesResponse> ListQueuesAsync(ListQueuesRequest request, RpcCallContext context)
+    public override async Task<ListQueuesResponse> ListQueues(ListQueuesRequest request, ServerCallContext context)
     {
         var records = await node.Farm.ListEntitiesAsync(EntityKinds.Queue, context.CancellationToken);
         var response = new ListQueuesResponse();
@@ -119,10 +116,10 @@ internal sealed partial class ManagementService(BrokerNode node, OwnerChannels c
         {
             try
             {
-                response.Queues.Add(await OnOwnerAsync(record, Prefix + "GetQueue", new GetQueueRequest { Name = record.Name }, context, QueueInfo.Parser,
+                response.Queues.Add(await OnOwnerAsync(record, (owner, options) => owner.GetQueueAsync(new GetQueueRequest { Name = record.Name }, options), context,
                     () => ToInfoAsync(record, context.CancellationToken)));
             }
-            catch (RpcException e) when (e.StatusCode == RpcStatusCode.Unavailable)
+            catch (Exception e) when (CallFailures.IsUnavailable(e))
             {
                 // Its owner is unreachable right now (a failover): list it without counts.
                 response.Queues.Add(ToInfoWithoutCounts(record));
@@ -131,19 +128,19 @@ internal sealed partial class ManagementService(BrokerNode node, OwnerChannels c
         return response;
     }
 
-    public async Task<ContainerInfo> CreateContainerAsync(CreateContainerRequest request, RpcCallContext context)
+    public override async Task<ContainerInfo> CreateContainer(CreateContainerRequest request, ServerCallContext context)
     {
         var record = await node.CreateContainerAsync(context.CancellationToken);
-        return ToInfo(record);
+        return ToInfo(record, store.Name);
     }
 
-    public async Task<ListContainersResponse> ListContainersAsync(ListContainersRequest request, RpcCallContext context)
+    public override async Task<ListContainersResponse> ListContainers(ListContainersRequest request, ServerCallContext context)
     {
         var containers = await node.Farm.ListContainersAsync(context.CancellationToken);
-        return new ListContainersResponse { Containers = { containers.Select(ToInfo) } };
+        return new ListContainersResponse { Containers = { containers.Select(c => ToInfo(c, store.Name)) } };
     }
 
-    public async Task<FarmStatus> GetStatusAsync(GetStatusRequest request, RpcCallContext context)
+    public override async Task<FarmStatus> GetStatus(GetStatusRequest request, ServerCallContext context)
     {
         var ct = context.CancellationToken;
         var nodes = await node.Farm.ListNodesAsync(ct);
@@ -162,57 +159,10 @@ internal sealed partial class ManagementService(BrokerNode node, OwnerChannels c
                     ProcessId = n.ProcessId,
                 }),
             },
-            Containers = { containers.Select(ToInfo) },
+            Containers = { containers.Select(c => ToInfo(c, store.Name)) },
             EntityCount = entities.Count,
             Version = typeof(ManagementService).Assembly.GetName().Version?.ToString() ?? "",
         };
-    }
-
-    public async Task<ContainerInfo> MoveContainerAsync(MoveContainerRequest request, RpcCallContext context)
-    {
-        var ct = context.CancellationToken;
-        var container = await node.Farm.GetContainerAsync(request.ContainerId, ct) ?? throw FarmErrors.ContainerNotFound(request.ContainerId);
-        if (container.OwnerNode == request.ToNode)
-        {
-            throw FarmErrors.Invalid($"Container {request.ContainerId} is already on node {request.ToNode}.");
-        }
-        if (node.TryGetContainer(container.Id, out _) || context.GetHeader(OwnerChannels.DirectHeader) is not null)
-        {
-            await node.MoveContainerAsync(container.Id, request.ToNode, (address, id) =>
-                channels.Get(address).UnaryAsync(ManagementEndpoints.NodeControlPrefix + "TakeContainer", new TakeContainerRequest { ContainerId = id }, ContainerInfo.Parser,
-                    new CallOptions(OwnerChannels.DirectHeaders, CancellationToken: ct)), ct);
-        }
-        else
-        {
-            var owner = node.OwnerAddressOf(container.Id) ?? throw FarmErrors.NotOwner($"container {container.Id}", null);
-            await channels.Get(owner).UnaryAsync(ManagementEndpoints.NodeControlPrefix + "MoveContainer", request, ContainerInfo.Parser,
-                new CallOptions(OwnerChannels.DirectHeaders, CancellationToken: ct));
-        }
-        return ToInfo((await node.Farm.GetContainerAsync(container.Id, ct))!);
-    }
-
-    public async Task<ContainerInfo> TakeContainerAsync(TakeContainerRequest request, RpcCallContext context)
-    {
-        await node.TakeReleasedContainerAsync(request.ContainerId, context.CancellationToken);
-        return ToInfo((await node.Farm.GetContainerAsync(request.ContainerId, context.CancellationToken))!);
-    }
-
-    public async Task<NodeInfo> DrainNodeAsync(DrainNodeRequest request, RpcCallContext context)
-    {
-        var ct = context.CancellationToken;
-        var target = (await node.Farm.ListNodesAsync(ct)).FirstOrDefault(n => n.Id == request.NodeId)
-            ?? throw FarmErrors.Invalid($"There is no node {request.NodeId} in this farm.");
-        if (target.Id == node.NodeId)
-        {
-            await node.StartDrainAsync(ct);
-        }
-        else
-        {
-            await channels.Get(target.Address).UnaryAsync(ManagementEndpoints.NodeControlPrefix + "DrainNode", request, NodeInfo.Parser,
-                new CallOptions(OwnerChannels.DirectHeaders, CancellationToken: ct));
-        }
-        var after = (await node.Farm.ListNodesAsync(ct)).First(n => n.Id == request.NodeId);
-        return new NodeInfo { Id = after.Id, State = after.State, Address = after.Address, ProcessId = after.ProcessId, HeartbeatAge = Duration.FromTimeSpan(after.HeartbeatAge < TimeSpan.Zero ? TimeSpan.Zero : after.HeartbeatAge) };
     }
 
     private async Task<EntityRecord> GetRecordAsync(string name, CancellationToken ct)
@@ -249,7 +199,7 @@ internal sealed partial class ManagementService(BrokerNode node, OwnerChannels c
         };
     }
 
-    private ContainerInfo ToInfo(ContainerRecord c)
+    internal static ContainerInfo ToInfo(ContainerRecord c, string store)
     {
         var info = new ContainerInfo
         {
@@ -257,7 +207,7 @@ internal sealed partial class ManagementService(BrokerNode node, OwnerChannels c
             OwnerNode = c.OwnerNode ?? 0,
             Epoch = c.Epoch,
             EntityCount = c.EntityCount,
-            Store = store.Name,
+            Store = store,
         };
         if (c.OwnedSince is { } since)
         {

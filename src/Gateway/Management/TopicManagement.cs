@@ -1,9 +1,10 @@
 using Farm.Broker;
 using Farm.Broker.Entities;
-using Farm.Broker.Rpc;
 using Farm.Broker.Topics;
 using Farm.ContainerStore.FarmDatabase;
 using Farm.Contracts.V1;
+using Farm.Gateway.Routing;
+using Grpc.Core;
 using Google.Protobuf.WellKnownTypes;
 
 namespace Farm.Gateway.Management;
@@ -13,7 +14,7 @@ namespace Farm.Gateway.Management;
 // settings) runs on the node that owns that container: another node forwards the call there.
 internal sealed partial class ManagementService
 {
-    public async Task<TopicInfo> CreateTopicAsync(CreateTopicRequest request, RpcCallContext context)
+    public override async Task<TopicInfo> CreateTopic(CreateTopicRequest request, ServerCallContext context)
     {
         var ct = context.CancellationToken;
         if (EntityNames.Validate(request.Name) is { } error)
@@ -34,18 +35,18 @@ internal sealed partial class ManagementService
         return ToTopicInfo(record, null);
     }
 
-    public async Task<TopicInfo> GetTopicAsync(GetTopicRequest request, RpcCallContext context)
+    public override async Task<TopicInfo> GetTopic(GetTopicRequest request, ServerCallContext context)
     {
         var record = await GetRecordAsync(request.Name, EntityKinds.Topic, context.CancellationToken);
-        return await OnOwnerAsync(record, Prefix + "GetTopic", request, context, TopicInfo.Parser,
+        return await OnOwnerAsync(record, (owner, options) => owner.GetTopicAsync(request, options), context,
             () => ToTopicInfoAsync(record, context.CancellationToken));
     }
 
-    public async Task<TopicInfo> UpdateTopicAsync(UpdateTopicRequest request, RpcCallContext context)
+    public override async Task<TopicInfo> UpdateTopic(UpdateTopicRequest request, ServerCallContext context)
     {
         var ct = context.CancellationToken;
         var record = await GetRecordAsync(request.Name, EntityKinds.Topic, ct);
-        return await OnOwnerAsync(record, Prefix + "UpdateTopic", request, context, TopicInfo.Parser, async () =>
+        return await OnOwnerAsync(record, (owner, options) => owner.UpdateTopicAsync(request, options), context, async () =>
         {
             var settings = TopicSettings.FromJson(record.PropertiesJson).With(request.Properties);
             var updated = await node.Farm.UpdateEntityAsync(record.Name, settings.ToJson(), ct) ?? throw FarmErrors.EntityNotFound(request.Name);
@@ -54,11 +55,11 @@ internal sealed partial class ManagementService
         });
     }
 
-    public async Task<DeleteTopicResponse> DeleteTopicAsync(DeleteTopicRequest request, RpcCallContext context)
+    public override async Task<DeleteTopicResponse> DeleteTopic(DeleteTopicRequest request, ServerCallContext context)
     {
         var ct = context.CancellationToken;
         var record = await GetRecordAsync(request.Name, EntityKinds.Topic, ct);
-        var response = await OnOwnerAsync(record, Prefix + "DeleteTopic", request, context, DeleteTopicResponse.Parser, async () =>
+        var response = await OnOwnerAsync(record, (owner, options) => owner.DeleteTopicAsync(request, options), context, async () =>
         {
             var children = await node.Farm.ListChildEntitiesAsync(record.Id, ct);
             // The records go first (subscriptions and rules with them), so nothing finds the topic while it is purged.
@@ -70,7 +71,7 @@ internal sealed partial class ManagementService
         return response;
     }
 
-    public async Task<ListTopicsResponse> ListTopicsAsync(ListTopicsRequest request, RpcCallContext context)
+    public override async Task<ListTopicsResponse> ListTopics(ListTopicsRequest request, ServerCallContext context)
     {
         var records = await node.Farm.ListEntitiesAsync(EntityKinds.Topic, context.CancellationToken);
         var response = new ListTopicsResponse();
@@ -78,10 +79,10 @@ internal sealed partial class ManagementService
         {
             try
             {
-                response.Topics.Add(await OnOwnerAsync(record, Prefix + "GetTopic", new GetTopicRequest { Name = record.Name }, context, TopicInfo.Parser,
+                response.Topics.Add(await OnOwnerAsync(record, (owner, options) => owner.GetTopicAsync(new GetTopicRequest { Name = record.Name }, options), context,
                     () => ToTopicInfoAsync(record, context.CancellationToken)));
             }
-            catch (Contracts.Rpc.RpcException e) when (e.StatusCode == Contracts.Rpc.RpcStatusCode.Unavailable)
+            catch (Exception e) when (CallFailures.IsUnavailable(e))
             {
                 // Its owner is unreachable right now (a failover): list it without counts.
                 response.Topics.Add(ToTopicInfo(record, null));
@@ -90,7 +91,7 @@ internal sealed partial class ManagementService
         return response;
     }
 
-    public async Task<SubscriptionInfo> CreateSubscriptionAsync(CreateSubscriptionRequest request, RpcCallContext context)
+    public override async Task<SubscriptionInfo> CreateSubscription(CreateSubscriptionRequest request, ServerCallContext context)
     {
         var ct = context.CancellationToken;
         var topic = await GetRecordAsync(request.Topic, EntityKinds.Topic, ct);
@@ -107,7 +108,7 @@ internal sealed partial class ManagementService
         }
         RuleDefinitions.Parse(rule);
         await ValidateSubscriptionForwardTargetsAsync(topic.Name, request.Name, settings, ct);
-        return await OnOwnerAsync(topic, Prefix + "CreateSubscription", request, context, SubscriptionInfo.Parser, async () =>
+        return await OnOwnerAsync(topic, (owner, options) => owner.CreateSubscriptionAsync(request, options), context, async () =>
         {
             var path = EntityNames.SubscriptionPath(topic.Name, request.Name);
             EntityRecord record;
@@ -128,18 +129,18 @@ internal sealed partial class ManagementService
         });
     }
 
-    public async Task<SubscriptionInfo> GetSubscriptionAsync(GetSubscriptionRequest request, RpcCallContext context)
+    public override async Task<SubscriptionInfo> GetSubscription(GetSubscriptionRequest request, ServerCallContext context)
     {
         var record = await GetSubscriptionRecordAsync(request.Topic, request.Name, context.CancellationToken);
-        return await OnOwnerAsync(record, Prefix + "GetSubscription", request, context, SubscriptionInfo.Parser,
+        return await OnOwnerAsync(record, (owner, options) => owner.GetSubscriptionAsync(request, options), context,
             () => ToSubscriptionInfoAsync(record, context.CancellationToken));
     }
 
-    public async Task<SubscriptionInfo> UpdateSubscriptionAsync(UpdateSubscriptionRequest request, RpcCallContext context)
+    public override async Task<SubscriptionInfo> UpdateSubscription(UpdateSubscriptionRequest request, ServerCallContext context)
     {
         var ct = context.CancellationToken;
         var record = await GetSubscriptionRecordAsync(request.Topic, request.Name, ct);
-        return await OnOwnerAsync(record, Prefix + "UpdateSubscription", request, context, SubscriptionInfo.Parser, async () =>
+        return await OnOwnerAsync(record, (owner, options) => owner.UpdateSubscriptionAsync(request, options), context, async () =>
         {
             EntityNames.TrySplitSubscriptionPath(record.Name, out var topicName, out var name);
             var settings = SubscriptionSettings.FromJson(record.PropertiesJson).With(request.Properties, topicName, name);
@@ -150,10 +151,10 @@ internal sealed partial class ManagementService
         });
     }
 
-    public async Task<DeleteSubscriptionResponse> DeleteSubscriptionAsync(DeleteSubscriptionRequest request, RpcCallContext context)
+    public override async Task<DeleteSubscriptionResponse> DeleteSubscription(DeleteSubscriptionRequest request, ServerCallContext context)
     {
         var record = await GetSubscriptionRecordAsync(request.Topic, request.Name, context.CancellationToken);
-        var response = await OnOwnerAsync(record, Prefix + "DeleteSubscription", request, context, DeleteSubscriptionResponse.Parser, async () =>
+        var response = await OnOwnerAsync(record, (owner, options) => owner.DeleteSubscriptionAsync(request, options), context, async () =>
         {
             await node.Farm.DeleteEntityAsync(record.Name, context.CancellationToken);
             await node.DropSubscriptionAsync(record);
@@ -163,12 +164,12 @@ internal sealed partial class ManagementService
         return response;
     }
 
-    public async Task<ListSubscriptionsResponse> ListSubscriptionsAsync(ListSubscriptionsRequest request, RpcCallContext context)
+    public override async Task<ListSubscriptionsResponse> ListSubscriptions(ListSubscriptionsRequest request, ServerCallContext context)
     {
         var ct = context.CancellationToken;
         var topic = await GetRecordAsync(request.Topic, EntityKinds.Topic, ct);
         // One call to the owner for all of them: a topic may have a thousand subscriptions.
-        return await OnOwnerAsync(topic, Prefix + "ListSubscriptions", request, context, ListSubscriptionsResponse.Parser, async () =>
+        return await OnOwnerAsync(topic, (owner, options) => owner.ListSubscriptionsAsync(request, options), context, async () =>
         {
             var children = await node.Farm.ListChildEntitiesAsync(topic.Id, ct);
             var response = new ListSubscriptionsResponse();
@@ -180,13 +181,13 @@ internal sealed partial class ManagementService
         });
     }
 
-    public async Task<RuleInfo> CreateRuleAsync(CreateRuleRequest request, RpcCallContext context)
+    public override async Task<RuleInfo> CreateRule(CreateRuleRequest request, ServerCallContext context)
     {
         var ct = context.CancellationToken;
         var subscription = await GetSubscriptionRecordAsync(request.Topic, request.Subscription, ct);
         var rule = request.Rule ?? throw FarmErrors.Invalid("A rule is required.");
         RuleDefinitions.Parse(rule);
-        return await OnOwnerAsync(subscription, Prefix + "CreateRule", request, context, RuleInfo.Parser, async () =>
+        return await OnOwnerAsync(subscription, (owner, options) => owner.CreateRuleAsync(request, options), context, async () =>
         {
             RuleRecord record;
             try
@@ -195,7 +196,7 @@ internal sealed partial class ManagementService
             }
             catch (RuleAlreadyExistsException)
             {
-                throw FarmErrors.Create(Contracts.Rpc.RpcStatusCode.AlreadyExists, FarmErrorCode.MessagingEntityAlreadyExists,
+                throw FarmErrors.Create(FarmErrorCode.MessagingEntityAlreadyExists,
                     $"The subscription '{subscription.Name}' already has a rule named '{rule.Name}'.");
             }
             catch (KeyNotFoundException)
@@ -207,11 +208,11 @@ internal sealed partial class ManagementService
         });
     }
 
-    public async Task<DeleteRuleResponse> DeleteRuleAsync(DeleteRuleRequest request, RpcCallContext context)
+    public override async Task<DeleteRuleResponse> DeleteRule(DeleteRuleRequest request, ServerCallContext context)
     {
         var ct = context.CancellationToken;
         var subscription = await GetSubscriptionRecordAsync(request.Topic, request.Subscription, ct);
-        return await OnOwnerAsync(subscription, Prefix + "DeleteRule", request, context, DeleteRuleResponse.Parser, async () =>
+        return await OnOwnerAsync(subscription, (owner, options) => owner.DeleteRuleAsync(request, options), context, async () =>
         {
             if (!await node.Farm.DeleteRuleAsync(subscription.Id, request.Name, ct))
             {
@@ -222,7 +223,7 @@ internal sealed partial class ManagementService
         });
     }
 
-    public async Task<RuleInfo> GetRuleAsync(GetRuleRequest request, RpcCallContext context)
+    public override async Task<RuleInfo> GetRule(GetRuleRequest request, ServerCallContext context)
     {
         var ct = context.CancellationToken;
         var subscription = await GetSubscriptionRecordAsync(request.Topic, request.Subscription, ct);
@@ -232,13 +233,13 @@ internal sealed partial class ManagementService
         return ToRuleInfo(subscription, rule);
     }
 
-    public async Task<RuleInfo> UpdateRuleAsync(UpdateRuleRequest request, RpcCallContext context)
+    public override async Task<RuleInfo> UpdateRule(UpdateRuleRequest request, ServerCallContext context)
     {
         var ct = context.CancellationToken;
         var subscription = await GetSubscriptionRecordAsync(request.Topic, request.Subscription, ct);
         var rule = request.Rule ?? throw FarmErrors.Invalid("A rule is required.");
         RuleDefinitions.Parse(rule);
-        return await OnOwnerAsync(subscription, Prefix + "UpdateRule", request, context, RuleInfo.Parser, async () =>
+        return await OnOwnerAsync(subscription, (owner, options) => owner.UpdateRuleAsync(request, options), context, async () =>
         {
             var record = await node.Farm.UpdateRuleAsync(subscription.Id, rule.Name, RuleDefinitions.ToJson(rule), ct)
                 ?? throw RuleNotFound(subscription, rule.Name);
@@ -247,11 +248,11 @@ internal sealed partial class ManagementService
         });
     }
 
-    private static Contracts.Rpc.RpcException RuleNotFound(EntityRecord subscription, string rule) =>
-        FarmErrors.Create(Contracts.Rpc.RpcStatusCode.NotFound, FarmErrorCode.MessagingEntityNotFound,
+    private static BrokerException RuleNotFound(EntityRecord subscription, string rule) =>
+        FarmErrors.Create(FarmErrorCode.MessagingEntityNotFound,
             $"The subscription '{subscription.Name}' has no rule named '{rule}'.");
 
-    public async Task<ListRulesResponse> ListRulesAsync(ListRulesRequest request, RpcCallContext context)
+    public override async Task<ListRulesResponse> ListRules(ListRulesRequest request, ServerCallContext context)
     {
         var ct = context.CancellationToken;
         var subscription = await GetSubscriptionRecordAsync(request.Topic, request.Subscription, ct);
@@ -297,7 +298,7 @@ internal sealed partial class ManagementService
         var record = await node.Farm.GetEntityAsync(name, ct);
         if (record is null || record.Kind != kind)
         {
-            throw FarmErrors.Create(Contracts.Rpc.RpcStatusCode.NotFound, FarmErrorCode.MessagingEntityNotFound, $"The {kind} '{name}' does not exist.");
+            throw FarmErrors.Create(FarmErrorCode.MessagingEntityNotFound, $"The {kind} '{name}' does not exist.");
         }
         return record;
     }
@@ -313,7 +314,7 @@ internal sealed partial class ManagementService
         if (record is null || record.Kind != EntityKinds.Subscription)
         {
             var topicRecord = await node.Farm.GetEntityAsync(topic, ct);
-            throw FarmErrors.Create(Contracts.Rpc.RpcStatusCode.NotFound, FarmErrorCode.MessagingEntityNotFound,
+            throw FarmErrors.Create(FarmErrorCode.MessagingEntityNotFound,
                 topicRecord is null || topicRecord.Kind != EntityKinds.Topic
                     ? $"The topic '{topic}' does not exist."
                     : $"The subscription '{path}' does not exist.");

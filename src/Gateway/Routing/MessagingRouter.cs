@@ -2,10 +2,10 @@ using Farm.Broker;
 using Farm.Broker.Entities;
 using Farm.Broker.Messaging;
 using Farm.Broker.Node;
-using Farm.Broker.Rpc;
-using Farm.Contracts.Rpc;
+using Farm.Contracts;
 using Farm.Contracts.V1;
-using Google.Protobuf;
+using Farm.Gateway.Grpc;
+using Grpc.Core;
 
 namespace Farm.Gateway.Routing;
 
@@ -15,8 +15,9 @@ namespace Farm.Gateway.Routing;
 /// forwarded: it is answered NOT_OWNER with the owner's address, for the caller to follow.
 /// </summary>
 internal sealed partial class MessagingRouter(MessagingService local, BrokerNode node, NodeOptions options, OwnerChannels channels, ILogger<MessagingRouter> logger)
+    : Messaging.MessagingBase
 {
-    private static bool IsDirect(RpcCallContext context) => context.GetHeader(OwnerChannels.DirectHeader) is not null;
+    private static bool IsDirect(ServerCallContext context) => FarmMetadata.IsDirect(context.RequestHeaders);
 
     /// <summary>
     /// How long a gateway holds a call whose entity has no live owner (a failover or a planned
@@ -28,27 +29,17 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
     private static readonly TimeSpan OwnerPoll = TimeSpan.FromMilliseconds(100);
 
     /// <summary>
-    /// Failures that mean "nothing was written, the entity is between owners": the owner moved,
-    /// lost its epoch, is stopping, or cannot be reached. Safe to try again.
-    /// </summary>
-    private static bool IsBetweenOwners(RpcException e) =>
-        e.FarmError is "NOT_OWNER" or "STALE_EPOCH" or "SERVICE_BUSY"
-        || (e.StatusCode == RpcStatusCode.Unavailable && e.FarmError is null);
-
-    /// <summary>
     /// Runs the call here when this node serves the entity, else forwards it to the owner. While
     /// the entity is between owners it tries again every <see cref="OwnerPoll"/>, up to
     /// <see cref="OwnerWait"/>. A direct call is never forwarded or held: its caller follows.
     /// </summary>
     private async Task<TResponse> RouteAsync<TRequest, TResponse>(
-        string method, TRequest request, RpcCallContext context, string entityPath,
-        Func<TRequest, RpcCallContext, Task<TResponse>> here, MessageParser<TResponse> parser)
-        where TRequest : IMessage<TRequest>
-        where TResponse : IMessage<TResponse>
+        string method, TRequest request, ServerCallContext context, string entityPath,
+        Func<TRequest, CancellationToken, Task<TResponse>> here, Forward<TRequest, TResponse> forward)
     {
         if (IsDirect(context))
         {
-            return await here(request, context).ConfigureAwait(false);
+            return await here(request, context.CancellationToken).ConfigureAwait(false);
         }
         var started = System.Diagnostics.Stopwatch.GetTimestamp();
         while (true)
@@ -57,26 +48,26 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
             {
                 try
                 {
-                    return await here(request, context).ConfigureAwait(false);
+                    return await here(request, context.CancellationToken).ConfigureAwait(false);
                 }
-                catch (RpcException e) when (e.FarmError == "NOT_OWNER"
-                    && e.Trailers.GetValueOrDefault(RpcException.FarmOwnerTrailer) is { Length: > 0 } owner
+                catch (BrokerException e) when (CallFailures.OwnerOf(e) is { } owner
                     && !string.Equals(owner, node.Address, StringComparison.OrdinalIgnoreCase))
                 {
-                    return await ForwardAsync(owner, method, request, context, entityPath, parser).ConfigureAwait(false);
+                    return await ForwardAsync(owner, method, request, context, entityPath, forward).ConfigureAwait(false);
                 }
             }
-            catch (RpcException e) when (IsBetweenOwners(e) && System.Diagnostics.Stopwatch.GetElapsedTime(started) < OwnerWait)
+            catch (Exception e) when (CallFailures.IsBetweenOwners(e) && System.Diagnostics.Stopwatch.GetElapsedTime(started) < OwnerWait)
             {
                 await Task.Delay(OwnerPoll, context.CancellationToken).ConfigureAwait(false);
             }
         }
     }
 
+    /// <summary>Makes one call of the generated client on the owner's channel.</summary>
+    private delegate AsyncUnaryCall<TResponse> Forward<in TRequest, TResponse>(Messaging.MessagingClient owner, TRequest request, CallOptions options);
+
     private async Task<TResponse> ForwardAsync<TRequest, TResponse>(
-        string owner, string method, TRequest request, RpcCallContext context, string entityPath, MessageParser<TResponse> parser)
-        where TRequest : IMessage<TRequest>
-        where TResponse : IMessage<TResponse>
+        string owner, string method, TRequest request, ServerCallContext context, string entityPath, Forward<TRequest, TResponse> forward)
     {
         // A deadline of our own: an owner that froze or was cut off never answers, and HTTP/2
         // keep-alive would take 15 s to say so, longer than this gateway holds a call. Past it the
@@ -86,7 +77,8 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
             ? wait.ToTimeSpan()
             : TimeSpan.Zero);
         using var giveUp = CancellationTokenSource.CreateLinkedTokenSource(context.CancellationToken);
-        var call = channels.Get(owner).UnaryAsync(method, request, parser, new CallOptions(OwnerChannels.DirectHeaders, CancellationToken: giveUp.Token));
+        using var pending = forward(channels.Get(owner).Messaging, request, new CallOptions(FarmMetadata.DirectHeaders(), cancellationToken: giveUp.Token));
+        var call = pending.ResponseAsync;
         try
         {
             try
@@ -109,15 +101,15 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
             {
                 return await call.ConfigureAwait(false);
             }
-            catch (OperationCanceledException) when (!context.CancellationToken.IsCancellationRequested)
+            catch (RpcException e) when (e.StatusCode == StatusCode.Cancelled && !context.CancellationToken.IsCancellationRequested)
             {
                 // Unreachable as far as this call is concerned: Unavailable, so RouteAsync holds it for the next owner.
                 LogForwardGivenUp(logger, method, entityPath, owner, timeout.TotalSeconds);
-                throw new RpcException(RpcStatusCode.Unavailable,
-                    $"The broker at {owner} did not answer {method} for '{entityPath}' within {timeout.TotalSeconds:0.#} s and is no longer its live owner.");
+                throw new RpcException(new Status(StatusCode.Unavailable,
+                    $"The broker at {owner} did not answer {method} for '{entityPath}' within {timeout.TotalSeconds:0.#} s and is no longer its live owner."));
             }
         }
-        catch (RpcException e) when (e.FarmError == "MESSAGING_ENTITY_NOT_FOUND")
+        catch (RpcException e) when (CallFailures.CodeOf(e) == FarmErrorCode.MessagingEntityNotFound)
         {
             // Deleted (or re-created elsewhere) since this node cached where it lives.
             if (EntityNames.TryParsePath(entityPath, out var name, out _, out _))
@@ -139,36 +131,36 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
         return string.Equals(node.OwnerAddressOf(record.ContainerId), owner, StringComparison.OrdinalIgnoreCase);
     }
 
-    private const string P = MessagingEndpoints.Prefix;
+    public override Task<SendResponse> Send(SendRequest r, ServerCallContext c) =>
+        RouteAsync("Send", r, c, r.Entity, local.SendAsync, static (owner, request, options) => owner.SendAsync(request, options));
 
-    public Task<SendResponse> SendAsync(SendRequest r, RpcCallContext c) =>
-        RouteAsync(P + "Send", r, c, r.Entity, local.SendAsync, SendResponse.Parser);
+    public override Task<ReceiveBatchResponse> ReceiveBatch(ReceiveBatchRequest r, ServerCallContext c) =>
+        RouteAsync("ReceiveBatch", r, c, r.Entity, local.ReceiveBatchAsync, static (owner, request, options) => owner.ReceiveBatchAsync(request, options));
 
-    public Task<ReceiveBatchResponse> ReceiveBatchAsync(ReceiveBatchRequest r, RpcCallContext c) =>
-        RouteAsync(P + "ReceiveBatch", r, c, r.Entity, local.ReceiveBatchAsync, ReceiveBatchResponse.Parser);
+    public override Task<SettleResponse> Settle(SettleRequest r, ServerCallContext c) =>
+        RouteAsync("Settle", r, c, r.Entity, local.SettleAsync, static (owner, request, options) => owner.SettleAsync(request, options));
 
-    public Task<SettleResponse> SettleAsync(SettleRequest r, RpcCallContext c) =>
-        RouteAsync(P + "Settle", r, c, r.Entity, local.SettleAsync, SettleResponse.Parser);
+    public override Task<RenewLockResponse> RenewLock(RenewLockRequest r, ServerCallContext c) =>
+        RouteAsync("RenewLock", r, c, r.Entity, local.RenewLockAsync, static (owner, request, options) => owner.RenewLockAsync(request, options));
 
-    public Task<RenewLockResponse> RenewLockAsync(RenewLockRequest r, RpcCallContext c) =>
-        RouteAsync(P + "RenewLock", r, c, r.Entity, local.RenewLockAsync, RenewLockResponse.Parser);
+    public override Task<ReceiveBatchResponse> ReceiveDeferred(ReceiveDeferredRequest r, ServerCallContext c) =>
+        RouteAsync("ReceiveDeferred", r, c, r.Entity, local.ReceiveDeferredAsync, static (owner, request, options) => owner.ReceiveDeferredAsync(request, options));
 
-    public Task<ReceiveBatchResponse> ReceiveDeferredAsync(ReceiveDeferredRequest r, RpcCallContext c) =>
-        RouteAsync(P + "ReceiveDeferred", r, c, r.Entity, local.ReceiveDeferredAsync, ReceiveBatchResponse.Parser);
+    public override Task<PeekResponse> Peek(PeekRequest r, ServerCallContext c) =>
+        RouteAsync("Peek", r, c, r.Entity, local.PeekAsync, static (owner, request, options) => owner.PeekAsync(request, options));
 
-    public Task<PeekResponse> PeekAsync(PeekRequest r, RpcCallContext c) =>
-        RouteAsync(P + "Peek", r, c, r.Entity, local.PeekAsync, PeekResponse.Parser);
-
-    public Task<CancelScheduledResponse> CancelScheduledAsync(CancelScheduledRequest r, RpcCallContext c) =>
-        RouteAsync(P + "CancelScheduled", r, c, r.Entity, local.CancelScheduledAsync, CancelScheduledResponse.Parser);
+    public override Task<CancelScheduledResponse> CancelScheduled(CancelScheduledRequest r, ServerCallContext c) =>
+        RouteAsync("CancelScheduled", r, c, r.Entity, local.CancelScheduledAsync, static (owner, request, options) => owner.CancelScheduledAsync(request, options));
 
     /// <summary>
     /// The receive stream: served here when this node owns the entity, otherwise proxied to the
     /// owner message by message in both directions (credit up, messages down).
     /// </summary>
-    public async Task ReceiveAsync(IAsyncEnumerable<ReceiveRequest> requests, IRpcStreamWriter<ReceiveResponse> responses, RpcCallContext context)
+    public override async Task Receive(IAsyncStreamReader<ReceiveRequest> requestStream, IServerStreamWriter<ReceiveResponse> responseStream, ServerCallContext context)
     {
         var cancellationToken = context.CancellationToken;
+        var requests = requestStream.ReadAllAsync(cancellationToken);
+        var responses = new ServerStreamAdapter<ReceiveResponse>(responseStream);
         // Not disposed here: the task that reads it last disposes it (see MessagingService.ReceiveAsync).
         var incoming = requests.GetAsyncEnumerator(cancellationToken);
         ReceiveRequest open;
@@ -195,40 +187,40 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
         }
 
         var started = System.Diagnostics.Stopwatch.GetTimestamp();
-        DuplexCall<ReceiveRequest, ReceiveResponse> call;
+        AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse> call;
         while (true)
         {
             if (owner is null)
             {
                 // This node serves it (or the call was sent here directly).
                 LogReceiveStream(logger, open.Open.Entity, "here", open.Open.Credit);
-                await local.ReceiveAsync(Prepend(open, incoming), responses, context).ConfigureAwait(false);
+                await local.ReceiveAsync(Prepend(open, incoming), responses, cancellationToken).ConfigureAwait(false);
                 return;
             }
             LogReceiveStream(logger, open.Open.Entity, "proxy to " + owner, open.Open.Credit);
-            call = channels.Get(owner).Duplex<ReceiveRequest, ReceiveResponse>(MessagingEndpoints.Prefix + "Receive", ReceiveResponse.Parser,
-                new CallOptions(OwnerChannels.DirectHeaders, CancellationToken: cancellationToken));
+            call = channels.Get(owner).Messaging.Receive(new CallOptions(FarmMetadata.DirectHeaders(), cancellationToken: cancellationToken));
             try
             {
                 // A dead owner shows here, before any credit went up: safe to wait for the takeover and try again.
-                await call.WriteAsync(open, cancellationToken).ConfigureAwait(false);
+                await call.RequestStream.WriteAsync(open, cancellationToken).ConfigureAwait(false);
                 break;
             }
-            catch (RpcException e) when (IsBetweenOwners(e) && System.Diagnostics.Stopwatch.GetElapsedTime(started) < OwnerWait)
+            catch (RpcException e) when ((CallFailures.IsBetweenOwners(e) || (e.StatusCode == StatusCode.Cancelled && !cancellationToken.IsCancellationRequested))
+                && System.Diagnostics.Stopwatch.GetElapsedTime(started) < OwnerWait)
             {
-                await call.DisposeAsync().ConfigureAwait(false);
+                call.Dispose();
                 await Task.Delay(OwnerPoll, cancellationToken).ConfigureAwait(false);
                 owner = await WaitForOwnerAsync(record!, cancellationToken).ConfigureAwait(false);
             }
             catch
             {
-                await call.DisposeAsync().ConfigureAwait(false);
+                call.Dispose();
                 await MessagingService.DisposeQuietlyAsync(incoming).ConfigureAwait(false);
                 throw;
             }
         }
 
-        await using var ownerCall = call;
+        using var ownerCall = call;
         // Credit flows up in the background; this call ends with the owner's stream, without waiting for it.
         _ = Task.Run(async () =>
         {
@@ -236,9 +228,9 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
             {
                 while (await incoming.MoveNextAsync().ConfigureAwait(false))
                 {
-                    await call.WriteAsync(incoming.Current, cancellationToken).ConfigureAwait(false);
+                    await call.RequestStream.WriteAsync(incoming.Current, cancellationToken).ConfigureAwait(false);
                 }
-                await call.CompleteAsync().ConfigureAwait(false);
+                await call.RequestStream.CompleteAsync().ConfigureAwait(false);
             }
             catch (Exception)
             {
@@ -249,14 +241,22 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
                 await MessagingService.DisposeQuietlyAsync(incoming).ConfigureAwait(false);
             }
         }, CancellationToken.None);
-        await foreach (var response in call.ReadAllAsync(cancellationToken).ConfigureAwait(false))
+        try
         {
-            await responses.WriteAsync(response, cancellationToken).ConfigureAwait(false);
+            await foreach (var response in call.ResponseStream.ReadAllAsync(cancellationToken).ConfigureAwait(false))
+            {
+                await responses.WriteAsync(response, cancellationToken).ConfigureAwait(false);
+            }
+        }
+        catch (RpcException e) when (!cancellationToken.IsCancellationRequested && e.FarmError() is null && e.StatusCode != StatusCode.Unavailable)
+        {
+            // The owner's stream broke under us (it died or was cut off): the client reopens, maybe elsewhere.
+            throw new RpcException(new Status(StatusCode.Unavailable, $"The receive stream from the owner {owner} of '{open.Open.Entity}' broke: {e.Status.Detail}"));
         }
     }
 
     /// <summary>Names the broker that serves an entity, for clients in redirect mode.</summary>
-    public async Task<LookupResponse> LookupAsync(LookupRequest request, RpcCallContext context)
+    public override async Task<LookupResponse> Lookup(LookupRequest request, ServerCallContext context)
     {
         if (!EntityNames.TryParsePath(request.Entity, out var name, out _, out var error))
         {
@@ -314,17 +314,4 @@ internal sealed partial class MessagingRouter(MessagingService local, BrokerNode
 
     [LoggerMessage(Level = LogLevel.Debug, Message = "Receive stream on {Entity}: {Route}, credit {Credit}")]
     private static partial void LogReceiveStream(ILogger logger, string entity, string route, int credit);
-
-    public void Map(IEndpointRouteBuilder endpoints)
-    {
-        endpoints.MapUnary<SendRequest, SendResponse>(P + "Send", SendRequest.Parser, SendAsync);
-        endpoints.MapDuplex<ReceiveRequest, ReceiveResponse>(P + "Receive", ReceiveRequest.Parser, ReceiveAsync);
-        endpoints.MapUnary<ReceiveBatchRequest, ReceiveBatchResponse>(P + "ReceiveBatch", ReceiveBatchRequest.Parser, ReceiveBatchAsync);
-        endpoints.MapUnary<SettleRequest, SettleResponse>(P + "Settle", SettleRequest.Parser, SettleAsync);
-        endpoints.MapUnary<RenewLockRequest, RenewLockResponse>(P + "RenewLock", RenewLockRequest.Parser, RenewLockAsync);
-        endpoints.MapUnary<ReceiveDeferredRequest, ReceiveBatchResponse>(P + "ReceiveDeferred", ReceiveDeferredRequest.Parser, ReceiveDeferredAsync);
-        endpoints.MapUnary<PeekRequest, PeekResponse>(P + "Peek", PeekRequest.Parser, PeekAsync);
-        endpoints.MapUnary<CancelScheduledRequest, CancelScheduledResponse>(P + "CancelScheduled", CancelScheduledRequest.Parser, CancelScheduledAsync);
-        endpoints.MapUnary<LookupRequest, LookupResponse>(P + "Lookup", LookupRequest.Parser, LookupAsync);
-    }
 }

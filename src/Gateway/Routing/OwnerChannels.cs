@@ -1,30 +1,30 @@
 using System.Collections.Concurrent;
-using Farm.Contracts.Rpc;
+using Farm.Contracts;
+using Farm.Contracts.V1;
+using Grpc.Net.Client;
 
 namespace Farm.Gateway.Routing;
+
+/// <summary>The generated clients of one broker this gateway calls, over one channel.</summary>
+internal sealed record OwnerClients(GrpcChannel Channel, Messaging.MessagingClient Messaging, Contracts.V1.Management.ManagementClient Management, NodeControl.NodeControlClient NodeControl);
 
 /// <summary>One gRPC channel per broker address this gateway forwards to, kept for the process's life.</summary>
 internal sealed class OwnerChannels : IDisposable
 {
-    /// <summary>
-    /// Marks a call as addressed to this broker itself: it answers NOT_OWNER instead of forwarding.
-    /// Gateways set it on calls they forward (so a call never bounces between two nodes with
-    /// different views of who owns what), and redirect-mode clients on calls to the owner.
-    /// </summary>
-    public const string DirectHeader = "farm-direct";
+    private readonly ConcurrentDictionary<string, OwnerClients> _clients = new(StringComparer.OrdinalIgnoreCase);
 
-    public static readonly IReadOnlyDictionary<string, string> DirectHeaders = new Dictionary<string, string> { [DirectHeader] = "1" };
-
-    private readonly ConcurrentDictionary<string, RpcChannel> _channels = new(StringComparer.OrdinalIgnoreCase);
-
-    public RpcChannel Get(string address) => _channels.GetOrAdd(address, a => new RpcChannel(new Uri(a)));
+    public OwnerClients Get(string address) => _clients.GetOrAdd(address, static a =>
+    {
+        var channel = FarmChannels.Create(new Uri(a));
+        return new OwnerClients(channel, new Messaging.MessagingClient(channel), new Contracts.V1.Management.ManagementClient(channel), new NodeControl.NodeControlClient(channel));
+    });
 
     public void Dispose()
     {
-        foreach (var channel in _channels.Values)
+        foreach (var clients in _clients.Values)
         {
-            channel.Dispose();
+            clients.Channel.Dispose();
         }
-        _channels.Clear();
+        _clients.Clear();
     }
 }

@@ -1,0 +1,59 @@
+using System.Net;
+using Grpc.Net.Client;
+
+namespace Farm.Contracts;
+
+/// <summary>
+/// The gRPC channel settings every Farm caller uses (SDK, CLI, and a gateway forwarding to an
+/// owner): one place, so a frozen peer is noticed as fast from each of them.
+/// </summary>
+public static class FarmChannels
+{
+    /// <summary>Largest message either side accepts (grpc-dotnet's default is 4 MB).</summary>
+    public const int MaxMessageSize = 16 * 1024 * 1024;
+
+    /// <summary>
+    /// How long a connection with calls open may stay silent before a ping is sent, and how long
+    /// the ping may go unanswered: a frozen or cut-off peer fails the calls on that connection
+    /// within their sum (5 s), instead of TCP's minutes.
+    /// </summary>
+    public static readonly TimeSpan KeepAlivePingDelay = TimeSpan.FromSeconds(3);
+
+    public static readonly TimeSpan KeepAlivePingTimeout = TimeSpan.FromSeconds(2);
+
+    public static readonly TimeSpan ConnectTimeout = TimeSpan.FromSeconds(5);
+
+    /// <summary>A channel to one Farm endpoint (http://host:port). Share it: one per endpoint.</summary>
+    public static GrpcChannel Create(Uri address, TimeSpan? keepAlivePingDelay = null, TimeSpan? keepAlivePingTimeout = null)
+    {
+        ArgumentNullException.ThrowIfNull(address);
+        var handler = new SocketsHttpHandler
+        {
+            // One HTTP/2 connection allows only as many concurrent streams as the server says;
+            // beyond that, open more connections instead of queueing calls.
+            EnableMultipleHttp2Connections = true,
+            ConnectTimeout = ConnectTimeout,
+            // Pings only while calls are open: a receive stream can sit idle for minutes, and a
+            // dead broker must still be noticed.
+            KeepAlivePingDelay = keepAlivePingDelay ?? KeepAlivePingDelay,
+            KeepAlivePingTimeout = keepAlivePingTimeout ?? KeepAlivePingTimeout,
+            KeepAlivePingPolicy = HttpKeepAlivePingPolicy.WithActiveRequests,
+            PooledConnectionIdleTimeout = Timeout.InfiniteTimeSpan,
+            // Farm addresses are direct; an HTTP proxy from the environment would not speak h2c.
+            UseProxy = false,
+            UseCookies = false,
+            AllowAutoRedirect = false,
+            AutomaticDecompression = DecompressionMethods.None,
+        };
+        return GrpcChannel.ForAddress(address, new GrpcChannelOptions
+        {
+            HttpHandler = handler,
+            DisposeHttpClient = true,
+            MaxReceiveMessageSize = MaxMessageSize,
+            MaxSendMessageSize = MaxMessageSize,
+            // Every failure of a call, a cancellation too, is an RpcException with a status: a
+            // broken connection can surface as a cancelled write, and callers must not mistake it
+            // for their own cancellation. Callers check their own token.
+        });
+    }
+}

@@ -1,0 +1,89 @@
+using Farm.Broker;
+using Farm.Contracts;
+using Farm.Contracts.V1;
+using Grpc.Core;
+using Grpc.Core.Interceptors;
+
+namespace Farm.Gateway.Grpc;
+
+/// <summary>
+/// The one place where the broker's failures become gRPC: a <see cref="BrokerException"/> ends the
+/// call with the status its code maps to and the "farm-error" (and "farm-owner") trailers; any
+/// other exception is INTERNAL with its message, and logged. Handlers just throw.
+/// </summary>
+internal sealed partial class FarmErrorInterceptor(ILogger<FarmErrorInterceptor> logger) : Interceptor
+{
+    public override async Task<TResponse> UnaryServerHandler<TRequest, TResponse>(
+        TRequest request, ServerCallContext context, UnaryServerMethod<TRequest, TResponse> continuation)
+    {
+        try
+        {
+            return await continuation(request, context).ConfigureAwait(false);
+        }
+        catch (Exception e) when (Translate(e, context) is { } status)
+        {
+            throw status;
+        }
+    }
+
+    public override async Task DuplexStreamingServerHandler<TRequest, TResponse>(
+        IAsyncStreamReader<TRequest> requestStream, IServerStreamWriter<TResponse> responseStream, ServerCallContext context,
+        DuplexStreamingServerMethod<TRequest, TResponse> continuation)
+    {
+        try
+        {
+            await continuation(requestStream, responseStream, context).ConfigureAwait(false);
+        }
+        catch (Exception e) when (Translate(e, context) is { } status)
+        {
+            throw status;
+        }
+    }
+
+    /// <summary>The RpcException to end the call with, or null to let the exception through as it is.</summary>
+    private RpcException? Translate(Exception e, ServerCallContext context)
+    {
+        switch (e)
+        {
+            case BrokerException farm:
+                return ToRpc(farm);
+            case RpcException:
+                // Already a status: a forwarded call's answer, passed on unchanged.
+                return null;
+            case OperationCanceledException when context.CancellationToken.IsCancellationRequested:
+                // The client went away or its deadline passed: the server reports that itself.
+                return null;
+            default:
+                LogHandlerFailed(logger, context.Method, e);
+                return new RpcException(new Status(StatusCode.Internal, e.Message));
+        }
+    }
+
+    public static RpcException ToRpc(BrokerException e)
+    {
+        var trailers = new Metadata { { FarmMetadata.ErrorTrailer, FarmErrorNames.Of(e.Code) } };
+        if (e.Owner is not null)
+        {
+            trailers.Add(FarmMetadata.OwnerTrailer, e.Owner);
+        }
+        return new RpcException(new Status(StatusOf(e.Code), e.Message), trailers);
+    }
+
+    /// <summary>The gRPC status a failure travels under; the trailer says precisely what it is.</summary>
+    public static StatusCode StatusOf(FarmErrorCode code) => code switch
+    {
+        FarmErrorCode.InvalidArgument or FarmErrorCode.MessageSizeExceeded => StatusCode.InvalidArgument,
+        FarmErrorCode.MessagingEntityNotFound or FarmErrorCode.MessageNotFound or FarmErrorCode.ContainerNotFound => StatusCode.NotFound,
+        FarmErrorCode.MessagingEntityAlreadyExists => StatusCode.AlreadyExists,
+        FarmErrorCode.MessageLockLost => StatusCode.FailedPrecondition,
+        // Not UNIMPLEMENTED: generic gRPC clients read that as "no such method".
+        FarmErrorCode.NotSupported => StatusCode.FailedPrecondition,
+        FarmErrorCode.QuotaExceeded => StatusCode.ResourceExhausted,
+        // Transient: nothing was done; the same call may succeed elsewhere or in a moment.
+        FarmErrorCode.NotOwner or FarmErrorCode.StaleEpoch or FarmErrorCode.ServiceBusy or FarmErrorCode.StoreUnavailable => StatusCode.Unavailable,
+        _ => StatusCode.Unknown,
+    };
+
+    [LoggerMessage(Level = LogLevel.Error, Message = "{Method} failed")]
+    private static partial void LogHandlerFailed(ILogger logger, string method, Exception exception);
+}

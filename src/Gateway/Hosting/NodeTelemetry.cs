@@ -1,0 +1,53 @@
+using Farm.Broker.Telemetry;
+using OpenTelemetry.Metrics;
+using OpenTelemetry.Resources;
+using OpenTelemetry.Trace;
+
+namespace Farm.Gateway.Hosting;
+
+/// <summary>
+/// OpenTelemetry for a node: the broker's meter, ASP.NET Core's server metrics and spans (gRPC
+/// calls, with the trace context callers send) and the .NET runtime's metrics; a Prometheus scrape
+/// endpoint at <see cref="MetricsPath"/>, and OTLP export when the standard
+/// OTEL_EXPORTER_OTLP_ENDPOINT variable is set.
+/// </summary>
+internal static class NodeTelemetry
+{
+    public const string MetricsPath = "/metrics";
+
+    /// <summary>The node's own spans (none yet beyond ASP.NET Core's; named so they can be added without new wiring).</summary>
+    public const string SourceName = "Farm.Node";
+
+    public static IServiceCollection AddNodeTelemetry(this IServiceCollection services, long nodeId)
+    {
+        var otlp = !string.IsNullOrWhiteSpace(Environment.GetEnvironmentVariable("OTEL_EXPORTER_OTLP_ENDPOINT"));
+        services.AddOpenTelemetry()
+            .ConfigureResource(resource => resource.AddService("farm-node", serviceInstanceId: $"node-{nodeId}"))
+            .WithMetrics(metrics =>
+            {
+                metrics.AddMeter(BrokerMetrics.MeterName)
+                    .AddAspNetCoreInstrumentation()
+                    .AddRuntimeInstrumentation()
+                    .AddPrometheusExporter();
+                if (otlp)
+                {
+                    metrics.AddOtlpExporter();
+                }
+            })
+            .WithTracing(tracing =>
+            {
+                tracing.AddSource(SourceName)
+                    .AddAspNetCoreInstrumentation(aspNet =>
+                        // Scrapes and health probes are not worth a span each.
+                        aspNet.Filter = http => !http.Request.Path.StartsWithSegments(MetricsPath));
+                if (otlp)
+                {
+                    tracing.AddOtlpExporter();
+                }
+            });
+        return services;
+    }
+
+    public static void MapNodeTelemetry(this IEndpointRouteBuilder endpoints) =>
+        endpoints.MapPrometheusScrapingEndpoint(MetricsPath);
+}
