@@ -10,8 +10,7 @@ using Farm.Gateway.Grpc;
 using Farm.Gateway.Hosting;
 using Farm.Gateway.Management;
 using Farm.Gateway.Routing;
-using Microsoft.AspNetCore.Hosting.Server;
-using Microsoft.AspNetCore.Hosting.Server.Features;
+using Microsoft.AspNetCore.Server.Kestrel.Core;
 
 // A Farm node: the gateway (management API, messaging front door) and the broker in one process,
 // so killing the process kills the node as a unit.
@@ -30,7 +29,12 @@ catch (ArgumentException e)
 builder.Logging.AddSimpleConsole(console => console.TimestampFormat = "HH:mm:ss.fff ");
 builder.Logging.AddFilter("Microsoft.AspNetCore", LogLevel.Warning);
 builder.Logging.AddFilter("Microsoft.Hosting", LogLevel.Warning);
-builder.WebHost.ConfigureKestrel(kestrel => kestrel.ListenGrpc(IPAddress.Parse(options.Host), options.Port));
+ListenOptions? grpcListener = null, metricsListener = null;
+builder.WebHost.ConfigureKestrel(kestrel =>
+{
+    grpcListener = kestrel.ListenGrpc(IPAddress.Parse(options.Host), options.Port);
+    metricsListener = kestrel.ListenMetrics(IPAddress.Parse(options.Host), options.MetricsPort);
+});
 builder.Services.AddSingleton(options.Node);
 builder.Services.AddSingleton(new BrokerOptions());
 builder.Services.AddSingleton(TimeProvider.System);
@@ -63,12 +67,13 @@ catch (IOException e)
     Console.Error.WriteLine($"farm node {options.Node.NodeId}: cannot listen on {options.Host}:{options.Port}: {e.Message}");
     return 1;
 }
-var address = app.Services.GetRequiredService<IServer>().Features.Get<IServerAddressesFeature>()!.Addresses.First()
-    .Replace("[::]", "127.0.0.1", StringComparison.Ordinal).Replace("0.0.0.0", "127.0.0.1", StringComparison.Ordinal);
+// The ports the OS picked for port 0 are known once Kestrel listens.
+var address = GrpcHosting.AddressOf(grpcListener!);
+var metricsAddress = GrpcHosting.AddressOf(metricsListener!) + NodeTelemetry.MetricsPath;
 var node = app.Services.GetRequiredService<BrokerNode>();
 try
 {
-    await node.StartAsync(address, app.Lifetime.ApplicationStopping);
+    await node.StartAsync(address, app.Lifetime.ApplicationStopping, metricsAddress);
 }
 catch (Exception e) when (e is StoreUnavailableException or InvalidOperationException or IOException or UnauthorizedAccessException)
 {
@@ -81,7 +86,7 @@ NodeReadyFile.Write(options.Node.DataDirectory, options.Node.NodeId, address);
 _ = node.Drained.ContinueWith(_ => app.Lifetime.StopApplication(), TaskScheduler.Default);
 // Another process took this node id over (started with the same --node-id while this one was frozen).
 _ = node.Replaced.ContinueWith(_ => app.Lifetime.StopApplication(), TaskScheduler.Default);
-Console.WriteLine($"Farm node {options.Node.NodeId} serving at {address}");
+Console.WriteLine($"Farm node {options.Node.NodeId} serving at {address}, metrics at {metricsAddress}");
 
 await app.WaitForShutdownAsync();
 await node.DisposeAsync();

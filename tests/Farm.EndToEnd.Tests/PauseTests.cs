@@ -102,6 +102,71 @@ public sealed class PauseTests(ITestOutputHelper output)
         }
     }
 
+    /// <summary>
+    /// The keep-alive every Farm channel uses (FarmChannels: a ping after 3 s without a frame, 2 s
+    /// for its answer): a receive stream to a frozen node, whether the client's own or the one a
+    /// gateway proxies, fails within about 5 s, where a silent TCP connection would hang on.
+    /// </summary>
+    [Fact]
+    public async Task ReceiveStreams_ToAFrozenNode_AreGivenUpWithinTheKeepAlive()
+    {
+        var giveUpWithin = TimeSpan.FromSeconds(12);
+        await using var farm = await LocalFarm.StartAsync(nodes: 2);
+        using var admin = new FarmAdministrationClient(farm.ConnectionString);
+        await admin.CreateContainerAsync();
+        var container = await WaitForOwnedContainerAsync(admin, node: 2);
+        await admin.CreateQueueAsync(new CreateQueueOptions("frozen") { ContainerId = container.Id });
+        await using (var client = new FarmClient(farm.ConnectionString))
+        await using (var sender = client.CreateSender("frozen"))
+        {
+            await sender.SendMessagesAsync([new FarmMessage("one"), new FarmMessage("two")]);
+        }
+
+        // One stream straight to the owner (as redirect mode opens them), one through node 1's gateway;
+        // each takes a message, so both are open end to end, then idles (an open call, so pinged).
+        using var toOwner = FarmChannels.Create(new Uri(farm.Endpoints[1]));
+        using var toGateway = FarmChannels.Create(new Uri(farm.Endpoints[0]));
+        using var direct = await OpenAndTakeOneAsync(toOwner, FarmMetadata.DirectHeaders());
+        using var proxied = await OpenAndTakeOneAsync(toGateway, headers: null);
+
+        await farm.PauseNodeAsync(2);
+        var frozenAt = Stopwatch.GetTimestamp();
+        var directEnd = EndOfAsync(direct, frozenAt);
+        var proxiedEnd = EndOfAsync(proxied, frozenAt);
+
+        var (directAfter, directStatus) = await directEnd.WaitAsync(giveUpWithin);
+        var (proxiedAfter, proxiedStatus) = await proxiedEnd.WaitAsync(giveUpWithin);
+        output.WriteLine($"after SIGSTOP: the direct stream ended in {directAfter.TotalSeconds:0.0} s ({directStatus}), the proxied one in {proxiedAfter.TotalSeconds:0.0} s ({proxiedStatus})");
+        Assert.NotEqual(StatusCode.OK, directStatus);
+        Assert.Equal(StatusCode.Unavailable, proxiedStatus);
+        await farm.ResumeNodeAsync(2);
+    }
+
+    private static async Task<AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>> OpenAndTakeOneAsync(Grpc.Net.Client.GrpcChannel channel, Metadata? headers)
+    {
+        var call = new Contracts.V1.Messaging.MessagingClient(channel).Receive(new CallOptions(headers));
+        await call.RequestStream.WriteAsync(new ReceiveRequest { Open = new ReceiveOpen { Entity = "frozen", Mode = ReceiveMode.ReceiveAndDelete, Credit = 1 } });
+        Assert.True(await call.ResponseStream.MoveNext().WaitAsync(TimeSpan.FromSeconds(30)));
+        Assert.Single(call.ResponseStream.Current.Messages);
+        return call;
+    }
+
+    /// <summary>How long after <paramref name="since"/> the stream ended, and with what status.</summary>
+    private static async Task<(TimeSpan After, StatusCode Status)> EndOfAsync(AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse> call, long since)
+    {
+        try
+        {
+            while (await call.ResponseStream.MoveNext())
+            {
+            }
+            return (Stopwatch.GetElapsedTime(since), StatusCode.OK);
+        }
+        catch (RpcException e)
+        {
+            return (Stopwatch.GetElapsedTime(since), e.StatusCode);
+        }
+    }
+
     private static Task<ContainerProperties> WaitForOwnedContainerAsync(FarmAdministrationClient admin, long node) =>
         WaitUntilAsync(async () =>
         {

@@ -80,7 +80,7 @@ public sealed partial class BrokerNode : IAsyncDisposable
         ? $"Data Source={Path.Combine(Path.GetFullPath(_nodeOptions.DataDirectory), "farm.db")}"
         : _nodeOptions.FarmConnectionString;
 
-    public async Task StartAsync(string address, CancellationToken cancellationToken)
+    public async Task StartAsync(string address, CancellationToken cancellationToken, string? metricsAddress = null)
     {
         _address = address;
         Directory.CreateDirectory(_nodeOptions.DataDirectory);
@@ -94,7 +94,7 @@ public sealed partial class BrokerNode : IAsyncDisposable
             await farm.DisposeAsync().ConfigureAwait(false);
             throw;
         }
-        await farm.RegisterNodeAsync(NodeId, address, Environment.ProcessId, cancellationToken).ConfigureAwait(false);
+        await farm.RegisterNodeAsync(NodeId, address, Environment.ProcessId, metricsAddress, cancellationToken).ConfigureAwait(false);
 
         var containers = await farm.ListContainersAsync(cancellationToken).ConfigureAwait(false);
         if (containers.Count == 0)

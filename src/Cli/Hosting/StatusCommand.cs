@@ -78,7 +78,8 @@ public sealed record StatusView(
             n.Address,
             (long)n.HeartbeatAge.TotalMilliseconds,
             n.ProcessId == 0 ? null : n.ProcessId,
-            ProcessStateOf(n, local))).ToList();
+            ProcessStateOf(n, local),
+            n.MetricsUrl)).ToList();
         var containers = status.Containers.OrderBy(c => c.Id)
             .Select(c => new ContainerView(c.Id, c.OwnerNode, c.Epoch, c.EntityCount, c.OwnedSince, c.Store)).ToList();
 
@@ -145,7 +146,7 @@ public sealed record StatusView(
         text.AppendLine();
         AppendTable(
             text,
-            ["NODE", "STATE", "ADDRESS", "HEARTBEAT", "PID", "PROCESS"],
+            ["NODE", "STATE", "ADDRESS", "HEARTBEAT", "PID", "PROCESS", "METRICS"],
             Nodes.Select(n => new[]
             {
                 n.Id.ToString(CultureInfo.InvariantCulture),
@@ -154,6 +155,7 @@ public sealed record StatusView(
                 n.HeartbeatAgeMs is { } ms ? (ms / 1000.0).ToString("0.0", CultureInfo.InvariantCulture) + " s ago" : "-",
                 n.Pid?.ToString(CultureInfo.InvariantCulture) ?? "-",
                 n.ProcessState ?? "-",
+                n.MetricsUrl ?? "-",
             }));
         text.AppendLine();
         AppendTable(
@@ -182,8 +184,11 @@ public sealed record StatusView(
     }
 }
 
-/// <summary>A node: state, address and heartbeat age from the farm database; process_state as the CLI sees the pid here (null for a farm on another machine).</summary>
-public sealed record NodeView(long Id, string State, string Address, long? HeartbeatAgeMs, int? Pid, string? ProcessState);
+/// <summary>
+/// A node: state, address, heartbeat age and Prometheus scrape URL from the farm database;
+/// process_state as the CLI sees the pid here (null for a farm on another machine).
+/// </summary>
+public sealed record NodeView(long Id, string State, string Address, long? HeartbeatAgeMs, int? Pid, string? ProcessState, string? MetricsUrl = null);
 
 /// <summary>How many containers a node owns; live is its farm-database state being active.</summary>
 public sealed record NodeContainersView(long NodeId, bool Live, long Containers);

@@ -141,14 +141,7 @@ public sealed partial class FarmAdministrationClient : IDisposable
     public async Task<FarmNodeProperties> DrainNodeAsync(long nodeId, CancellationToken cancellationToken = default)
     {
         var node = await CallAsync(FarmCalls.DrainNode, new DrainNodeRequest { NodeId = nodeId }, null, cancellationToken).ConfigureAwait(false);
-        return new FarmNodeProperties
-        {
-            Id = node.Id,
-            State = node.State,
-            Address = node.Address,
-            HeartbeatAge = node.HeartbeatAge?.ToTimeSpan() ?? TimeSpan.Zero,
-            ProcessId = node.ProcessId,
-        };
+        return QueueMapper.FromProto(node);
     }
 
     /// <summary>Nodes, containers and entity count of the farm.</summary>

@@ -32,6 +32,9 @@ public sealed record FarmNodeProperties
     public TimeSpan HeartbeatAge { get; init; }
 
     public int ProcessId { get; init; }
+
+    /// <summary>Where the node serves its Prometheus metrics (http://host:port/metrics); null when it does not say.</summary>
+    public string? MetricsUrl { get; init; }
 }
 
 /// <summary>The whole farm at a glance (farm status).</summary>

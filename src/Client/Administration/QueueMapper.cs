@@ -172,16 +172,19 @@ internal static class QueueMapper
         Store = info.Store,
     };
 
+    public static FarmNodeProperties FromProto(Proto.NodeInfo node) => new()
+    {
+        Id = node.Id,
+        State = node.State,
+        Address = node.Address,
+        HeartbeatAge = node.HeartbeatAge?.ToTimeSpan() ?? TimeSpan.Zero,
+        ProcessId = node.ProcessId,
+        MetricsUrl = string.IsNullOrEmpty(node.MetricsUrl) ? null : node.MetricsUrl,
+    };
+
     public static FarmStatusProperties FromProto(Proto.FarmStatus status) => new()
     {
-        Nodes = status.Nodes.Select(n => new FarmNodeProperties
-        {
-            Id = n.Id,
-            State = n.State,
-            Address = n.Address,
-            HeartbeatAge = n.HeartbeatAge?.ToTimeSpan() ?? TimeSpan.Zero,
-            ProcessId = n.ProcessId,
-        }).ToList(),
+        Nodes = status.Nodes.Select(FromProto).ToList(),
         Containers = status.Containers.Select(FromProto).ToList(),
         EntityCount = status.EntityCount,
         Version = status.Version,

@@ -1,7 +1,11 @@
 namespace Farm.ContainerStore.FarmDatabase;
 
 /// <summary>A broker node as the farm database knows it. Times are the database's clock.</summary>
-public sealed record NodeRecord(long Id, string Address, string State, int ProcessId, DateTime HeartbeatAt, TimeSpan HeartbeatAge);
+public sealed record NodeRecord(long Id, string Address, string State, int ProcessId, DateTime HeartbeatAt, TimeSpan HeartbeatAge)
+{
+    /// <summary>The node's Prometheus scrape URL (http://host:port/metrics), or null when it serves none.</summary>
+    public string? MetricsAddress { get; init; }
+}
 
 public static class NodeStates
 {

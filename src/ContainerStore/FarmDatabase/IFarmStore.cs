@@ -6,8 +6,8 @@ namespace Farm.ContainerStore.FarmDatabase;
 /// </summary>
 public interface IFarmStore : IAsyncDisposable
 {
-    /// <summary>Registers a node (or re-registers a known id) as active, heartbeat now.</summary>
-    Task<NodeRecord> RegisterNodeAsync(long nodeId, string address, int processId, CancellationToken cancellationToken = default);
+    /// <summary>Registers a node (or re-registers a known id) as active, heartbeat now, with where it serves metrics (if it does).</summary>
+    Task<NodeRecord> RegisterNodeAsync(long nodeId, string address, int processId, string? metricsAddress = null, CancellationToken cancellationToken = default);
 
     /// <summary>
     /// Records a heartbeat of the process that registered the node (<paramref name="processId"/> at

@@ -39,14 +39,14 @@ internal sealed class PostgresFarmStore : IFarmStore
         }
     }
 
-    public Task<NodeRecord> RegisterNodeAsync(long nodeId, string address, int processId, CancellationToken cancellationToken = default)
+    public Task<NodeRecord> RegisterNodeAsync(long nodeId, string address, int processId, string? metricsAddress = null, CancellationToken cancellationToken = default)
     {
         ArgumentNullException.ThrowIfNull(address);
         return RunAsync("register a node", async connection =>
         {
             var row = await connection.QuerySingleAsync<NodeRow>(Command(
                 PostgresSql.FarmDb.RegisterNode,
-                new { Id = nodeId, Address = address, State = NodeStates.Active, ProcessId = processId },
+                new { Id = nodeId, Address = address, MetricsAddress = metricsAddress, State = NodeStates.Active, ProcessId = processId },
                 cancellationToken: cancellationToken)).ConfigureAwait(false);
             return row.ToRecord();
         }, cancellationToken);
@@ -386,13 +386,14 @@ internal sealed class PostgresFarmStore : IFarmStore
     {
         public long Id { get; set; }
         public string Address { get; set; } = "";
+        public string? MetricsAddress { get; set; }
         public string State { get; set; } = "";
         public int ProcessId { get; set; }
         public DateTime HeartbeatAt { get; set; }
         public TimeSpan HeartbeatAge { get; set; }
 
         public NodeRecord ToRecord() =>
-            new(Id, Address, State, ProcessId, Utc(HeartbeatAt), HeartbeatAge < TimeSpan.Zero ? TimeSpan.Zero : HeartbeatAge);
+            new(Id, Address, State, ProcessId, Utc(HeartbeatAt), HeartbeatAge < TimeSpan.Zero ? TimeSpan.Zero : HeartbeatAge) { MetricsAddress = MetricsAddress };
     }
 
     private sealed class ContainerRow

@@ -31,14 +31,14 @@ internal sealed class SqliteFarmStore : IFarmStore
         return new SqliteFarmStore(file);
     }
 
-    public Task<NodeRecord> RegisterNodeAsync(long nodeId, string address, int processId, CancellationToken cancellationToken = default)
+    public Task<NodeRecord> RegisterNodeAsync(long nodeId, string address, int processId, string? metricsAddress = null, CancellationToken cancellationToken = default)
     {
         ArgumentNullException.ThrowIfNull(address);
         return RunAsync(async connection =>
         {
             var row = await connection.QuerySingleAsync<NodeRow>(Command(
                 SqliteSql.FarmDb.RegisterNode,
-                new { Id = nodeId, Address = address, State = NodeStates.Active, ProcessId = processId },
+                new { Id = nodeId, Address = address, MetricsAddress = metricsAddress, State = NodeStates.Active, ProcessId = processId },
                 cancellationToken: cancellationToken)).ConfigureAwait(false);
             return row.ToRecord();
         }, cancellationToken);
@@ -385,13 +385,14 @@ internal sealed class SqliteFarmStore : IFarmStore
     {
         public long Id { get; set; }
         public string Address { get; set; } = "";
+        public string? MetricsAddress { get; set; }
         public string State { get; set; } = "";
         public int ProcessId { get; set; }
         public long HeartbeatAtMs { get; set; }
         public long HeartbeatAgeMs { get; set; }
 
         public NodeRecord ToRecord() =>
-            new(Id, Address, State, ProcessId, FromUnixMs(HeartbeatAtMs), TimeSpan.FromMilliseconds(Math.Max(0, HeartbeatAgeMs)));
+            new(Id, Address, State, ProcessId, FromUnixMs(HeartbeatAtMs), TimeSpan.FromMilliseconds(Math.Max(0, HeartbeatAgeMs))) { MetricsAddress = MetricsAddress };
     }
 
     private sealed class ContainerRow

@@ -42,15 +42,15 @@ internal static class SqliteSql
     public static class FarmDb
     {
         private const string NodeColumns = $"""
-            id AS Id, address AS Address, state AS State, process_id AS ProcessId,
+            id AS Id, address AS Address, metrics_address AS MetricsAddress, state AS State, process_id AS ProcessId,
             heartbeat_at AS HeartbeatAtMs, {NowMs} - heartbeat_at AS HeartbeatAgeMs
             """;
 
         public const string RegisterNode = $"""
-            INSERT INTO nodes (id, address, state, process_id, heartbeat_at)
-            VALUES (@Id, @Address, @State, @ProcessId, {NowMs})
+            INSERT INTO nodes (id, address, metrics_address, state, process_id, heartbeat_at)
+            VALUES (@Id, @Address, @MetricsAddress, @State, @ProcessId, {NowMs})
             ON CONFLICT (id) DO UPDATE SET
-                address = excluded.address, state = excluded.state,
+                address = excluded.address, metrics_address = excluded.metrics_address, state = excluded.state,
                 process_id = excluded.process_id, heartbeat_at = excluded.heartbeat_at
             RETURNING {NodeColumns}
             """;

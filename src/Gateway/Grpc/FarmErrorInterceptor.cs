@@ -50,9 +50,13 @@ internal sealed partial class FarmErrorInterceptor(ILogger<FarmErrorInterceptor>
             case RpcException:
                 // Already a status: a forwarded call's answer, passed on unchanged.
                 return null;
-            case OperationCanceledException when context.CancellationToken.IsCancellationRequested:
-                // The client went away or its deadline passed: the server reports that itself.
+            case OperationCanceledException when context.Deadline <= DateTime.UtcNow:
+                // The caller's deadline passed: the server reports DEADLINE_EXCEEDED itself.
                 return null;
+            case var _ when context.CancellationToken.IsCancellationRequested:
+                // Cut off: the caller went away (then nobody reads this), or this node is stopping
+                // under it. Unavailable, so a caller still there tries again, elsewhere.
+                return new RpcException(new Status(StatusCode.Unavailable, $"The call was cut off: the node is stopping or the caller went away ({e.GetType().Name})."));
             default:
                 LogHandlerFailed(logger, context.Method, e);
                 return new RpcException(new Status(StatusCode.Internal, e.Message));

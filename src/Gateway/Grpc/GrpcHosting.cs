@@ -14,7 +14,7 @@ internal static class GrpcHosting
     /// Listens for gRPC on <paramref name="address"/>:<paramref name="port"/> (0: any free port) over
     /// HTTP/2 cleartext with prior knowledge, the way gRPC clients connect to an http:// address.
     /// </summary>
-    public static void ListenGrpc(this KestrelServerOptions options, IPAddress address, int port)
+    public static ListenOptions ListenGrpc(this KestrelServerOptions options, IPAddress address, int port)
     {
         var http2 = options.Limits.Http2;
         // Every open receive stream holds an HTTP/2 stream; the default of 100 per connection
@@ -31,7 +31,35 @@ internal static class GrpcHosting
         options.Limits.MinRequestBodyDataRate = null;
         options.Limits.MaxRequestBodySize = null;
 
-        options.Listen(address, port, listen => listen.Protocols = HttpProtocols.Http2);
+        ListenOptions? grpc = null;
+        options.Listen(address, port, listen =>
+        {
+            listen.Protocols = HttpProtocols.Http2;
+            grpc = listen;
+        });
+        return grpc!;
+    }
+
+    /// <summary>The HTTP/1.1 listener Prometheus scrapes (cleartext HTTP/2 cannot share a port with HTTP/1.1).</summary>
+    public static ListenOptions ListenMetrics(this KestrelServerOptions options, IPAddress address, int port)
+    {
+        ListenOptions? metrics = null;
+        options.Listen(address, port, listen =>
+        {
+            listen.Protocols = HttpProtocols.Http1;
+            metrics = listen;
+        });
+        return metrics!;
+    }
+
+    /// <summary>http://host:port of a started listener, with the port the OS picked for port 0 and a reachable host for "any".</summary>
+    public static string AddressOf(ListenOptions listener)
+    {
+        var endpoint = listener.IPEndPoint!;
+        var host = endpoint.Address.Equals(IPAddress.Any) || endpoint.Address.Equals(IPAddress.IPv6Any) ? "127.0.0.1"
+            : endpoint.AddressFamily == System.Net.Sockets.AddressFamily.InterNetworkV6 ? $"[{endpoint.Address}]"
+            : endpoint.Address.ToString();
+        return $"http://{host}:{endpoint.Port}";
     }
 
     private static readonly string[] FarmServices =

@@ -5,10 +5,11 @@ namespace Farm.Gateway.Hosting;
 
 /// <summary>
 /// The node host's command line: <c>--node-id N --data DIR --port P [--host 127.0.0.1]
-/// [--store sqlite|postgres] [--farm-connection CS] [--forward-timeout SECONDS]</c>. The `farm` CLI
+/// [--store sqlite|postgres] [--farm-connection CS] [--forward-timeout SECONDS]
+/// [--metrics-port P]</c>. The `farm` CLI
 /// starts nodes this way.
 /// </summary>
-internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port)
+internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, int MetricsPort)
 {
     public const string Sqlite = "sqlite";
     public const string Postgres = "postgres";
@@ -17,6 +18,8 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port)
     {
         var nodeId = ParseLong(configuration["node-id"] ?? "1", "--node-id", min: 1);
         var port = (int)ParseLong(configuration["port"] ?? "5480", "--port", min: 0, max: 65535);
+        // Prometheus scrapes over HTTP/1.1, which the HTTP/2-only gRPC port cannot serve; 0 picks a free port.
+        var metricsPort = (int)ParseLong(configuration["metrics-port"] ?? "0", "--metrics-port", min: 0, max: 65535);
         var node = new NodeOptions
         {
             NodeId = nodeId,
@@ -38,7 +41,7 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port)
             throw new ArgumentException(
                 "--store postgres needs --farm-connection with the farm database's Npgsql connection string (Host=...;Database=...;Username=...;Password=...).");
         }
-        return new NodeHostOptions(node, configuration["host"] ?? "127.0.0.1", port);
+        return new NodeHostOptions(node, configuration["host"] ?? "127.0.0.1", port, metricsPort);
     }
 
     /// <summary>A positive number of seconds, e.g. 5 or 2.5.</summary>

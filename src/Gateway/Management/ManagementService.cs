@@ -157,6 +157,7 @@ internal sealed partial class ManagementService(BrokerNode node, OwnerChannels c
                     Address = n.Address,
                     HeartbeatAge = Duration.FromTimeSpan(n.HeartbeatAge < TimeSpan.Zero ? TimeSpan.Zero : n.HeartbeatAge),
                     ProcessId = n.ProcessId,
+                    MetricsUrl = n.MetricsAddress ?? "",
                 }),
             },
             Containers = { containers.Select(c => ToInfo(c, store.Name)) },
