@@ -47,6 +47,9 @@ builder.Services.AddSingleton<IStoreProvider>(options.Node.Store switch
 builder.Services.AddSingleton<BrokerNode>();
 builder.Services.AddSingleton<MessagingService>();
 builder.Services.AddSingleton<OwnerChannels>();
+builder.Services.AddSingleton<IOwnerDirectory>(services => services.GetRequiredService<BrokerNode>());
+builder.Services.AddSingleton(options.Forwarding);
+builder.Services.AddSingleton<OwnerRouting>();
 builder.Services.AddSingleton<MessagingRouter>();
 builder.Services.AddSingleton<ManagementService>();
 builder.Services.AddSingleton<NodeControlService>();

@@ -53,14 +53,4 @@ public sealed class NodeOptions
 
     /// <summary>At most one planned move per this interval per node.</summary>
     public TimeSpan RebalanceInterval { get; set; } = TimeSpan.FromSeconds(5);
-
-    /// <summary>
-    /// How long this node's gateway waits for the owner to answer a unary call it forwarded (plus a
-    /// receive's own max wait) before it starts asking whether the owner is gone: once the farm says
-    /// the owner is dead or no longer the owner, the gateway gives the call up and holds it for the
-    /// next owner, rather than waiting for HTTP/2 keep-alive (15 s) to notice a frozen or cut-off one.
-    /// A slow owner that is still alive keeps the call: a send given up may still commit there, and
-    /// its retry would be a second copy.
-    /// </summary>
-    public TimeSpan ForwardTimeout { get; set; } = TimeSpan.FromSeconds(3);
 }

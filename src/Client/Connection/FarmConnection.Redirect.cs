@@ -79,16 +79,17 @@ internal sealed partial class FarmConnection
             }
             return;
         }
-        var farmError = error.FarmError();
-        if (farmError == "NOT_OWNER" && error.FarmOwner() is { } newOwner)
+        var reason = FarmErrors.FromName(error.FarmError());
+        if (reason == FarmFailureReason.NotOwner && error.FarmOwner() is { } newOwner)
         {
             _owners[route.EntityName] = newOwner;
         }
-        else if (error.StatusCode == StatusCode.Unavailable || farmError is "NOT_OWNER" or "STALE_EPOCH" or "MESSAGING_ENTITY_NOT_FOUND")
+        else if (error.StatusCode == StatusCode.Unavailable
+            || reason is FarmFailureReason.NotOwner or FarmFailureReason.StaleEpoch or FarmFailureReason.MessagingEntityNotFound)
         {
             _owners.TryRemove(route.EntityName, out _);
         }
-        if (error.StatusCode == StatusCode.Unavailable && farmError is null or "NOT_OWNER")
+        if (error.StatusCode == StatusCode.Unavailable && reason is null or FarmFailureReason.NotOwner)
         {
             // The owner is dead or not known yet: go through a gateway until the takeover is over.
             _viaGatewayUntil[route.EntityName] = TimeProvider.GetUtcNow() + ViaGatewayAfterOwnerLoss;

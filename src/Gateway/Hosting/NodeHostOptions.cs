@@ -1,5 +1,6 @@
 using System.Globalization;
 using Farm.Broker.Node;
+using Farm.Gateway.Routing;
 
 namespace Farm.Gateway.Hosting;
 
@@ -9,7 +10,7 @@ namespace Farm.Gateway.Hosting;
 /// [--metrics-port P]</c>. The `farm` CLI
 /// starts nodes this way.
 /// </summary>
-internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, int MetricsPort)
+internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, int MetricsPort, ForwardingOptions Forwarding)
 {
     public const string Sqlite = "sqlite";
     public const string Postgres = "postgres";
@@ -27,9 +28,14 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, 
             Store = (configuration["store"] ?? Sqlite).Trim().ToLowerInvariant(),
             FarmConnectionString = configuration["farm-connection"],
         };
+        var forwarding = new ForwardingOptions();
         if (configuration["forward-timeout"] is { } forwardTimeout)
         {
-            node.ForwardTimeout = ParseSeconds(forwardTimeout, "--forward-timeout");
+            forwarding.ForwardTimeout = ParseSeconds(forwardTimeout, "--forward-timeout");
+        }
+        if (forwarding.Validate() is { } invalid)
+        {
+            throw new ArgumentException(invalid);
         }
         if (node.Store is not (Sqlite or Postgres))
         {
@@ -41,7 +47,7 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, 
             throw new ArgumentException(
                 "--store postgres needs --farm-connection with the farm database's Npgsql connection string (Host=...;Database=...;Username=...;Password=...).");
         }
-        return new NodeHostOptions(node, configuration["host"] ?? "127.0.0.1", port, metricsPort);
+        return new NodeHostOptions(node, configuration["host"] ?? "127.0.0.1", port, metricsPort, forwarding);
     }
 
     /// <summary>A positive number of seconds, e.g. 5 or 2.5.</summary>

@@ -15,26 +15,19 @@ namespace Farm.Gateway.Management;
 /// the broker that serves them. Calls about one queue's runtime (get with counts, update, delete)
 /// run on the node that owns the queue's container: another node forwards them there.
 /// </summary>
-internal sealed partial class ManagementService(BrokerNode node, OwnerChannels channels, Farm.ContainerStore.IStoreProvider store)
+internal sealed partial class ManagementService(BrokerNode node, OwnerRouting routing, Farm.ContainerStore.IStoreProvider store)
     : Farm.Contracts.V1.Management.ManagementBase
 {
     /// <summary>
-    /// Runs <paramref name="here"/> when this node serves the queue (or the call was forwarded
-    /// here); otherwise forwards the call to the owner. An owner that is not known yet (a
-    /// failover in progress) is an Unavailable the client retries.
+    /// Runs <paramref name="here"/> on the node that serves the entity: here, or forwarded to its
+    /// owner by the same policy messaging uses (<see cref="OwnerRouting"/>). A listing passes
+    /// <paramref name="hold"/> false: an owner in the middle of a failover fails that one item at
+    /// once instead of holding the whole listing.
     /// </summary>
-    private async Task<TResponse> OnOwnerAsync<TResponse>(
+    private Task<TResponse> OnOwnerAsync<TResponse>(
         EntityRecord record, Func<Farm.Contracts.V1.Management.ManagementClient, CallOptions, AsyncUnaryCall<TResponse>> forward,
-        ServerCallContext context, Func<Task<TResponse>> here)
-    {
-        if (node.IsLocal(record) || FarmMetadata.IsDirect(context.RequestHeaders))
-        {
-            return await here();
-        }
-        var owner = node.OwnerAddressOf(record.ContainerId) ?? throw FarmErrors.NotOwner(record.Name, null);
-        using var call = forward(channels.Get(owner).Management, new CallOptions(FarmMetadata.DirectHeaders(), cancellationToken: context.CancellationToken));
-        return await call.ResponseAsync;
-    }
+        ServerCallContext context, Func<Task<TResponse>> here, bool hold = true) =>
+        routing.RouteAsync(new RoutedCall("Management", record.Name, Hold: hold), context, _ => here(), (owner, options) => forward(owner.Management, options));
 
     public override async Task<QueueInfo> CreateQueue(CreateQueueRequest request, ServerCallContext context)
     {
@@ -117,7 +110,7 @@ internal sealed partial class ManagementService(BrokerNode node, OwnerChannels c
             try
             {
                 response.Queues.Add(await OnOwnerAsync(record, (owner, options) => owner.GetQueueAsync(new GetQueueRequest { Name = record.Name }, options), context,
-                    () => ToInfoAsync(record, context.CancellationToken)));
+                    () => ToInfoAsync(record, context.CancellationToken), hold: false));
             }
             catch (Exception e) when (CallFailures.IsUnavailable(e))
             {

@@ -80,7 +80,7 @@ internal sealed partial class ManagementService
             try
             {
                 response.Topics.Add(await OnOwnerAsync(record, (owner, options) => owner.GetTopicAsync(new GetTopicRequest { Name = record.Name }, options), context,
-                    () => ToTopicInfoAsync(record, context.CancellationToken)));
+                    () => ToTopicInfoAsync(record, context.CancellationToken), hold: false));
             }
             catch (Exception e) when (CallFailures.IsUnavailable(e))
             {

@@ -1,0 +1,178 @@
+using Farm.Broker;
+using Farm.Broker.Entities;
+using Farm.Broker.Node;
+using Farm.Contracts;
+using Farm.Contracts.V1;
+using Grpc.Core;
+using Polly;
+using Polly.Retry;
+
+namespace Farm.Gateway.Routing;
+
+/// <summary>What a routed call is about: its name (for logs), the entity path, and how it may wait.</summary>
+/// <param name="ExtraWait">Added to the forward timeout: a receive's own max wait.</param>
+/// <param name="Hold">Whether to hold the call while the entity is between owners (false: fail at once, e.g. one item of a listing).</param>
+internal readonly record struct RoutedCall(string Method, string EntityPath, TimeSpan ExtraWait = default, bool Hold = true);
+
+/// <summary>
+/// The gateway's one "serve here or forward" policy, for messaging and management alike: a call
+/// for an entity this node serves runs here; any other goes to the owning broker, marked direct so
+/// it is never forwarded again. While the entity is between owners (a failover or a planned move)
+/// the call is held and tried again every <see cref="ForwardingOptions.OwnerPoll"/>, up to
+/// <see cref="ForwardingOptions.OwnerWait"/> (a Polly retry on the node's <see cref="TimeProvider"/>).
+/// A call marked direct is never forwarded or held: its caller follows NOT_OWNER itself.
+/// </summary>
+internal sealed partial class OwnerRouting
+{
+    private static readonly ResiliencePropertyKey<long> HeldSince = new("farm.held-since");
+
+    private readonly IOwnerDirectory _directory;
+    private readonly OwnerChannels _channels;
+    private readonly ForwardingOptions _options;
+    private readonly TimeProvider _time;
+    private readonly ILogger<OwnerRouting> _logger;
+    private readonly ResiliencePipeline _hold;
+
+    public OwnerRouting(IOwnerDirectory directory, OwnerChannels channels, ForwardingOptions options, TimeProvider time, ILogger<OwnerRouting> logger)
+    {
+        _directory = directory;
+        _channels = channels;
+        _options = options;
+        _time = time;
+        _logger = logger;
+        _hold = new ResiliencePipelineBuilder { TimeProvider = time }
+            .AddRetry(new RetryStrategyOptions
+            {
+                ShouldHandle = args => ValueTask.FromResult(
+                    args.Outcome.Exception is { } e && CallFailures.IsBetweenOwners(e)
+                    && args.Context.Properties.TryGetValue(HeldSince, out var since)
+                    && _time.GetElapsedTime(since) < _options.OwnerWait),
+                BackoffType = DelayBackoffType.Constant,
+                Delay = options.OwnerPoll,
+                UseJitter = false,
+                MaxRetryAttempts = int.MaxValue,
+            })
+            .Build();
+    }
+
+    /// <summary>This node's own address.</summary>
+    public string Address => _directory.Address;
+
+    public static bool IsDirect(ServerCallContext context) => FarmMetadata.IsDirect(context.RequestHeaders);
+
+    /// <summary>
+    /// Runs <paramref name="here"/> when this node serves the entity (or the call came direct),
+    /// otherwise <paramref name="forward"/> on the owner's clients; holds while between owners.
+    /// </summary>
+    public async Task<TResponse> RouteAsync<TResponse>(
+        RoutedCall call, ServerCallContext context,
+        Func<CancellationToken, Task<TResponse>> here,
+        Func<OwnerClients, CallOptions, AsyncUnaryCall<TResponse>> forward)
+    {
+        var cancellationToken = context.CancellationToken;
+        if (IsDirect(context) || !EntityNames.TryParsePath(call.EntityPath, out var name, out _, out _))
+        {
+            // Direct: the caller routes. A malformed path: here says what is wrong with it.
+            return await here(cancellationToken).ConfigureAwait(false);
+        }
+        return await HoldAsync(call.Hold, async token =>
+        {
+            var location = await _directory.LocateAsync(name, token).ConfigureAwait(false);
+            if (location.ServedHere)
+            {
+                return await here(token).ConfigureAwait(false);
+            }
+            var owner = location.OwnerAddress ?? throw FarmErrors.NotOwner(name, null);
+            return await ForwardAsync(owner, call, name, forward, token).ConfigureAwait(false);
+        }, cancellationToken).ConfigureAwait(false);
+    }
+
+    /// <summary>
+    /// Where the entity lives once it has a live owner (itself when served here); waits up to
+    /// <see cref="ForwardingOptions.OwnerWait"/> while it is between owners, then NOT_OWNER.
+    /// </summary>
+    public Task<EntityLocation> WaitForOwnerAsync(string entityName, CancellationToken cancellationToken) =>
+        HoldAsync(hold: true, async token =>
+        {
+            var location = await _directory.LocateAsync(entityName, token).ConfigureAwait(false);
+            return location.ServedHere || location.OwnerAddress is not null ? location : throw FarmErrors.NotOwner(entityName, null);
+        }, cancellationToken);
+
+    private async Task<T> HoldAsync<T>(bool hold, Func<CancellationToken, Task<T>> attempt, CancellationToken cancellationToken)
+    {
+        if (!hold)
+        {
+            return await attempt(cancellationToken).ConfigureAwait(false);
+        }
+        var context = ResilienceContextPool.Shared.Get(cancellationToken);
+        context.Properties.Set(HeldSince, _time.GetTimestamp());
+        try
+        {
+            return await _hold.ExecuteAsync(
+                static async (context, attempt) => await attempt(context.CancellationToken).ConfigureAwait(false),
+                context, attempt).ConfigureAwait(false);
+        }
+        finally
+        {
+            ResilienceContextPool.Shared.Return(context);
+        }
+    }
+
+    private async Task<TResponse> ForwardAsync<TResponse>(
+        string owner, RoutedCall call, string name, Func<OwnerClients, CallOptions, AsyncUnaryCall<TResponse>> forward, CancellationToken cancellationToken)
+    {
+        // A deadline of our own: an owner that froze or was cut off may never answer. Past it the
+        // call is only given up once the farm agrees the owner is gone (dead, or no longer the
+        // owner): a slow owner may still commit it, and a retry would then store a second copy.
+        var timeout = _options.ForwardTimeout + (call.ExtraWait > TimeSpan.Zero ? call.ExtraWait : TimeSpan.Zero);
+        using var giveUp = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
+        using var pending = forward(_channels.Get(owner), new CallOptions(FarmMetadata.DirectHeaders(), cancellationToken: giveUp.Token));
+        var response = pending.ResponseAsync;
+        try
+        {
+            try
+            {
+                return await response.WaitAsync(timeout, _time, cancellationToken).ConfigureAwait(false);
+            }
+            catch (TimeoutException)
+            {
+                // Late: keep waiting while the owner is alive and still the owner, as far as the farm knows.
+            }
+            while (await IsStillOwnerAsync(owner, name, cancellationToken).ConfigureAwait(false))
+            {
+                if (await Task.WhenAny(response, Task.Delay(_options.OwnerPoll, _time, cancellationToken)).ConfigureAwait(false) == response)
+                {
+                    return await response.ConfigureAwait(false);
+                }
+            }
+            await giveUp.CancelAsync().ConfigureAwait(false);
+            try
+            {
+                return await response.ConfigureAwait(false);
+            }
+            catch (RpcException e) when (e.StatusCode == StatusCode.Cancelled && !cancellationToken.IsCancellationRequested)
+            {
+                // Unreachable as far as this call is concerned: Unavailable, so the hold waits for the next owner.
+                LogForwardGivenUp(_logger, call.Method, call.EntityPath, owner, timeout.TotalSeconds);
+                throw new RpcException(new Status(StatusCode.Unavailable,
+                    $"The broker at {owner} did not answer {call.Method} for '{call.EntityPath}' within {timeout.TotalSeconds:0.#} s and is no longer its live owner."));
+            }
+        }
+        catch (RpcException e) when (CallFailures.CodeOf(e) == FarmErrorCode.MessagingEntityNotFound)
+        {
+            // Deleted (or re-created elsewhere) since this node cached where it lives.
+            _directory.Forget(name);
+            throw;
+        }
+    }
+
+    /// <summary>True while the last ownership pass names <paramref name="owner"/> as the live owner of the entity's container.</summary>
+    private async Task<bool> IsStillOwnerAsync(string owner, string name, CancellationToken cancellationToken)
+    {
+        var location = await _directory.LocateAsync(name, cancellationToken).ConfigureAwait(false);
+        return string.Equals(location.OwnerAddress, owner, StringComparison.OrdinalIgnoreCase) && !location.ServedHere;
+    }
+
+    [LoggerMessage(Level = LogLevel.Warning, Message = "Forwarded {Method} for {Entity} to {Owner}: no answer within {Seconds} s and the owner is gone; holding it for the next owner")]
+    private static partial void LogForwardGivenUp(ILogger logger, string method, string entity, string owner, double seconds);
+}

@@ -1,0 +1,82 @@
+using Farm.Broker;
+using Farm.Contracts;
+using Farm.Contracts.V1;
+using Farm.Gateway.Grpc;
+using Grpc.Core;
+using Microsoft.Extensions.Logging.Abstractions;
+
+namespace Farm.Gateway.Tests;
+
+public sealed class FarmErrorInterceptorTests
+{
+    private readonly FarmErrorInterceptor _interceptor = new(NullLogger<FarmErrorInterceptor>.Instance);
+
+    private Task<string> Call(Func<string> handler, ServerCallContext? context = null) =>
+        _interceptor.UnaryServerHandler<string, string>("request", context ?? new TestCallContext(), (_, _) => Task.FromResult(handler()));
+
+    [Theory]
+    [InlineData(FarmErrorCode.InvalidArgument, StatusCode.InvalidArgument)]
+    [InlineData(FarmErrorCode.MessageSizeExceeded, StatusCode.InvalidArgument)]
+    [InlineData(FarmErrorCode.MessagingEntityNotFound, StatusCode.NotFound)]
+    [InlineData(FarmErrorCode.MessageNotFound, StatusCode.NotFound)]
+    [InlineData(FarmErrorCode.ContainerNotFound, StatusCode.NotFound)]
+    [InlineData(FarmErrorCode.MessagingEntityAlreadyExists, StatusCode.AlreadyExists)]
+    [InlineData(FarmErrorCode.MessageLockLost, StatusCode.FailedPrecondition)]
+    [InlineData(FarmErrorCode.NotSupported, StatusCode.FailedPrecondition)]
+    [InlineData(FarmErrorCode.QuotaExceeded, StatusCode.ResourceExhausted)]
+    [InlineData(FarmErrorCode.NotOwner, StatusCode.Unavailable)]
+    [InlineData(FarmErrorCode.StaleEpoch, StatusCode.Unavailable)]
+    [InlineData(FarmErrorCode.ServiceBusy, StatusCode.Unavailable)]
+    [InlineData(FarmErrorCode.StoreUnavailable, StatusCode.Unavailable)]
+    public async Task ABrokerFailure_EndsTheCall_WithItsStatus_AndTheFarmErrorTrailer(FarmErrorCode code, StatusCode status)
+    {
+        var error = await Assert.ThrowsAsync<RpcException>(() => Call(() => throw FarmErrors.Create(code, "what went wrong")));
+
+        Assert.Equal(status, error.StatusCode);
+        Assert.Equal("what went wrong", error.Status.Detail);
+        Assert.Equal(FarmErrorNames.Of(code), error.FarmError());
+        Assert.True(FarmErrorNames.TryParse(error.FarmError(), out var parsed));
+        Assert.Equal(code, parsed);
+    }
+
+    [Fact]
+    public async Task NotOwner_NamesTheOwner_InTheFarmOwnerTrailer()
+    {
+        var error = await Assert.ThrowsAsync<RpcException>(() => Call(() => throw FarmErrors.NotOwner("orders", "http://10.0.0.2:5480")));
+
+        Assert.Equal("NOT_OWNER", error.FarmError());
+        Assert.Equal("http://10.0.0.2:5480", error.FarmOwner());
+    }
+
+    [Fact]
+    public async Task AForwardedCallsStatus_PassesThroughUnchanged()
+    {
+        var forwarded = new RpcException(new Status(StatusCode.NotFound, "gone"), new Metadata { { FarmMetadata.ErrorTrailer, "MESSAGING_ENTITY_NOT_FOUND" } });
+
+        var error = await Assert.ThrowsAsync<RpcException>(() => Call(() => throw forwarded));
+
+        Assert.Same(forwarded, error);
+    }
+
+    [Fact]
+    public async Task AnyOtherException_IsInternal_WithItsMessage_AndNoFarmError()
+    {
+        var error = await Assert.ThrowsAsync<RpcException>(() => Call(() => throw new InvalidOperationException("a bug")));
+
+        Assert.Equal(StatusCode.Internal, error.StatusCode);
+        Assert.Equal("a bug", error.Status.Detail);
+        Assert.Null(error.FarmError());
+    }
+
+    [Fact]
+    public async Task ACallCutOffUnderItsHandler_IsUnavailable_SoACallerStillThereTriesAgain()
+    {
+        using var stopping = new CancellationTokenSource();
+        await stopping.CancelAsync();
+
+        var error = await Assert.ThrowsAsync<RpcException>(() => Call(() => throw new ObjectDisposedException("services"), new TestCallContext(cancellationToken: stopping.Token)));
+
+        Assert.Equal(StatusCode.Unavailable, error.StatusCode);
+        Assert.Null(error.FarmError());
+    }
+}

@@ -1,0 +1,168 @@
+using Farm.Broker;
+using Farm.Broker.Node;
+using Farm.Contracts;
+using Farm.Contracts.V1;
+using Farm.Gateway.Routing;
+using Grpc.Core;
+using Microsoft.Extensions.Logging.Abstractions;
+using Microsoft.Extensions.Time.Testing;
+
+namespace Farm.Gateway.Tests;
+
+/// <summary>The serve-here-or-forward policy against a directory the test controls, on a fake clock.</summary>
+public sealed class OwnerRoutingTests : IDisposable
+{
+    private const string Self = "http://127.0.0.1:5480";
+    private const string Other = "http://127.0.0.1:5481";
+
+    private readonly FakeTimeProvider _time = new();
+    private readonly FakeDirectory _directory = new();
+    private readonly OwnerChannels _channels = new();
+    private readonly ForwardingOptions _options = new() { OwnerWait = TimeSpan.FromSeconds(10), OwnerPoll = TimeSpan.FromMilliseconds(100) };
+    private readonly OwnerRouting _routing;
+
+    public OwnerRoutingTests() => _routing = new OwnerRouting(_directory, _channels, _options, _time, NullLogger<OwnerRouting>.Instance);
+
+    public void Dispose() => _channels.Dispose();
+
+    private int _forwards;
+    private readonly List<Metadata> _forwardHeaders = [];
+    private readonly List<string> _forwardTargets = [];
+
+    private Task<string> RouteAsync(ServerCallContext? context = null, bool hold = true) =>
+        _routing.RouteAsync(new RoutedCall("Peek", "orders", Hold: hold), context ?? new TestCallContext(),
+            _ => Task.FromResult("here"),
+            (owner, options) =>
+            {
+                _forwards++;
+                _forwardHeaders.Add(options.Headers!);
+                _forwardTargets.Add(owner.Channel.Target);
+                return new AsyncUnaryCall<string>(Task.FromResult("forwarded"), Task.FromResult(new Metadata()), () => Status.DefaultSuccess, () => [], () => { });
+            });
+
+    [Fact]
+    public async Task AnEntityServedHere_RunsHere()
+    {
+        _directory.Set(servedHere: true, owner: Self);
+
+        Assert.Equal("here", await RouteAsync());
+        Assert.Equal(0, _forwards);
+    }
+
+    [Fact]
+    public async Task AnEntityServedElsewhere_IsForwardedToItsOwner_MarkedDirect()
+    {
+        _directory.Set(servedHere: false, owner: Other);
+
+        Assert.Equal("forwarded", await RouteAsync());
+        Assert.Equal("127.0.0.1:5481", Assert.Single(_forwardTargets));
+        Assert.True(FarmMetadata.IsDirect(Assert.Single(_forwardHeaders)));
+    }
+
+    [Fact]
+    public async Task BetweenOwners_TheCallIsHeld_UntilTheNewOwnerIsKnown()
+    {
+        _directory.Set(servedHere: false, owner: null);
+        var routed = RouteAsync();
+        _time.Advance(TimeSpan.FromSeconds(1));
+        Assert.False(routed.IsCompleted);
+
+        _directory.Set(servedHere: true, owner: Self);
+        await AdvanceUntilAsync(routed);
+
+        Assert.Equal("here", await routed);
+        Assert.True(_directory.Lookups >= 2, $"looked up {_directory.Lookups} times");
+    }
+
+    [Fact]
+    public async Task BetweenOwnersForLongerThanOwnerWait_TheCallFails_NotOwner()
+    {
+        _directory.Set(servedHere: false, owner: null);
+        var start = _time.GetUtcNow();
+        var routed = RouteAsync();
+
+        _time.Advance(TimeSpan.FromSeconds(9));
+        Assert.False(routed.IsCompleted);
+        await AdvanceUntilAsync(routed);
+
+        var error = await Assert.ThrowsAsync<BrokerException>(() => routed);
+        Assert.Equal(FarmErrorCode.NotOwner, error.Code);
+        Assert.True(_time.GetUtcNow() - start >= _options.OwnerWait);
+    }
+
+    [Fact]
+    public async Task WithoutHold_BetweenOwnersFailsAtOnce()
+    {
+        _directory.Set(servedHere: false, owner: null);
+
+        var error = await Assert.ThrowsAsync<BrokerException>(() => RouteAsync(hold: false));
+
+        Assert.Equal(FarmErrorCode.NotOwner, error.Code);
+        Assert.Equal(1, _directory.Lookups);
+    }
+
+    [Fact]
+    public async Task ADirectCall_RunsHere_WithoutLookingUpOrForwarding()
+    {
+        _directory.Set(servedHere: false, owner: Other);
+
+        Assert.Equal("here", await RouteAsync(TestCallContext.Direct()));
+        Assert.Equal(0, _directory.Lookups);
+        Assert.Equal(0, _forwards);
+    }
+
+    [Fact]
+    public async Task AnEntityThatDoesNotExist_FailsAtOnce_WithoutHold()
+    {
+        _directory.Missing = true;
+
+        var error = await Assert.ThrowsAsync<BrokerException>(() => RouteAsync());
+
+        Assert.Equal(FarmErrorCode.MessagingEntityNotFound, error.Code);
+        Assert.Equal(1, _directory.Lookups);
+    }
+
+    /// <summary>Moves the fake clock on, one poll at a time, until the call has finished (bounded by the test's own patience).</summary>
+    private async Task AdvanceUntilAsync(Task routed)
+    {
+        for (var step = 0; step < 1000 && !routed.IsCompleted; step++)
+        {
+            _time.Advance(_options.OwnerPoll);
+            await Task.WhenAny(routed, Task.Delay(5));
+        }
+        Assert.True(routed.IsCompleted, "the routed call did not finish");
+    }
+
+    private sealed class FakeDirectory : IOwnerDirectory
+    {
+        private readonly Lock _gate = new();
+        private EntityLocation _location;
+
+        public string Address => Self;
+
+        public bool Missing { get; set; }
+
+        public int Lookups;
+
+        public void Set(bool servedHere, string? owner)
+        {
+            lock (_gate)
+            {
+                _location = new EntityLocation("orders", 1, servedHere, owner, 1);
+            }
+        }
+
+        public Task<EntityLocation> LocateAsync(string entityName, CancellationToken cancellationToken)
+        {
+            Interlocked.Increment(ref Lookups);
+            lock (_gate)
+            {
+                return Missing ? throw FarmErrors.EntityNotFound(entityName) : Task.FromResult(_location);
+            }
+        }
+
+        public void Forget(string entityName)
+        {
+        }
+    }
+}
