@@ -22,15 +22,14 @@ public sealed partial class BrokerNode
     private readonly SemaphoreSlim _ownershipGate = new(1, 1);
 
     /// <summary>Orphans and when this node first saw them; only touched under <see cref="_ownershipGate"/>.</summary>
-    private readonly Dictionary<long, DateTimeOffset> _orphanSeen = [];
+    private Dictionary<long, DateTimeOffset> _orphanSeen = [];
 
     /// <summary>Containers this node let go of on purpose, and when: it does not take them straight back.</summary>
     private readonly System.Collections.Concurrent.ConcurrentDictionary<long, DateTimeOffset> _releasedAt = new();
     private DateTimeOffset _lastRelease = DateTimeOffset.MinValue;
 
     /// <summary>Container id -> owner address, as of the last ownership pass; for routing.</summary>
-    private volatile IReadOnlyDictionary<long, (long Owner, long Epoch, string? Address)> _owners =
-        new Dictionary<long, (long, long, string?)>();
+    private volatile IReadOnlyDictionary<long, ContainerRoute> _owners = new Dictionary<long, ContainerRoute>();
 
     /// <summary>The address of the live node that owns a container, or null when unknown or dead.</summary>
     internal string? OwnerAddressOf(long containerId) =>
@@ -91,107 +90,62 @@ public sealed partial class BrokerNode
     {
         var nodes = await farm.ListNodesAsync(cancellationToken).ConfigureAwait(false);
         var containers = await farm.ListContainersAsync(cancellationToken).ConfigureAwait(false);
-        var live = nodes
-            .Where(n => n.State == NodeStates.Active && (n.Id == NodeId || n.HeartbeatAge < _nodeOptions.NodeTimeout))
-            .OrderBy(n => n.Id)
-            .ToList();
-        var liveIds = live.Select(n => n.Id).ToHashSet();
-        // Routing names every owner that still heartbeats, a draining one too: it serves its
-        // containers until it hands each over, and its receivers' settlements must reach it while it
-        // waits for them (held for the next owner instead, they would find their locks gone).
-        var serving = nodes
-            .Where(n => (n.State is NodeStates.Active or NodeStates.Draining) && (n.Id == NodeId || n.HeartbeatAge < _nodeOptions.NodeTimeout))
-            .ToDictionary(n => n.Id, n => n.Address);
-        _owners = containers.ToDictionary(
-            c => c.Id,
-            c => (c.OwnerNode ?? 0, c.Epoch, c.OwnerNode is { } o ? serving.GetValueOrDefault(o) : null));
-
-        var owned = containers.GroupBy(c => c.OwnerNode ?? 0).ToDictionary(g => g.Key, g => g.Count());
-        int ShareOf(long nodeId)
-        {
-            var rank = live.FindIndex(n => n.Id == nodeId);
-            return rank < 0 ? 0 : containers.Count / live.Count + (rank < containers.Count % live.Count ? 1 : 0);
-        }
-
+        var view = new OwnershipView(
+            NodeId, nodes, containers,
+            Served: _containers.ToDictionary(c => c.Key, c => c.Value.TakenAt),
+            OrphanSeen: _orphanSeen,
+            ReleasedAt: _releasedAt,
+            Releasing: [.. _releasing.Keys],
+            LastRelease: _lastRelease,
+            Now: _time.GetUtcNow());
+        var plan = OwnershipPlanner.Plan(view, _nodeOptions);
+        _owners = plan.Routes;
         if (_draining)
         {
             await DrainStepAsync(farm).ConfigureAwait(false);
             return;
         }
+        _orphanSeen = new Dictionary<long, DateTimeOffset>(plan.OrphanSeen);
 
-        var now = _time.GetUtcNow();
-        var myShare = ShareOf(NodeId);
         var mine = _containers.Count;
-        foreach (var container in containers.OrderBy(c => c.Id))
+        foreach (var candidate in plan.Takes)
         {
-            // Ours in the farm database but not served here (lost mid-pass, or a hand-over that failed
-            // half way) is an orphan too: nobody else would take it while this node lives.
-            var orphaned = container.OwnerNode is not { } owner || !liveIds.Contains(owner)
-                || (owner == NodeId && !_containers.ContainsKey(container.Id));
-            if (!orphaned)
-            {
-                _orphanSeen.Remove(container.Id);
-                continue;
-            }
-            if (_containers.ContainsKey(container.Id))
+            if (mine >= plan.Share && !candidate.GraceExpired)
             {
                 continue;
             }
-            if (!_orphanSeen.TryGetValue(container.Id, out var seen))
+            if (candidate.ReleaseFirst)
             {
-                _orphanSeen[container.Id] = seen = now;
+                // Let go first, so taking it again raises the epoch past anything we wrote before.
+                await farm.ReleaseContainerAsync(candidate.ContainerId, NodeId, cancellationToken).ConfigureAwait(false);
             }
-            if (_releasedAt.TryGetValue(container.Id, out var released) && now - released < _nodeOptions.MinimumStay
-                && now - seen < _nodeOptions.MinimumStay)
+            bool taken;
+            try
             {
-                // Handed over on purpose (a move or rebalance): leave it to the node it is meant for,
-                // unless nobody has taken it for a long while.
+                // Each take has a time limit: one container stuck behind a lock must not hold up the rest.
+                using var timeout = new CancellationTokenSource(_nodeOptions.TakeTimeout, _leaseClock);
+                using var linked = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken, timeout.Token);
+                taken = await TakeContainerAsync(farm, candidate.ContainerId, linked.Token).ConfigureAwait(false);
+            }
+            catch (Exception e) when (!cancellationToken.IsCancellationRequested)
+            {
+                // One container that cannot be fenced yet must not stop the pass: heartbeats,
+                // lease renewals and the other takes go on, and this one is tried again next pass.
+                LogTakeFailed(_logger, candidate.ContainerId, e);
                 continue;
             }
-            if (mine < myShare || now - seen >= _nodeOptions.OrphanGrace)
+            if (taken)
             {
-                if (container.OwnerNode == NodeId)
-                {
-                    // Let go first, so taking it again raises the epoch past anything we wrote before.
-                    await farm.ReleaseContainerAsync(container.Id, NodeId, cancellationToken).ConfigureAwait(false);
-                }
-                bool taken;
-                try
-                {
-                    // Each take has a time limit: one container stuck behind a lock must not hold up the rest.
-                    using var timeout = new CancellationTokenSource(_nodeOptions.TakeTimeout, _leaseClock);
-                    using var linked = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken, timeout.Token);
-                    taken = await TakeContainerAsync(farm, container.Id, linked.Token).ConfigureAwait(false);
-                }
-                catch (Exception e) when (!cancellationToken.IsCancellationRequested)
-                {
-                    // One container that cannot be fenced yet must not stop the pass: heartbeats,
-                    // lease renewals and the other takes go on, and this one is tried again next pass.
-                    LogTakeFailed(_logger, container.Id, e);
-                    continue;
-                }
-                if (taken)
-                {
-                    mine++;
-                    _orphanSeen.Remove(container.Id);
-                }
+                mine++;
+                _orphanSeen.Remove(candidate.ContainerId);
             }
         }
 
-        var someoneShort = live.Any(n => n.Id != NodeId && owned.GetValueOrDefault(n.Id) < ShareOf(n.Id));
-        if (mine > myShare && someoneShort && now - _lastRelease >= _nodeOptions.RebalanceInterval)
+        if (OwnershipPlanner.Rebalance(view with { Served = _containers.ToDictionary(c => c.Key, c => c.Value.TakenAt) }, _nodeOptions, mine) is { } release)
         {
-            // The longest-held goes: containers that just arrived (a failover, an operator's move) stay put.
-            var candidate = _containers.Values
-                .Where(h => now - h.TakenAt >= _nodeOptions.MinimumStay && !_releasing.ContainsKey(h.Id))
-                .OrderBy(h => h.TakenAt)
-                .FirstOrDefault();
-            if (candidate is not null)
-            {
-                _lastRelease = now;
-                LogRebalancing(_logger, candidate.Id, mine, myShare);
-                StartRelease(farm, candidate.Id);
-            }
+            _lastRelease = view.Now;
+            LogRebalancing(_logger, release, mine, plan.Share);
+            StartRelease(farm, release);
         }
     }
 

@@ -59,6 +59,21 @@ public abstract class FarmStoreContract : IAsyncLifetime
     }
 
     [StoreFact]
+    public async Task RegisterNode_KeepsWhereItServesMetrics_AndAReRegistrationReplacesIt()
+    {
+        var store = await OpenAsync();
+
+        var registered = await store.RegisterNodeAsync(1, "http://a:1", 1, "http://a:9101/metrics");
+        var listed = Assert.Single(await store.ListNodesAsync());
+        await store.RegisterNodeAsync(1, "http://a:1", 2);
+        var without = Assert.Single(await store.ListNodesAsync());
+
+        Assert.Equal("http://a:9101/metrics", registered.MetricsAddress);
+        Assert.Equal("http://a:9101/metrics", listed.MetricsAddress);
+        Assert.Null(without.MetricsAddress);
+    }
+
+    [StoreFact]
     public async Task RegisterNode_KnownId_ReplacesAddressAndReactivates()
     {
         var store = await OpenAsync();

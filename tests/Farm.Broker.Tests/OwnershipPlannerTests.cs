@@ -1,0 +1,129 @@
+using Farm.Broker.Node;
+using Farm.ContainerStore.FarmDatabase;
+using Microsoft.Extensions.Time.Testing;
+
+namespace Farm.Broker.Tests;
+
+/// <summary>The ownership decision alone: farm rows, this node's state and a fake clock in, a plan out.</summary>
+public sealed class OwnershipPlannerTests
+{
+    private static readonly NodeOptions Options = new()
+    {
+        NodeTimeout = TimeSpan.FromSeconds(3),
+        OrphanGrace = TimeSpan.FromSeconds(1),
+        MinimumStay = TimeSpan.FromSeconds(10),
+        RebalanceInterval = TimeSpan.FromSeconds(5),
+    };
+
+    private readonly FakeTimeProvider _clock = new();
+
+    private static NodeRecord Node(long id, double heartbeatAgeSeconds = 0.5, string state = NodeStates.Active) =>
+        new(id, $"http://node-{id}", state, 1000 + (int)id, DateTime.UtcNow, TimeSpan.FromSeconds(heartbeatAgeSeconds));
+
+    private static ContainerRecord Container(long id, long? owner, long epoch = 1) => new(id, $"c{id}", owner, epoch, null, null, 0);
+
+    private OwnershipView View(long self, NodeRecord[] nodes, ContainerRecord[] containers,
+        Dictionary<long, DateTimeOffset>? served = null, Dictionary<long, DateTimeOffset>? orphanSeen = null,
+        Dictionary<long, DateTimeOffset>? releasedAt = null, long[]? releasing = null, DateTimeOffset? lastRelease = null) =>
+        new(self, nodes, containers, served ?? [], orphanSeen ?? [], releasedAt ?? [], releasing ?? [], lastRelease ?? DateTimeOffset.MinValue, _clock.GetUtcNow());
+
+    [Fact]
+    public void Shares_SplitTheContainersEvenly_TheLowestIdsTakingTheRemainder()
+    {
+        var nodes = new[] { Node(1), Node(2), Node(3) };
+        var containers = Enumerable.Range(1, 7).Select(i => Container(i, owner: null)).ToArray();
+
+        var shares = nodes.Select(n => OwnershipPlanner.Plan(View(n.Id, nodes, containers), Options).Share).ToList();
+
+        Assert.Equal([3, 2, 2], shares);
+    }
+
+    [Fact]
+    public void OrphansAreUnownedContainers_AndThoseOfNodesWhoseHeartbeatLapsed_InIdOrder()
+    {
+        var nodes = new[] { Node(1), Node(2), Node(3, heartbeatAgeSeconds: 10) };
+        var containers = new[] { Container(4, owner: 3), Container(1, owner: 2), Container(2, owner: null), Container(3, owner: 1) };
+
+        var plan = OwnershipPlanner.Plan(View(1, nodes, containers, served: new() { [3] = _clock.GetUtcNow() }), Options);
+
+        Assert.Equal([2L, 4L], plan.Takes.Select(t => t.ContainerId));
+        Assert.All(plan.Takes, t => Assert.False(t.ReleaseFirst));
+    }
+
+    [Fact]
+    public void AContainerTheDatabaseGivesThisNode_ButItDoesNotServe_IsReleasedFirstThenTaken()
+    {
+        var plan = OwnershipPlanner.Plan(View(1, [Node(1)], [Container(5, owner: 1)]), Options);
+
+        var take = Assert.Single(plan.Takes);
+        Assert.True(take.ReleaseFirst);
+    }
+
+    [Fact]
+    public void AnOrphanPastItsGrace_IsTakenEvenPastTheShare_AndTheFirstSightingIsKept()
+    {
+        var nodes = new[] { Node(1), Node(2) };
+        var containers = new[] { Container(1, owner: null), Container(2, owner: null) };
+        var firstSeen = _clock.GetUtcNow();
+
+        var fresh = OwnershipPlanner.Plan(View(1, nodes, containers), Options);
+        _clock.Advance(TimeSpan.FromSeconds(2));
+        var later = OwnershipPlanner.Plan(View(1, nodes, containers, orphanSeen: new(fresh.OrphanSeen)), Options);
+
+        Assert.All(fresh.Takes, t => Assert.False(t.GraceExpired));
+        Assert.All(later.Takes, t => Assert.True(t.GraceExpired));
+        Assert.All(later.OrphanSeen.Values, seen => Assert.Equal(firstSeen, seen));
+    }
+
+    [Fact]
+    public void AContainerHandedOverOnPurpose_IsLeftToItsTarget_UntilNobodyTookItForMinimumStay()
+    {
+        var nodes = new[] { Node(1), Node(2) };
+        var containers = new[] { Container(7, owner: null) };
+        var releasedAt = new Dictionary<long, DateTimeOffset> { [7] = _clock.GetUtcNow() };
+
+        var now = OwnershipPlanner.Plan(View(1, nodes, containers, releasedAt: releasedAt), Options);
+        _clock.Advance(Options.MinimumStay);
+        var afterStay = OwnershipPlanner.Plan(View(1, nodes, containers, releasedAt: releasedAt, orphanSeen: new(now.OrphanSeen)), Options);
+
+        Assert.Empty(now.Takes);
+        Assert.Contains(7L, now.OrphanSeen.Keys);
+        Assert.Equal(7L, Assert.Single(afterStay.Takes).ContainerId);
+    }
+
+    [Fact]
+    public void Routes_NameLiveAndDrainingOwners_AndNoAddressForADeadOne()
+    {
+        var nodes = new[] { Node(1), Node(2, state: NodeStates.Draining), Node(3, heartbeatAgeSeconds: 30) };
+        var containers = new[] { Container(1, owner: 1, epoch: 4), Container(2, owner: 2), Container(3, owner: 3), Container(4, owner: null) };
+
+        var routes = OwnershipPlanner.Plan(View(1, nodes, containers), Options).Routes;
+
+        Assert.Equal(new ContainerRoute(1, 4, "http://node-1"), routes[1]);
+        Assert.Equal("http://node-2", routes[2].Address);
+        Assert.Null(routes[3].Address);
+        Assert.Equal(new ContainerRoute(0, 1, null), routes[4]);
+    }
+
+    [Fact]
+    public void Rebalance_HandsBackTheLongestHeld_OnlyWhenAnotherLiveNodeIsShort_AndNotTooOften()
+    {
+        var nodes = new[] { Node(1), Node(2) };
+        var containers = Enumerable.Range(1, 4).Select(i => Container(i, owner: 1)).ToArray();
+        var start = _clock.GetUtcNow();
+        var served = new Dictionary<long, DateTimeOffset> { [1] = start.AddSeconds(3), [2] = start, [3] = start.AddSeconds(1), [4] = start.AddSeconds(2) };
+
+        var tooSoon = OwnershipPlanner.Rebalance(View(1, nodes, containers, served: served), Options, servedAfterTakes: 4);
+        _clock.Advance(TimeSpan.FromSeconds(20));
+        var due = OwnershipPlanner.Rebalance(View(1, nodes, containers, served: served), Options, servedAfterTakes: 4);
+        var releasingIt = OwnershipPlanner.Rebalance(View(1, nodes, containers, served: served, releasing: [2]), Options, servedAfterTakes: 4);
+        var justReleased = OwnershipPlanner.Rebalance(View(1, nodes, containers, served: served, lastRelease: _clock.GetUtcNow().AddSeconds(-1)), Options, servedAfterTakes: 4);
+        var alone = OwnershipPlanner.Rebalance(View(1, [Node(1)], containers, served: served), Options, servedAfterTakes: 4);
+
+        Assert.Null(tooSoon);
+        Assert.Equal(2, due);
+        Assert.Equal(3, releasingIt);
+        Assert.Null(justReleased);
+        Assert.Null(alone);
+    }
+}
