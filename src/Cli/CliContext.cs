@@ -116,16 +116,32 @@ public static class CliContext
             ProcessTerminationTimeout = NodeProcesses.GracefulStopTimeout + TimeSpan.FromSeconds(10),
         };
 
+        using var export = CliTelemetry.StartExport();
+        var command = CommandPath(parseResult.CommandResult);
+        using var activity = CliTelemetry.StartCommand(command);
+        int exitCode;
         try
         {
-            return await parseResult.InvokeAsync(configuration);
+            exitCode = await parseResult.InvokeAsync(configuration);
         }
         catch (Exception ex)
         {
-            var (exitCode, message) = Describe(ex);
+            (exitCode, var message) = Describe(ex);
             await Console.Error.WriteLineAsync($"error: {message}");
-            return exitCode;
         }
+        CliTelemetry.Finished(activity, command, exitCode);
+        return exitCode;
+    }
+
+    /// <summary>"queue create" for `farm queue create ...`: the command's names below the root.</summary>
+    private static string CommandPath(System.CommandLine.Parsing.CommandResult result)
+    {
+        var names = new List<string>();
+        for (var current = result; current.Parent is System.CommandLine.Parsing.CommandResult parent; current = parent)
+        {
+            names.Insert(0, current.Command.Name);
+        }
+        return string.Join(' ', names);
     }
 
     /// <summary>The exit code and the one readable line for a failure. No stack traces.</summary>
