@@ -1,3 +1,4 @@
+using Microsoft.Extensions.Time.Testing;
 using Farm.Broker.Entities;
 using Farm.Broker.Node;
 using Farm.Broker.Topics;
@@ -23,7 +24,7 @@ internal sealed class BrokerHarness : IAsyncDisposable
     {
     }
 
-    public ManualTimeProvider Time { get; } = new();
+    public FakeTimeProvider Time { get; } = TestClock.Create();
 
     public BrokerNode Node { get; private set; } = null!;
 

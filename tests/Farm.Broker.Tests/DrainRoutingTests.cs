@@ -1,3 +1,4 @@
+using Microsoft.Extensions.Time.Testing;
 using Farm.Broker.Node;
 using Farm.ContainerStore.Sqlite;
 using Microsoft.Extensions.Logging.Abstractions;
@@ -12,7 +13,7 @@ namespace Farm.Broker.Tests;
 public sealed class DrainRoutingTests : IAsyncLifetime
 {
     private readonly string _directory = Path.Combine(Path.GetTempPath(), "farm-broker-tests", Guid.NewGuid().ToString("N"));
-    private readonly ManualTimeProvider _time = new();
+    private readonly FakeTimeProvider _time = TestClock.Create();
     private readonly List<BrokerNode> _nodes = [];
 
     public Task InitializeAsync() => Task.CompletedTask;

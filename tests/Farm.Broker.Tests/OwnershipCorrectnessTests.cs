@@ -1,3 +1,5 @@
+using Farm.Testing;
+using Microsoft.Extensions.Time.Testing;
 using Farm.Contracts;
 using Farm.Broker.Entities;
 using Farm.Broker.Node;
@@ -31,18 +33,7 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
         return node;
     }
 
-    private static async Task WaitUntilAsync(Func<bool> condition, string what)
-    {
-        var until = DateTime.UtcNow + Deadline;
-        while (!condition())
-        {
-            if (DateTime.UtcNow > until)
-            {
-                throw new TimeoutException($"Timed out waiting until {what}.");
-            }
-            await Task.Delay(10);
-        }
-    }
+    private static Task WaitUntilAsync(Func<bool> condition, string what) => Eventually.UntilAsync(condition, Deadline, what);
 
     [Fact]
     public async Task ConcurrentTakesOfOneContainer_OpenItOnce()
@@ -63,7 +54,7 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
             Interlocked.Increment(ref acquiring);
             return Held(hold.Task, () => (Task<ContainerRecord?>)proceed()!);
         });
-        var node = await StartNodeAsync(provider, new ManualTimeProvider());
+        var node = await StartNodeAsync(provider, TestClock.Create());
         var openBefore = provider.OpenContainers;
 
         Volatile.Write(ref armed, true);
@@ -87,13 +78,13 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
     {
         // A host fenced by its lease deadline is gone; the node takes the container again (a new
         // host, a higher epoch). When the old host reports its loss late, only the old host goes.
-        var leaseClock = new ManualTimeProvider();
+        var leaseClock = TestClock.Create();
         var renewalsFail = false;
         var provider = new InterceptedStoreProvider(new SqliteStoreProvider(), farmHook: (name, _, proceed) =>
             name == nameof(IFarmStore.RenewContainerLeaseAsync) && Volatile.Read(ref renewalsFail)
                 ? Task.FromException<bool>(new StoreUnavailableException("farm database unreachable (test)"))
                 : proceed());
-        var node = await StartNodeAsync(provider, new ManualTimeProvider(), leaseClock);
+        var node = await StartNodeAsync(provider, TestClock.Create(), leaseClock);
         var stale = Assert.Single(node.Containers);
 
         Volatile.Write(ref renewalsFail, true);
@@ -133,7 +124,7 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
             }
             return proceed();
         });
-        var node = await StartNodeAsync(provider, new ManualTimeProvider());
+        var node = await StartNodeAsync(provider, TestClock.Create());
         var served = Assert.Single(node.Containers);
 
         Volatile.Write(ref armed, true);
@@ -156,7 +147,7 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
         // A node that cannot reach the farm database keeps its heartbeats from landing; another
         // node may take its containers once the lease runs out. Before that moment this node must
         // stop handing out messages from memory, or two nodes serve one container.
-        var leaseClock = new ManualTimeProvider();
+        var leaseClock = TestClock.Create();
         var renewalsFail = false;
         var unreachable = new StoreUnavailableException("farm database unreachable (test)");
         var provider = new InterceptedStoreProvider(new SqliteStoreProvider(), farmHook: (name, _, proceed) =>
@@ -166,7 +157,7 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
                 nameof(IFarmStore.RenewContainerLeaseAsync) => Task.FromException<bool>(unreachable),
                 _ => proceed(),
             });
-        var node = await StartNodeAsync(provider, new ManualTimeProvider(), leaseClock);
+        var node = await StartNodeAsync(provider, TestClock.Create(), leaseClock);
         var options = new NodeOptions();
         var record = await node.Farm.CreateEntityAsync("orders", EntityKinds.Queue, Assert.Single(node.Containers).Id, new QueueSettings().ToJson());
         var queue = await node.LoadAsync(record, CancellationToken.None);
@@ -199,7 +190,7 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
             }
             return CommitThenFail((Task)proceed()!);
         });
-        var node = await StartNodeAsync(provider, new ManualTimeProvider());
+        var node = await StartNodeAsync(provider, TestClock.Create());
         var container = Assert.Single(node.Containers);
         var record = await node.Farm.CreateEntityAsync("orders", EntityKinds.Queue, container.Id, new QueueSettings().ToJson());
         var queue = await node.LoadAsync(record, CancellationToken.None);
@@ -224,10 +215,10 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
     {
         // Before: both registered, and each pass found "ours in the farm database but not served
         // here", released and re-took the other's containers, forever.
-        var first = await StartNodeAsync(new SqliteStoreProvider(), new ManualTimeProvider());
+        var first = await StartNodeAsync(new SqliteStoreProvider(), TestClock.Create());
         var owned = Assert.Single(first.Containers);
 
-        var refused = await Assert.ThrowsAsync<InvalidOperationException>(() => StartNodeAsync(new SqliteStoreProvider(), new ManualTimeProvider()));
+        var refused = await Assert.ThrowsAsync<InvalidOperationException>(() => StartNodeAsync(new SqliteStoreProvider(), TestClock.Create()));
 
         Assert.Contains("Node 1 is already running at http://test-1", refused.Message);
         Assert.Contains($"pid {Environment.ProcessId}", refused.Message);
@@ -240,7 +231,7 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
     {
         // A node frozen (SIGSTOP) long enough for a second process with its id to start: when it
         // resumes, its heartbeat finds the id taken and it stops instead of fighting over containers.
-        var node = await StartNodeAsync(new SqliteStoreProvider(), new ManualTimeProvider());
+        var node = await StartNodeAsync(new SqliteStoreProvider(), TestClock.Create());
         Assert.Single(node.Containers);
 
         await node.Farm.RegisterNodeAsync(1, "http://elsewhere:1", Environment.ProcessId + 1);
@@ -252,11 +243,11 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
     [Fact]
     public async Task ANodeKilledAMomentAgo_CanBeStartedAgainWithItsId()
     {
-        var crashed = await StartNodeAsync(new SqliteStoreProvider(), new ManualTimeProvider());
+        var crashed = await StartNodeAsync(new SqliteStoreProvider(), TestClock.Create());
         var before = Assert.Single(crashed.Containers);
         crashed.StopOwnershipForTests();
 
-        var successor = await StartNodeAsync(new SqliteStoreProvider(), new ManualTimeProvider());
+        var successor = await StartNodeAsync(new SqliteStoreProvider(), TestClock.Create());
 
         Assert.True(Assert.Single(successor.Containers).Epoch > before.Epoch);
     }
@@ -273,19 +264,7 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
         return await proceed();
     }
 
-    private static async Task<bool> WaitForAsync(Func<bool> condition, TimeSpan within)
-    {
-        var until = DateTime.UtcNow + within;
-        while (!condition())
-        {
-            if (DateTime.UtcNow > until)
-            {
-                return false;
-            }
-            await Task.Delay(10);
-        }
-        return true;
-    }
+    private static Task<bool> WaitForAsync(Func<bool> condition, TimeSpan within) => Eventually.HoldsWithinAsync(condition, within);
 
     public async ValueTask DisposeAsync()
     {

@@ -1,3 +1,4 @@
+using Farm.Testing;
 using Farm.Contracts;
 using Farm.Broker.Entities;
 using Farm.Contracts.V1;
@@ -19,15 +20,8 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
     private static string Body(ReceivedMessage m) => m.Message.Body.ToStringUtf8();
 
     /// <summary>Background writes (dead-lettering by the broker itself) land a moment after the call that caused them.</summary>
-    private static async Task WaitUntilAsync(Func<bool> condition)
-    {
-        var deadline = DateTime.UtcNow + TimeSpan.FromSeconds(10);
-        while (!condition())
-        {
-            Assert.True(DateTime.UtcNow < deadline, "The condition did not become true within 10 s.");
-            await Task.Delay(10);
-        }
-    }
+    private static Task WaitUntilAsync(Func<bool> condition) =>
+        Eventually.UntilAsync(condition, TimeSpan.FromSeconds(10), "the background write landed");
 
     [Fact]
     public async Task Send_ThenReceive_GivesTheMessageWithBrokerProperties()

@@ -1,3 +1,4 @@
+using Microsoft.Extensions.Time.Testing;
 using Farm.Broker.Containers;
 using Farm.Broker.Entities;
 using Farm.Broker.Node;
@@ -124,7 +125,7 @@ public sealed class SweepCorrectnessTests : IAsyncLifetime
     /// A manual clock whose readings the test can make throw or wait, only on the thread that asks
     /// for it (the sweep under test runs there), so nothing else on the node is disturbed.
     /// </summary>
-    private sealed class ProbeTime(ManualTimeProvider inner) : TimeProvider
+    private sealed class ProbeTime(FakeTimeProvider inner) : TimeProvider
     {
         [ThreadStatic]
         private static Func<DateTimeOffset, DateTimeOffset>? _nextReading;
@@ -148,7 +149,7 @@ public sealed class SweepCorrectnessTests : IAsyncLifetime
     }
 
     private readonly string _directory = Path.Combine(Path.GetTempPath(), "farm-broker-tests", Guid.NewGuid().ToString("N"));
-    private readonly ManualTimeProvider _clock = new();
+    private readonly FakeTimeProvider _clock = new();
     private BrokerNode _node = null!;
 
     public async Task InitializeAsync()
@@ -188,7 +189,9 @@ public sealed class SweepCorrectnessTests : IAsyncLifetime
         await topic.SendAsync([Text("m")]);
         Assert.Single(await subscription.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
         Assert.True(_node.TryGetContainer(1, out var host));
-        _clock.Advance(TimeSpan.FromMilliseconds(60_100));
+        // To the lock's expiry, the sweep timer ticking on the way: no tick yet sees it expired
+        // (the last one ran at 60.0 s), so the sweep under test is the first to.
+        TestClock.AdvanceTicking(_clock, TimeSpan.FromMilliseconds(60_100), new BrokerOptions().SweepInterval);
         Assert.Equal(1, subscription.GetCounts().Locked);
         return (host, subscription);
     }

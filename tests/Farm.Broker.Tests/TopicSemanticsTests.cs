@@ -1,3 +1,4 @@
+using Farm.Testing;
 using System.Collections.Concurrent;
 using Farm.Broker.Entities;
 using Farm.Broker.Topics;
@@ -25,15 +26,7 @@ public sealed class TopicSemanticsTests : IAsyncLifetime
 
     private static string Body(ReceivedMessage m) => m.Message.Body.ToStringUtf8();
 
-    private static async Task WaitUntilAsync(Func<Task<bool>> condition, string what)
-    {
-        var deadline = DateTime.UtcNow + TimeSpan.FromSeconds(10);
-        while (!await condition())
-        {
-            Assert.True(DateTime.UtcNow < deadline, $"Within 10 s: {what}");
-            await Task.Delay(10);
-        }
-    }
+    private static Task WaitUntilAsync(Func<Task<bool>> condition, string what) => Eventually.UntilAsync(condition, TimeSpan.FromSeconds(10), what);
 
     private static Message Order(int i, string color, long quantity, string? subject = null)
     {

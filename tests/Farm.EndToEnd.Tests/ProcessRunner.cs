@@ -1,3 +1,4 @@
+using Farm.Testing;
 using System.Diagnostics;
 
 namespace Farm.EndToEnd.Tests;
@@ -62,18 +63,6 @@ internal static class ProcessRunner
         return new ProcessResult(process.ExitCode, await stdout, await stderr, clock.Elapsed);
     }
 
-    /// <summary>Waits for a condition, checking it every 50 ms, until the deadline.</summary>
-    public static async Task WaitUntilAsync(Func<bool> condition, TimeSpan timeout, string what)
-    {
-        var clock = Stopwatch.StartNew();
-        while (!condition())
-        {
-            if (clock.Elapsed > timeout)
-            {
-                throw new TimeoutException($"Timed out after {timeout} waiting until {what}.");
-            }
-
-            await Task.Delay(50);
-        }
-    }
+    /// <summary>Waits for a condition until the deadline (<see cref="Eventually"/>).</summary>
+    public static Task WaitUntilAsync(Func<bool> condition, TimeSpan timeout, string what) => Eventually.UntilAsync(condition, timeout, what);
 }

@@ -7,65 +7,10 @@ internal static class QueueMapper
 {
     public static Proto.QueueProperties ToProto(QueueSettings settings, bool onlyAssigned)
     {
-        bool Send(string property) => !onlyAssigned || settings.IsAssigned(property);
-
         var proto = new Proto.QueueProperties();
-        if (Send(nameof(QueueSettings.LockDuration)))
-        {
-            proto.LockDuration = WireDurations.ToDuration(settings.LockDuration);
-        }
-
-        if (Send(nameof(QueueSettings.MaxDeliveryCount)))
-        {
-            proto.MaxDeliveryCount = settings.MaxDeliveryCount;
-        }
-
-        if (Send(nameof(QueueSettings.DefaultMessageTimeToLive)))
-        {
-            proto.DefaultMessageTimeToLive = WireDurations.ToDuration(settings.DefaultMessageTimeToLive);
-        }
-
-        if (Send(nameof(QueueSettings.DeadLetteringOnMessageExpiration)))
-        {
-            proto.DeadLetteringOnMessageExpiration = settings.DeadLetteringOnMessageExpiration;
-        }
-
-        if (Send(nameof(QueueSettings.RequiresDuplicateDetection)))
-        {
-            proto.RequiresDuplicateDetection = settings.RequiresDuplicateDetection;
-        }
-
-        if (Send(nameof(QueueSettings.DuplicateDetectionHistoryTimeWindow)))
-        {
-            proto.DuplicateDetectionHistoryTimeWindow = WireDurations.ToDuration(settings.DuplicateDetectionHistoryTimeWindow);
-        }
-
-        if (Send(nameof(QueueSettings.RequiresSession)))
-        {
-            proto.RequiresSession = settings.RequiresSession;
-        }
-
-        // Empty string clears forwarding on update.
-        if (Send(nameof(QueueSettings.ForwardTo)))
-        {
-            proto.ForwardTo = settings.ForwardTo ?? string.Empty;
-        }
-
-        if (Send(nameof(QueueSettings.ForwardDeadLetteredMessagesTo)))
-        {
-            proto.ForwardDeadLetteredMessagesTo = settings.ForwardDeadLetteredMessagesTo ?? string.Empty;
-        }
-
-        if (Send(nameof(QueueSettings.MaxSizeInMegabytes)))
-        {
-            proto.MaxSizeInMegabytes = settings.MaxSizeInMegabytes;
-        }
-
-        if (Send(nameof(QueueSettings.EnableBatchedOperations)))
-        {
-            proto.EnableBatchedOperations = settings.EnableBatchedOperations;
-        }
-
+        EntityPropertyMapping.ToProto((IEntitySettings)settings, proto, onlyAssigned);
+        EntityPropertyMapping.ToProto((IReceiverSettings)settings, proto, onlyAssigned);
+        EntityPropertyMapping.ToProto((ISendTargetSettings)settings, proto, onlyAssigned);
         return proto;
     }
 
@@ -76,61 +21,9 @@ internal static class QueueMapper
         {
             return;
         }
-
-        if (WireDurations.Positive(proto.LockDuration) is { } lockDuration)
-        {
-            settings.LockDuration = lockDuration;
-        }
-
-        if (proto.HasMaxDeliveryCount && proto.MaxDeliveryCount >= 1)
-        {
-            settings.MaxDeliveryCount = proto.MaxDeliveryCount;
-        }
-
-        if (WireDurations.Positive(proto.DefaultMessageTimeToLive) is { } ttl)
-        {
-            settings.DefaultMessageTimeToLive = ttl;
-        }
-
-        if (proto.HasDeadLetteringOnMessageExpiration)
-        {
-            settings.DeadLetteringOnMessageExpiration = proto.DeadLetteringOnMessageExpiration;
-        }
-
-        if (proto.HasRequiresDuplicateDetection)
-        {
-            settings.RequiresDuplicateDetection = proto.RequiresDuplicateDetection;
-        }
-
-        if (WireDurations.Positive(proto.DuplicateDetectionHistoryTimeWindow) is { } window)
-        {
-            settings.DuplicateDetectionHistoryTimeWindow = window;
-        }
-
-        if (proto.HasRequiresSession)
-        {
-            settings.RequiresSession = proto.RequiresSession;
-        }
-
-        if (proto.HasForwardTo)
-        {
-            settings.ForwardTo = proto.ForwardTo;
-        }
-
-        if (proto.HasForwardDeadLetteredMessagesTo)
-        {
-            settings.ForwardDeadLetteredMessagesTo = proto.ForwardDeadLetteredMessagesTo;
-        }
-
-        if (proto.HasMaxSizeInMegabytes && proto.MaxSizeInMegabytes >= 1)
-        {
-            settings.MaxSizeInMegabytes = proto.MaxSizeInMegabytes;
-        }
-
-        if (proto.HasEnableBatchedOperations)
-        {
-            settings.EnableBatchedOperations = proto.EnableBatchedOperations;
-        }
+        EntityPropertyMapping.Load((IEntitySettings)settings, proto);
+        EntityPropertyMapping.Load((IReceiverSettings)settings, proto);
+        EntityPropertyMapping.Load((ISendTargetSettings)settings, proto);
     }
 
     public static QueueProperties FromInfo(Proto.QueueInfo info)

@@ -5,7 +5,7 @@ namespace Farm.Client;
 /// remembers which properties were assigned: a create or update sends only those, so unset ones
 /// take the farm's defaults (create) or keep their current values (update).
 /// </summary>
-public abstract class QueueSettings
+public abstract class QueueSettings : IReceiverSettings, ISendTargetSettings
 {
     public static readonly TimeSpan DefaultLockDuration = TimeSpan.FromMinutes(1);
     public const int DefaultMaxDeliveryCount = 10;
@@ -106,6 +106,8 @@ public abstract class QueueSettings
     }
 
     internal bool IsAssigned(string property) => _assigned.Contains(property);
+
+    bool IEntitySettings.IsAssigned(string property) => IsAssigned(property);
 
     internal int AssignedCount => _assigned.Count;
 

@@ -7,55 +7,13 @@ internal static class SubscriptionMapper
 {
     public static Proto.SubscriptionProperties ToProto(SubscriptionSettings settings, bool onlyAssigned)
     {
-        bool Send(string property) => !onlyAssigned || settings.IsAssigned(property);
-
         var proto = new Proto.SubscriptionProperties();
-        if (Send(nameof(SubscriptionSettings.LockDuration)))
-        {
-            proto.LockDuration = WireDurations.ToDuration(settings.LockDuration);
-        }
-
-        if (Send(nameof(SubscriptionSettings.MaxDeliveryCount)))
-        {
-            proto.MaxDeliveryCount = settings.MaxDeliveryCount;
-        }
-
-        if (Send(nameof(SubscriptionSettings.DefaultMessageTimeToLive)))
-        {
-            proto.DefaultMessageTimeToLive = WireDurations.ToDuration(settings.DefaultMessageTimeToLive);
-        }
-
-        if (Send(nameof(SubscriptionSettings.DeadLetteringOnMessageExpiration)))
-        {
-            proto.DeadLetteringOnMessageExpiration = settings.DeadLetteringOnMessageExpiration;
-        }
-
-        if (Send(nameof(SubscriptionSettings.EnableDeadLetteringOnFilterEvaluationExceptions)))
+        EntityPropertyMapping.ToProto((IEntitySettings)settings, proto, onlyAssigned);
+        EntityPropertyMapping.ToProto((IReceiverSettings)settings, proto, onlyAssigned);
+        if (!onlyAssigned || settings.IsAssigned(nameof(SubscriptionSettings.EnableDeadLetteringOnFilterEvaluationExceptions)))
         {
             proto.DeadLetteringOnFilterEvaluationExceptions = settings.EnableDeadLetteringOnFilterEvaluationExceptions;
         }
-
-        if (Send(nameof(SubscriptionSettings.RequiresSession)))
-        {
-            proto.RequiresSession = settings.RequiresSession;
-        }
-
-        // Empty string clears forwarding on update.
-        if (Send(nameof(SubscriptionSettings.ForwardTo)))
-        {
-            proto.ForwardTo = settings.ForwardTo ?? string.Empty;
-        }
-
-        if (Send(nameof(SubscriptionSettings.ForwardDeadLetteredMessagesTo)))
-        {
-            proto.ForwardDeadLetteredMessagesTo = settings.ForwardDeadLetteredMessagesTo ?? string.Empty;
-        }
-
-        if (Send(nameof(SubscriptionSettings.EnableBatchedOperations)))
-        {
-            proto.EnableBatchedOperations = settings.EnableBatchedOperations;
-        }
-
         return proto;
     }
 
@@ -66,50 +24,11 @@ internal static class SubscriptionMapper
         {
             return;
         }
-
-        if (WireDurations.Positive(proto.LockDuration) is { } lockDuration)
-        {
-            settings.LockDuration = lockDuration;
-        }
-
-        if (proto.HasMaxDeliveryCount && proto.MaxDeliveryCount >= 1)
-        {
-            settings.MaxDeliveryCount = proto.MaxDeliveryCount;
-        }
-
-        if (WireDurations.Positive(proto.DefaultMessageTimeToLive) is { } ttl)
-        {
-            settings.DefaultMessageTimeToLive = ttl;
-        }
-
-        if (proto.HasDeadLetteringOnMessageExpiration)
-        {
-            settings.DeadLetteringOnMessageExpiration = proto.DeadLetteringOnMessageExpiration;
-        }
-
+        EntityPropertyMapping.Load((IEntitySettings)settings, proto);
+        EntityPropertyMapping.Load((IReceiverSettings)settings, proto);
         if (proto.HasDeadLetteringOnFilterEvaluationExceptions)
         {
             settings.EnableDeadLetteringOnFilterEvaluationExceptions = proto.DeadLetteringOnFilterEvaluationExceptions;
-        }
-
-        if (proto.HasRequiresSession)
-        {
-            settings.RequiresSession = proto.RequiresSession;
-        }
-
-        if (proto.HasForwardTo)
-        {
-            settings.ForwardTo = proto.ForwardTo;
-        }
-
-        if (proto.HasForwardDeadLetteredMessagesTo)
-        {
-            settings.ForwardDeadLetteredMessagesTo = proto.ForwardDeadLetteredMessagesTo;
-        }
-
-        if (proto.HasEnableBatchedOperations)
-        {
-            settings.EnableBatchedOperations = proto.EnableBatchedOperations;
         }
     }
 

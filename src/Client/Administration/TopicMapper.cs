@@ -7,39 +7,13 @@ internal static class TopicMapper
 {
     public static Proto.TopicProperties ToProto(TopicSettings settings, bool onlyAssigned)
     {
-        bool Send(string property) => !onlyAssigned || settings.IsAssigned(property);
-
         var proto = new Proto.TopicProperties();
-        if (Send(nameof(TopicSettings.DefaultMessageTimeToLive)))
-        {
-            proto.DefaultMessageTimeToLive = WireDurations.ToDuration(settings.DefaultMessageTimeToLive);
-        }
-
-        if (Send(nameof(TopicSettings.RequiresDuplicateDetection)))
-        {
-            proto.RequiresDuplicateDetection = settings.RequiresDuplicateDetection;
-        }
-
-        if (Send(nameof(TopicSettings.DuplicateDetectionHistoryTimeWindow)))
-        {
-            proto.DuplicateDetectionHistoryTimeWindow = WireDurations.ToDuration(settings.DuplicateDetectionHistoryTimeWindow);
-        }
-
-        if (Send(nameof(TopicSettings.MaxSizeInMegabytes)))
-        {
-            proto.MaxSizeInMegabytes = settings.MaxSizeInMegabytes;
-        }
-
-        if (Send(nameof(TopicSettings.SupportOrdering)))
+        EntityPropertyMapping.ToProto((IEntitySettings)settings, proto, onlyAssigned);
+        EntityPropertyMapping.ToProto((ISendTargetSettings)settings, proto, onlyAssigned);
+        if (!onlyAssigned || settings.IsAssigned(nameof(TopicSettings.SupportOrdering)))
         {
             proto.SupportOrdering = settings.SupportOrdering;
         }
-
-        if (Send(nameof(TopicSettings.EnableBatchedOperations)))
-        {
-            proto.EnableBatchedOperations = settings.EnableBatchedOperations;
-        }
-
         return proto;
     }
 
@@ -50,35 +24,11 @@ internal static class TopicMapper
         {
             return;
         }
-
-        if (WireDurations.Positive(proto.DefaultMessageTimeToLive) is { } ttl)
-        {
-            settings.DefaultMessageTimeToLive = ttl;
-        }
-
-        if (proto.HasRequiresDuplicateDetection)
-        {
-            settings.RequiresDuplicateDetection = proto.RequiresDuplicateDetection;
-        }
-
-        if (WireDurations.Positive(proto.DuplicateDetectionHistoryTimeWindow) is { } window)
-        {
-            settings.DuplicateDetectionHistoryTimeWindow = window;
-        }
-
-        if (proto.HasMaxSizeInMegabytes && proto.MaxSizeInMegabytes >= 1)
-        {
-            settings.MaxSizeInMegabytes = proto.MaxSizeInMegabytes;
-        }
-
+        EntityPropertyMapping.Load((IEntitySettings)settings, proto);
+        EntityPropertyMapping.Load((ISendTargetSettings)settings, proto);
         if (proto.HasSupportOrdering)
         {
             settings.SupportOrdering = proto.SupportOrdering;
-        }
-
-        if (proto.HasEnableBatchedOperations)
-        {
-            settings.EnableBatchedOperations = proto.EnableBatchedOperations;
         }
     }
 

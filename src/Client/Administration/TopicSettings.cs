@@ -5,7 +5,7 @@ namespace Farm.Client;
 /// <see cref="QueueSettings"/>, the object remembers which properties were assigned: a create or
 /// update sends only those.
 /// </summary>
-public abstract class TopicSettings
+public abstract class TopicSettings : ISendTargetSettings
 {
     private readonly AssignedProperties _assigned = new();
     private TimeSpan _defaultMessageTimeToLive = TimeSpan.MaxValue;
@@ -68,6 +68,8 @@ public abstract class TopicSettings
     }
 
     internal bool IsAssigned(string property) => _assigned.Contains(property);
+
+    bool IEntitySettings.IsAssigned(string property) => IsAssigned(property);
 
     internal int AssignedCount => _assigned.Count;
 
