@@ -14,7 +14,7 @@ public enum FarmState
 /// once it was stopped or killed), its address, the port it listens on (kept when it is started
 /// again, so the connection string stays true) and its log file (null when it ran in the foreground).
 /// </summary>
-public sealed record FarmNodeEntry(int Id, int? Pid, string Address, int? Port = null, string? LogFile = null)
+public sealed record FarmNodeEntry(int Id, int? Pid, string Address, int? Port = null, string? LogFile = null, int? MetricsPort = null)
 {
     /// <summary>The port to start this node on again: the recorded one, else the one in its address.</summary>
     public int ListenPort()

@@ -125,7 +125,7 @@ public static partial class NodeCommands
 
         // The dead node's file is stale; the new process writes its own once it serves.
         File.Delete(data.NodeFile(node.Id));
-        using var launched = NodeLauncher.StartDetached(nodeDll, node.Id, data, port, state.NodeStore);
+        using var launched = NodeLauncher.StartDetached(nodeDll, node.Id, data, port, state.NodeStore, node.MetricsPort ?? 0);
         NodeFileRecord file;
         try
         {

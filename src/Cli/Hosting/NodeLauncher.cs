@@ -64,7 +64,7 @@ public static class NodeLauncher
     /// terminal does not reach it, stdin from /dev/null and its output appended to its log file.
     /// The shell execs setsid, which execs dotnet, so the pid we get is the node's.
     /// </summary>
-    public static LaunchedNode StartDetached(string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store)
+    public static LaunchedNode StartDetached(string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort = 0)
     {
         if (OperatingSystem.IsWindows())
         {
@@ -85,7 +85,7 @@ public static class NodeLauncher
             : "log=$1; shift; exec \"$0\" \"$@\" </dev/null >>\"$log\" 2>&1");
         startInfo.ArgumentList.Add(setsid ?? "farm-node");
         startInfo.ArgumentList.Add(logFile);
-        AddNodeCommand(startInfo, nodeDll, nodeId, data, port, store);
+        AddNodeCommand(startInfo, nodeDll, nodeId, data, port, store, metricsPort);
 
         var process = Process.Start(startInfo)
             ?? throw new CliException(ExitCodes.Error, $"Could not start node {nodeId}.");
@@ -96,7 +96,7 @@ public static class NodeLauncher
     /// Starts a node as our child in our process group (a Ctrl+C reaches it too). Its log lines go
     /// to our stderr as they come, so stdout carries only the connection string.
     /// </summary>
-    public static LaunchedNode StartForeground(string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store)
+    public static LaunchedNode StartForeground(string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort = 0)
     {
         var startInfo = new ProcessStartInfo(DotnetHost())
         {
@@ -105,7 +105,7 @@ public static class NodeLauncher
             RedirectStandardError = true,
         };
         startInfo.ArgumentList.Add(nodeDll);
-        AddNodeArguments(startInfo, nodeId, data, port, store);
+        AddNodeArguments(startInfo, nodeId, data, port, store, metricsPort);
 
         var process = new Process { StartInfo = startInfo };
         process.OutputDataReceived += (_, e) => ForwardLine(e.Data);
@@ -153,14 +153,14 @@ public static class NodeLauncher
         return [.. lines];
     }
 
-    private static void AddNodeCommand(ProcessStartInfo startInfo, string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store)
+    private static void AddNodeCommand(ProcessStartInfo startInfo, string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort)
     {
         startInfo.ArgumentList.Add(DotnetHost());
         startInfo.ArgumentList.Add(nodeDll);
-        AddNodeArguments(startInfo, nodeId, data, port, store);
+        AddNodeArguments(startInfo, nodeId, data, port, store, metricsPort);
     }
 
-    private static void AddNodeArguments(ProcessStartInfo startInfo, int nodeId, FarmDataDirectory data, int port, NodeStore store)
+    private static void AddNodeArguments(ProcessStartInfo startInfo, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort)
     {
         startInfo.ArgumentList.Add("--node-id");
         startInfo.ArgumentList.Add(nodeId.ToString(CultureInfo.InvariantCulture));
@@ -168,6 +168,12 @@ public static class NodeLauncher
         startInfo.ArgumentList.Add(data.Root);
         startInfo.ArgumentList.Add("--port");
         startInfo.ArgumentList.Add(port.ToString(CultureInfo.InvariantCulture));
+        // Without one the node picks a free port for its Prometheus endpoint (farm status shows it).
+        if (metricsPort > 0)
+        {
+            startInfo.ArgumentList.Add("--metrics-port");
+            startInfo.ArgumentList.Add(metricsPort.ToString(CultureInfo.InvariantCulture));
+        }
 
         // The SQLite default adds nothing, so a SQLite node's command line is what it always was.
         if (store.IsPostgres)

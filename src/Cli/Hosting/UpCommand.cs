@@ -36,6 +36,12 @@ public static class UpCommand
             HelpName = "PORT",
             DefaultValueFactory = _ => DefaultPort,
         };
+        var metricsPort = new Option<int>("--metrics-port")
+        {
+            Description = "Port of node 1's Prometheus endpoint (node N serves it on metrics-port + N - 1); 0 (the default) lets each node pick a free port, shown by farm status",
+            HelpName = "PORT",
+            DefaultValueFactory = _ => 0,
+        };
         var detach = new Option<bool>("--detach")
         {
             Description = "Start the farm in the background and return once it is ready",
@@ -56,6 +62,7 @@ public static class UpCommand
         {
             nodes,
             port,
+            metricsPort,
             detach,
             store,
             farmConnection,
@@ -63,15 +70,21 @@ public static class UpCommand
         command.SetAction((parseResult, cancellationToken) => RunAsync(
             new FarmDataDirectory(CliContext.ResolveDataDirectory(parseResult)),
             parseResult.GetValue(nodes),
-            parseResult.GetValue(port),
+            new NodePorts(parseResult.GetValue(port), parseResult.GetValue(metricsPort)),
             parseResult.GetValue(detach),
             NodeStore.FromOptions(parseResult.GetValue(store), parseResult.GetValue(farmConnection)),
             cancellationToken));
         return command;
     }
 
-    private static async Task<int> RunAsync(FarmDataDirectory data, int nodeCount, int port, bool detach, NodeStore store, CancellationToken cancellationToken)
+    /// <summary>The first node's gRPC and metrics ports; node N listens on each + N - 1 (0: any free port).</summary>
+    private static int MetricsPortOf(NodePorts ports, int nodeId) => ports.Metrics == 0 ? 0 : ports.Metrics + nodeId - 1;
+
+    private readonly record struct NodePorts(int Grpc, int Metrics);
+
+    private static async Task<int> RunAsync(FarmDataDirectory data, int nodeCount, NodePorts ports, bool detach, NodeStore store, CancellationToken cancellationToken)
     {
+        var port = ports.Grpc;
         if (nodeCount is < 1 or > MaxNodes)
         {
             throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"--nodes must be from 1 to {MaxNodes}, not {nodeCount}."));
@@ -87,10 +100,21 @@ public static class UpCommand
             throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"--port {port} with --nodes {nodeCount} would need ports up to {port + nodeCount - 1}, past 65535; pick a lower --port, or --port 0."));
         }
 
+        if (ports.Metrics is < 0 or > 65535 || (ports.Metrics > 0 && ports.Metrics + nodeCount - 1 > 65535))
+        {
+            throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"--metrics-port must be 0, or a port from which {nodeCount} ports up to 65535 follow; got {ports.Metrics}."));
+        }
+
+        if (port > 0 && ports.Metrics > 0 && ports.Metrics < port + nodeCount && port < ports.Metrics + nodeCount)
+        {
+            throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"--metrics-port {ports.Metrics} overlaps the gRPC ports {port}-{port + nodeCount - 1}; pick ports apart."));
+        }
+
         var nodeDll = NodeLauncher.FindNodeDll();
         using var dataLock = data.AcquireLock();
         RefuseIfRunning(data);
         RefuseIfPortsTaken(port, nodeCount);
+        RefuseIfPortsTaken(ports.Metrics, nodeCount);
         RemoveStaleNodeFiles(data);
 
         var launched = new List<LaunchedNode>();
@@ -99,9 +123,10 @@ public static class UpCommand
             LaunchedNode Launch(int nodeId)
             {
                 var nodePort = port == 0 ? 0 : port + nodeId - 1;
+                var nodeMetricsPort = MetricsPortOf(ports, nodeId);
                 var node = detach
-                    ? NodeLauncher.StartDetached(nodeDll, nodeId, data, nodePort, store)
-                    : NodeLauncher.StartForeground(nodeDll, nodeId, data, nodePort, store);
+                    ? NodeLauncher.StartDetached(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort)
+                    : NodeLauncher.StartForeground(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort);
                 launched.Add(node);
                 return node;
             }
@@ -124,7 +149,8 @@ public static class UpCommand
                     n.Pid,
                     n.Address,
                     ListeningPort(n.Address),
-                    launched.First(l => l.NodeId == n.NodeId).LogFile))],
+                    launched.First(l => l.NodeId == n.NodeId).LogFile,
+                    MetricsPortOf(ports, n.NodeId) is var metrics and > 0 ? metrics : null))],
                 StartedAt = DateTimeOffset.UtcNow,
                 Detached = detach,
                 Store = store.Name,
