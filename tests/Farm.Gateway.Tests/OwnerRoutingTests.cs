@@ -27,6 +27,7 @@ public sealed class OwnerRoutingTests : IDisposable
 
     private int _forwards;
     private readonly List<Metadata> _forwardHeaders = [];
+    private readonly List<DateTime?> _forwardDeadlines = [];
     private readonly List<string> _forwardTargets = [];
 
     private Task<string> RouteAsync(ServerCallContext? context = null, bool hold = true) =>
@@ -36,6 +37,7 @@ public sealed class OwnerRoutingTests : IDisposable
             {
                 _forwards++;
                 _forwardHeaders.Add(options.Headers!);
+                _forwardDeadlines.Add(options.Deadline);
                 _forwardTargets.Add(owner.Channel.Target);
                 return new AsyncUnaryCall<string>(Task.FromResult("forwarded"), Task.FromResult(new Metadata()), () => Status.DefaultSuccess, () => [], () => { });
             });
@@ -57,6 +59,17 @@ public sealed class OwnerRoutingTests : IDisposable
         Assert.Equal("forwarded", await RouteAsync());
         Assert.Equal("127.0.0.1:5481", Assert.Single(_forwardTargets));
         Assert.True(FarmMetadata.IsDirect(Assert.Single(_forwardHeaders)));
+    }
+
+    [Fact]
+    public async Task AForwardedCall_CarriesTheCallersDeadline()
+    {
+        _directory.Set(servedHere: false, owner: Other);
+        var deadline = new DateTime(2030, 1, 1, 12, 0, 0, DateTimeKind.Utc);
+
+        await RouteAsync(new TestCallContext(deadline: deadline));
+
+        Assert.Equal(deadline, Assert.Single(_forwardDeadlines));
     }
 
     [Fact]

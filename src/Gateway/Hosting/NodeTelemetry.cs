@@ -15,8 +15,10 @@ internal static class NodeTelemetry
 {
     public const string MetricsPath = "/metrics";
 
-    /// <summary>The node's own spans (none yet beyond ASP.NET Core's; named so they can be added without new wiring).</summary>
+    /// <summary>The node's own spans (beyond ASP.NET Core's one per gRPC call): a forward to the owner.</summary>
     public const string SourceName = "Farm.Node";
+
+    public static readonly System.Diagnostics.ActivitySource Source = new(SourceName);
 
     public static IServiceCollection AddNodeTelemetry(this IServiceCollection services, long nodeId)
     {

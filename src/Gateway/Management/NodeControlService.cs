@@ -15,6 +15,9 @@ namespace Farm.Gateway.Management;
 internal sealed class NodeControlService(BrokerNode node, OwnerChannels channels, Farm.ContainerStore.IStoreProvider store)
     : NodeControl.NodeControlBase
 {
+    /// <summary>A node-to-node call (take, move, drain) that has not answered by then has failed; the operator may try again.</summary>
+    private static readonly TimeSpan NodeControlDeadline = TimeSpan.FromSeconds(60);
+
     public override async Task<ContainerInfo> MoveContainer(MoveContainerRequest request, ServerCallContext context)
     {
         var ct = context.CancellationToken;
@@ -28,14 +31,14 @@ internal sealed class NodeControlService(BrokerNode node, OwnerChannels channels
             await node.MoveContainerAsync(container.Id, request.ToNode, async (address, id) =>
             {
                 using var take = channels.Get(address).NodeControl.TakeContainerAsync(new TakeContainerRequest { ContainerId = id },
-                    new CallOptions(FarmMetadata.DirectHeaders(), cancellationToken: ct));
+                    new CallOptions(FarmMetadata.DirectHeaders(), DateTime.UtcNow + NodeControlDeadline, ct));
                 await take.ResponseAsync;
             }, ct);
         }
         else
         {
             var owner = node.OwnerAddressOf(container.Id) ?? throw FarmErrors.NotOwner($"container {container.Id}", null);
-            using var move = channels.Get(owner).NodeControl.MoveContainerAsync(request, new CallOptions(FarmMetadata.DirectHeaders(), cancellationToken: ct));
+            using var move = channels.Get(owner).NodeControl.MoveContainerAsync(request, new CallOptions(FarmMetadata.DirectHeaders(), DateTime.UtcNow + NodeControlDeadline, ct));
             await move.ResponseAsync;
         }
         return ManagementService.ToInfo((await node.Farm.GetContainerAsync(container.Id, ct))!, store.Name);
@@ -58,7 +61,7 @@ internal sealed class NodeControlService(BrokerNode node, OwnerChannels channels
         }
         else
         {
-            using var drain = channels.Get(target.Address).NodeControl.DrainNodeAsync(request, new CallOptions(FarmMetadata.DirectHeaders(), cancellationToken: ct));
+            using var drain = channels.Get(target.Address).NodeControl.DrainNodeAsync(request, new CallOptions(FarmMetadata.DirectHeaders(), DateTime.UtcNow + NodeControlDeadline, ct));
             await drain.ResponseAsync;
         }
         var after = (await node.Farm.ListNodesAsync(ct)).First(n => n.Id == request.NodeId);

@@ -83,7 +83,7 @@ internal sealed partial class OwnerRouting
                 return await here(token).ConfigureAwait(false);
             }
             var owner = location.OwnerAddress ?? throw FarmErrors.NotOwner(name, null);
-            return await ForwardAsync(owner, call, name, forward, token).ConfigureAwait(false);
+            return await ForwardAsync(owner, call, name, forward, context.Deadline, token).ConfigureAwait(false);
         }, cancellationToken).ConfigureAwait(false);
     }
 
@@ -119,14 +119,19 @@ internal sealed partial class OwnerRouting
     }
 
     private async Task<TResponse> ForwardAsync<TResponse>(
-        string owner, RoutedCall call, string name, Func<OwnerClients, CallOptions, AsyncUnaryCall<TResponse>> forward, CancellationToken cancellationToken)
+        string owner, RoutedCall call, string name, Func<OwnerClients, CallOptions, AsyncUnaryCall<TResponse>> forward, DateTime deadline, CancellationToken cancellationToken)
     {
+        using var activity = Hosting.NodeTelemetry.Source.StartActivity($"forward {call.Method}", System.Diagnostics.ActivityKind.Client);
+        activity?.SetTag("messaging.system", "farm");
+        activity?.SetTag("messaging.destination.name", call.EntityPath);
+        activity?.SetTag("farm.owner", owner);
         // A deadline of our own: an owner that froze or was cut off may never answer. Past it the
         // call is only given up once the farm agrees the owner is gone (dead, or no longer the
         // owner): a slow owner may still commit it, and a retry would then store a second copy.
         var timeout = _options.ForwardTimeout + (call.ExtraWait > TimeSpan.Zero ? call.ExtraWait : TimeSpan.Zero);
         using var giveUp = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
-        using var pending = forward(_channels.Get(owner), new CallOptions(FarmMetadata.DirectHeaders(), cancellationToken: giveUp.Token));
+        // The caller's deadline goes along (MaxValue: none), so the owner stops working for a caller that gave up.
+        using var pending = forward(_channels.Get(owner), new CallOptions(FarmMetadata.DirectHeaders(), deadline, giveUp.Token));
         var response = pending.ResponseAsync;
         try
         {
