@@ -7,19 +7,18 @@ namespace Farm.Cli.Tests;
 /// <summary>The entity commands' options, parsed as the real command line would be.</summary>
 public class EntityOptionTests
 {
-    private static (Command Command, T Options) CommandWith<T>(Action<T, Command> add)
-        where T : new()
+    private static (Command Command, PropertyOptions<T> Options) CommandWith<T>(Func<PropertyOptions<T>> create)
     {
-        var options = new T();
+        var options = create();
         var command = new Command("test");
-        add(options, command);
+        options.AddTo(command);
         return (command, options);
     }
 
     [Fact]
     public void TopicUpdate_SupportOrderingFalse_IsAnExplicitChange()
     {
-        var (command, options) = CommandWith<TopicPropertyOptions>((o, c) => o.AddTo(c));
+        var (command, options) = CommandWith(TopicPropertyOptions.Create);
         var topic = new TopicProperties("t");
 
         var count = options.ApplyTo(command.Parse("--support-ordering false"), topic);
@@ -32,7 +31,7 @@ public class EntityOptionTests
     [Fact]
     public void TopicOptions_MapToTheirProperties()
     {
-        var (command, options) = CommandWith<TopicPropertyOptions>((o, c) => o.AddTo(c));
+        var (command, options) = CommandWith(TopicPropertyOptions.Create);
         var topic = new CreateTopicOptions("t");
 
         var count = options.ApplyTo(
@@ -51,7 +50,7 @@ public class EntityOptionTests
     [Fact]
     public void TopicOptions_NoneGiven_AssignNothing()
     {
-        var (command, options) = CommandWith<TopicPropertyOptions>((o, c) => o.AddTo(c));
+        var (command, options) = CommandWith(TopicPropertyOptions.Create);
         var topic = new TopicProperties("t");
 
         Assert.Equal(0, options.ApplyTo(command.Parse(""), topic));
@@ -63,7 +62,7 @@ public class EntityOptionTests
     [InlineData("--default-ttl soon", "--default-ttl 'soon' is not a duration")]
     public void TopicOptions_BadValues_AreBadInput(string line, string expected)
     {
-        var (command, options) = CommandWith<TopicPropertyOptions>((o, c) => o.AddTo(c));
+        var (command, options) = CommandWith(TopicPropertyOptions.Create);
 
         var error = Assert.Throws<CliException>(() => options.ApplyTo(command.Parse(line), new TopicProperties("t")));
 
@@ -74,7 +73,7 @@ public class EntityOptionTests
     [Fact]
     public void SubscriptionOptions_MapToTheirProperties()
     {
-        var (command, options) = CommandWith<SubscriptionPropertyOptions>((o, c) => o.AddTo(c));
+        var (command, options) = CommandWith(SubscriptionPropertyOptions.Create);
         var subscription = new CreateSubscriptionOptions("t", "s");
 
         var count = options.ApplyTo(
@@ -95,7 +94,7 @@ public class EntityOptionTests
     [Fact]
     public void SubscriptionUpdate_EmptyForwardTo_Clears()
     {
-        var (command, options) = CommandWith<SubscriptionPropertyOptions>((o, c) => o.AddTo(c));
+        var (command, options) = CommandWith(SubscriptionPropertyOptions.Create);
         var subscription = new SubscriptionProperties("t", "s");
 
         options.ApplyTo(command.Parse(["--forward-to", "", "--forward-dead-lettered-to", ""]), subscription);
@@ -108,7 +107,9 @@ public class EntityOptionTests
     [Fact]
     public void RuleOptions_None_IsNoRule()
     {
-        var (command, options) = CommandWith<RuleOptions>((o, c) => o.AddTo(c));
+        var options = new RuleOptions();
+        var command = new Command("test");
+        options.AddTo(command);
 
         Assert.Null(options.ToRule(command.Parse(""), "$Default"));
     }
@@ -116,7 +117,9 @@ public class EntityOptionTests
     [Fact]
     public void RuleOptions_SqlFilterAndAction()
     {
-        var (command, options) = CommandWith<RuleOptions>((o, c) => o.AddTo(c));
+        var options = new RuleOptions();
+        var command = new Command("test");
+        options.AddTo(command);
 
         var rule = options.ToRule(command.Parse(["--sql-filter", "color = 'red'", "--action", "SET seen = TRUE"]), "red")!;
 
@@ -128,7 +131,9 @@ public class EntityOptionTests
     [Fact]
     public void RuleOptions_ActionAlone_KeepsTheTrueFilter()
     {
-        var (command, options) = CommandWith<RuleOptions>((o, c) => o.AddTo(c));
+        var options = new RuleOptions();
+        var command = new Command("test");
+        options.AddTo(command);
 
         var rule = options.ToRule(command.Parse(["--action", "SET seen = TRUE"]), "$Default")!;
 
@@ -141,7 +146,9 @@ public class EntityOptionTests
     [InlineData("--correlation-filter sys.CorrelationId=c --correlation-filter color=red")]
     public void RuleOptions_CorrelationPairs_OneOrManyPerOption(string line)
     {
-        var (command, options) = CommandWith<RuleOptions>((o, c) => o.AddTo(c));
+        var options = new RuleOptions();
+        var command = new Command("test");
+        options.AddTo(command);
 
         var filter = Assert.IsType<CorrelationRuleFilter>(options.ToRule(command.Parse(line), "c")!.Filter);
 
@@ -155,7 +162,9 @@ public class EntityOptionTests
     [InlineData(new[] { "--action", "" }, "--action needs an expression")]
     public void RuleOptions_BadCombinations_AreBadInput(string[] args, string expected)
     {
-        var (command, options) = CommandWith<RuleOptions>((o, c) => o.AddTo(c));
+        var options = new RuleOptions();
+        var command = new Command("test");
+        options.AddTo(command);
 
         var error = Assert.Throws<CliException>(() => options.ToRule(command.Parse(args), "r"));
 

@@ -79,4 +79,16 @@ public sealed class FarmErrorInterceptorTests
         Assert.Equal(StatusCode.Unavailable, error.StatusCode);
         Assert.Null(error.FarmError());
     }
+
+    [Fact]
+    public async Task ACancellationPastTheCallersDeadline_IsDeadlineExceeded()
+    {
+        using var expired = new CancellationTokenSource();
+        await expired.CancelAsync();
+        var context = new TestCallContext(cancellationToken: expired.Token, deadline: DateTime.UtcNow.AddSeconds(-1));
+
+        var error = await Assert.ThrowsAsync<RpcException>(() => Call(() => throw new OperationCanceledException(expired.Token), context));
+
+        Assert.Equal(StatusCode.DeadlineExceeded, error.StatusCode);
+    }
 }

@@ -25,7 +25,7 @@ internal static class QueueCommands
     private static Command CreateCommand()
     {
         var name = NameArgument();
-        var properties = new QueuePropertyOptions();
+        var properties = QueuePropertyOptions.Create();
         var container = new Option<long?>("--container") { Description = "Container to place the queue in (default: the one with the fewest entities)", HelpName = "ID" };
         var json = JsonOption();
         var command = new Command("create", "Create a queue") { name, container, json };
@@ -68,7 +68,7 @@ internal static class QueueCommands
     private static Command UpdateCommand()
     {
         var name = NameArgument();
-        var properties = new QueuePropertyOptions();
+        var properties = QueuePropertyOptions.Create();
         var json = JsonOption();
         var command = new Command("update", "Change some of a queue's properties (the others keep their values)") { name, json };
         properties.AddTo(command);
@@ -219,96 +219,17 @@ internal static class QueueCommands
     private static string Bool(bool value) => value ? "true" : "false";
 }
 
-/// <summary>The entity property options shared by `queue create` and `queue update`.</summary>
-internal sealed class QueuePropertyOptions
+/// <summary>The property options of `queue create` and `queue update`.</summary>
+internal static class QueuePropertyOptions
 {
-    private readonly Option<string?> _lockDuration = new("--lock-duration") { Description = "How long a peek-lock holds a message, e.g. 30s (default 1m)", HelpName = "DURATION" };
-    private readonly Option<int?> _maxDeliveryCount = new("--max-delivery-count") { Description = "Deliveries before a message is dead-lettered (default 10)", HelpName = "N" };
-    private readonly Option<string?> _defaultTtl = new("--default-ttl") { Description = "Default message time to live, e.g. 1d, or 'infinite' (default)", HelpName = "DURATION" };
-    private readonly Option<bool> _deadLetterOnExpiration = new("--dead-letter-on-expiration") { Description = "Dead-letter expired messages instead of dropping them (true|false)" };
-    private readonly Option<bool> _duplicateDetection = new("--duplicate-detection") { Description = "Drop messages whose MessageId was seen within the duplicate window (true|false)" };
-    private readonly Option<string?> _duplicateWindow = new("--duplicate-window") { Description = "Duplicate detection history window, e.g. 10m (default)", HelpName = "DURATION" };
-    private readonly Option<string?> _forwardTo = new("--forward-to") { Description = "Forward every message to this entity ('' clears)", HelpName = "ENTITY" };
-    private readonly Option<string?> _forwardDeadLetteredTo = new("--forward-dead-lettered-to") { Description = "Forward dead-lettered messages to this entity ('' clears)", HelpName = "ENTITY" };
-    private readonly Option<long?> _maxSizeMb = new("--max-size-mb") { Description = "Maximum queue size in megabytes (default 1024)", HelpName = "MB" };
-
-    public void AddTo(Command command)
-    {
-        command.Options.Add(_lockDuration);
-        command.Options.Add(_maxDeliveryCount);
-        command.Options.Add(_defaultTtl);
-        command.Options.Add(_deadLetterOnExpiration);
-        command.Options.Add(_duplicateDetection);
-        command.Options.Add(_duplicateWindow);
-        command.Options.Add(_forwardTo);
-        command.Options.Add(_forwardDeadLetteredTo);
-        command.Options.Add(_maxSizeMb);
-    }
-
-    /// <summary>Assigns the options given on the command line; returns how many there were.</summary>
-    public int ApplyTo(ParseResult parseResult, QueueSettings settings)
-    {
-        var count = 0;
-        if (parseResult.GetValue(_lockDuration) is { } lockDuration)
-        {
-            settings.LockDuration = CliValues.ParseDuration("--lock-duration", lockDuration);
-            count++;
-        }
-
-        if (parseResult.GetValue(_maxDeliveryCount) is { } maxDeliveryCount)
-        {
-            settings.MaxDeliveryCount = maxDeliveryCount >= 1
-                ? maxDeliveryCount
-                : throw new CliException(ExitCodes.BadInput, $"--max-delivery-count must be at least 1, not {maxDeliveryCount}.");
-            count++;
-        }
-
-        if (parseResult.GetValue(_defaultTtl) is { } ttl)
-        {
-            settings.DefaultMessageTimeToLive = CliValues.ParseDuration("--default-ttl", ttl, allowInfinite: true);
-            count++;
-        }
-
-        if (IsGiven(parseResult, _deadLetterOnExpiration))
-        {
-            settings.DeadLetteringOnMessageExpiration = parseResult.GetValue(_deadLetterOnExpiration);
-            count++;
-        }
-
-        if (IsGiven(parseResult, _duplicateDetection))
-        {
-            settings.RequiresDuplicateDetection = parseResult.GetValue(_duplicateDetection);
-            count++;
-        }
-
-        if (parseResult.GetValue(_duplicateWindow) is { } window)
-        {
-            settings.DuplicateDetectionHistoryTimeWindow = CliValues.ParseDuration("--duplicate-window", window);
-            count++;
-        }
-
-        if (IsGiven(parseResult, _forwardTo))
-        {
-            settings.ForwardTo = parseResult.GetValue(_forwardTo);
-            count++;
-        }
-
-        if (IsGiven(parseResult, _forwardDeadLetteredTo))
-        {
-            settings.ForwardDeadLetteredMessagesTo = parseResult.GetValue(_forwardDeadLetteredTo);
-            count++;
-        }
-
-        if (parseResult.GetValue(_maxSizeMb) is { } maxSize)
-        {
-            settings.MaxSizeInMegabytes = maxSize >= 1
-                ? maxSize
-                : throw new CliException(ExitCodes.BadInput, $"--max-size-mb must be at least 1, not {maxSize}.");
-            count++;
-        }
-
-        return count;
-    }
-
-    private static bool IsGiven(ParseResult parseResult, Option option) => parseResult.GetResult(option) is { Implicit: false };
+    public static PropertyOptions<QueueSettings> Create() => new PropertyOptions<QueueSettings>()
+        .LockDuration()
+        .MaxDeliveryCount()
+        .DefaultTtl()
+        .DeadLetterOnExpiration("Dead-letter expired messages instead of dropping them (true|false)")
+        .DuplicateDetection()
+        .DuplicateWindow()
+        .ForwardTo("Forward every message to this entity ('' clears)")
+        .ForwardDeadLetteredTo(["--forward-dead-lettered-to"], "Forward dead-lettered messages to this entity ('' clears)")
+        .MaxSizeMb("Maximum queue size in megabytes (default 1024)");
 }

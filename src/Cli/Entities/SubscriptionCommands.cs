@@ -28,7 +28,7 @@ internal static class SubscriptionCommands
     {
         var topic = TopicArgument();
         var name = NameArgument();
-        var properties = new SubscriptionPropertyOptions();
+        var properties = SubscriptionPropertyOptions.Create();
         var rule = new RuleOptions();
         var json = JsonOption();
         var command = new Command(
@@ -75,7 +75,7 @@ internal static class SubscriptionCommands
     {
         var topic = TopicArgument();
         var name = NameArgument();
-        var properties = new SubscriptionPropertyOptions();
+        var properties = SubscriptionPropertyOptions.Create();
         var json = JsonOption();
         var command = new Command("update", "Change some of a subscription's properties (the others keep their values); change its rules with 'farm rule'") { topic, name, json };
         properties.AddTo(command);
@@ -238,93 +238,18 @@ internal static class SubscriptionCommands
     }
 }
 
-/// <summary>The subscription property options shared by `subscription create` and `subscription update`.</summary>
-internal sealed class SubscriptionPropertyOptions
+/// <summary>The property options of `subscription create` and `subscription update`.</summary>
+internal static class SubscriptionPropertyOptions
 {
-    private readonly Option<string?> _lockDuration = new("--lock-duration") { Description = "How long a peek-lock holds a message, e.g. 30s (default 1m)", HelpName = "DURATION" };
-    private readonly Option<int?> _maxDeliveryCount = new("--max-delivery-count") { Description = "Deliveries before a message is dead-lettered (default 10)", HelpName = "N" };
-    private readonly Option<string?> _defaultTtl = new("--default-ttl") { Description = "Default message time to live, e.g. 1d, or 'infinite' (default)", HelpName = "DURATION" };
-    private readonly Option<bool> _deadLetterOnExpiration = new("--dead-letter-on-expiration") { Description = "Dead-letter expired messages instead of dropping them (true|false, default false)" };
-    private readonly Option<bool> _deadLetterOnFilterErrors = new("--dead-letter-on-filter-errors")
-    {
-        Description = "Dead-letter a message whose filter cannot be evaluated instead of dropping it (true|false, default true)",
-    };
-
-    private readonly Option<string?> _forwardTo = new("--forward-to") { Description = "Forward every message to this queue or topic ('' clears)", HelpName = "ENTITY" };
-    private readonly Option<string?> _forwardDeadLettersTo = new("--forward-dead-letters-to", "--forward-dead-lettered-to")
-    {
-        Description = "Forward dead-lettered messages to this queue or topic ('' clears)",
-        HelpName = "ENTITY",
-    };
-
-    private readonly Option<bool> _batchedOperations = new("--batched-operations") { Description = "Enable batched operations (true|false, default true)" };
-
-    public void AddTo(Command command)
-    {
-        command.Options.Add(_lockDuration);
-        command.Options.Add(_maxDeliveryCount);
-        command.Options.Add(_defaultTtl);
-        command.Options.Add(_deadLetterOnExpiration);
-        command.Options.Add(_deadLetterOnFilterErrors);
-        command.Options.Add(_forwardTo);
-        command.Options.Add(_forwardDeadLettersTo);
-        command.Options.Add(_batchedOperations);
-    }
-
-    /// <summary>Assigns the options given on the command line; returns how many there were.</summary>
-    public int ApplyTo(ParseResult parseResult, SubscriptionSettings settings)
-    {
-        var count = 0;
-        if (parseResult.GetValue(_lockDuration) is { } lockDuration)
-        {
-            settings.LockDuration = CliValues.ParseDuration("--lock-duration", lockDuration);
-            count++;
-        }
-
-        if (parseResult.GetValue(_maxDeliveryCount) is { } maxDeliveryCount)
-        {
-            settings.MaxDeliveryCount = maxDeliveryCount >= 1
-                ? maxDeliveryCount
-                : throw new CliException(ExitCodes.BadInput, $"--max-delivery-count must be at least 1, not {maxDeliveryCount}.");
-            count++;
-        }
-
-        if (parseResult.GetValue(_defaultTtl) is { } ttl)
-        {
-            settings.DefaultMessageTimeToLive = CliValues.ParseDuration("--default-ttl", ttl, allowInfinite: true);
-            count++;
-        }
-
-        if (CliValues.IsGiven(parseResult, _deadLetterOnExpiration))
-        {
-            settings.DeadLetteringOnMessageExpiration = parseResult.GetValue(_deadLetterOnExpiration);
-            count++;
-        }
-
-        if (CliValues.IsGiven(parseResult, _deadLetterOnFilterErrors))
-        {
-            settings.EnableDeadLetteringOnFilterEvaluationExceptions = parseResult.GetValue(_deadLetterOnFilterErrors);
-            count++;
-        }
-
-        if (CliValues.IsGiven(parseResult, _forwardTo))
-        {
-            settings.ForwardTo = parseResult.GetValue(_forwardTo);
-            count++;
-        }
-
-        if (CliValues.IsGiven(parseResult, _forwardDeadLettersTo))
-        {
-            settings.ForwardDeadLetteredMessagesTo = parseResult.GetValue(_forwardDeadLettersTo);
-            count++;
-        }
-
-        if (CliValues.IsGiven(parseResult, _batchedOperations))
-        {
-            settings.EnableBatchedOperations = parseResult.GetValue(_batchedOperations);
-            count++;
-        }
-
-        return count;
-    }
+    public static PropertyOptions<SubscriptionSettings> Create() => new PropertyOptions<SubscriptionSettings>()
+        .LockDuration()
+        .MaxDeliveryCount()
+        .DefaultTtl()
+        .DeadLetterOnExpiration("Dead-letter expired messages instead of dropping them (true|false, default false)")
+        .Flag("--dead-letter-on-filter-errors",
+            "Dead-letter a message whose filter cannot be evaluated instead of dropping it (true|false, default true)",
+            (settings, value) => settings.EnableDeadLetteringOnFilterEvaluationExceptions = value)
+        .ForwardTo("Forward every message to this queue or topic ('' clears)")
+        .ForwardDeadLetteredTo(["--forward-dead-letters-to", "--forward-dead-lettered-to"], "Forward dead-lettered messages to this queue or topic ('' clears)")
+        .BatchedOperations();
 }

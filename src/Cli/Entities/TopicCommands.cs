@@ -25,7 +25,7 @@ internal static class TopicCommands
     private static Command CreateCommand()
     {
         var name = NameArgument();
-        var properties = new TopicPropertyOptions();
+        var properties = TopicPropertyOptions.Create();
         var container = new Option<long?>("--container") { Description = "Container to place the topic and its subscriptions in (default: the one with the fewest entities)", HelpName = "ID" };
         var json = JsonOption();
         var command = new Command("create", "Create a topic") { name, container, json };
@@ -68,7 +68,7 @@ internal static class TopicCommands
     private static Command UpdateCommand()
     {
         var name = NameArgument();
-        var properties = new TopicPropertyOptions();
+        var properties = TopicPropertyOptions.Create();
         var json = JsonOption();
         var command = new Command("update", "Change some of a topic's properties (the others keep their values); --support-ordering works on a live topic") { name, json };
         properties.AddTo(command);
@@ -194,72 +194,16 @@ internal static class TopicCommands
     };
 }
 
-/// <summary>The topic property options shared by `topic create` and `topic update`.</summary>
-internal sealed class TopicPropertyOptions
+/// <summary>The property options of `topic create` and `topic update`.</summary>
+internal static class TopicPropertyOptions
 {
-    private readonly Option<string?> _defaultTtl = new("--default-ttl") { Description = "Default message time to live, e.g. 1d, or 'infinite' (default)", HelpName = "DURATION" };
-    private readonly Option<bool> _duplicateDetection = new("--duplicate-detection") { Description = "Drop messages whose MessageId was seen within the duplicate window (true|false)" };
-    private readonly Option<string?> _duplicateWindow = new("--duplicate-window") { Description = "Duplicate detection history window, e.g. 10m (default)", HelpName = "DURATION" };
-    private readonly Option<long?> _maxSizeMb = new("--max-size-mb") { Description = "Maximum size of the topic's stored messages in megabytes (default 1024)", HelpName = "MB" };
-    private readonly Option<bool> _supportOrdering = new("--support-ordering")
-    {
-        Description = "Deliver to every subscription in send order (true|false, default false); off lets the farm fan out in parallel, faster",
-    };
-
-    private readonly Option<bool> _batchedOperations = new("--batched-operations") { Description = "Enable batched operations (true|false, default true)" };
-
-    public void AddTo(Command command)
-    {
-        command.Options.Add(_defaultTtl);
-        command.Options.Add(_duplicateDetection);
-        command.Options.Add(_duplicateWindow);
-        command.Options.Add(_maxSizeMb);
-        command.Options.Add(_supportOrdering);
-        command.Options.Add(_batchedOperations);
-    }
-
-    /// <summary>Assigns the options given on the command line; returns how many there were.</summary>
-    public int ApplyTo(ParseResult parseResult, TopicSettings settings)
-    {
-        var count = 0;
-        if (parseResult.GetValue(_defaultTtl) is { } ttl)
-        {
-            settings.DefaultMessageTimeToLive = CliValues.ParseDuration("--default-ttl", ttl, allowInfinite: true);
-            count++;
-        }
-
-        if (CliValues.IsGiven(parseResult, _duplicateDetection))
-        {
-            settings.RequiresDuplicateDetection = parseResult.GetValue(_duplicateDetection);
-            count++;
-        }
-
-        if (parseResult.GetValue(_duplicateWindow) is { } window)
-        {
-            settings.DuplicateDetectionHistoryTimeWindow = CliValues.ParseDuration("--duplicate-window", window);
-            count++;
-        }
-
-        if (parseResult.GetValue(_maxSizeMb) is { } maxSize)
-        {
-            settings.MaxSizeInMegabytes = maxSize >= 1
-                ? maxSize
-                : throw new CliException(ExitCodes.BadInput, $"--max-size-mb must be at least 1, not {maxSize}.");
-            count++;
-        }
-
-        if (CliValues.IsGiven(parseResult, _supportOrdering))
-        {
-            settings.SupportOrdering = parseResult.GetValue(_supportOrdering);
-            count++;
-        }
-
-        if (CliValues.IsGiven(parseResult, _batchedOperations))
-        {
-            settings.EnableBatchedOperations = parseResult.GetValue(_batchedOperations);
-            count++;
-        }
-
-        return count;
-    }
+    public static PropertyOptions<TopicSettings> Create() => new PropertyOptions<TopicSettings>()
+        .DefaultTtl()
+        .DuplicateDetection()
+        .DuplicateWindow()
+        .MaxSizeMb("Maximum size of the topic's stored messages in megabytes (default 1024)")
+        .Flag("--support-ordering",
+            "Deliver to every subscription in send order (true|false, default false); off lets the farm fan out in parallel, faster",
+            (settings, value) => settings.SupportOrdering = value)
+        .BatchedOperations();
 }

@@ -4,20 +4,25 @@ namespace Farm.Client;
 
 // Queues, subscriptions and topics share many properties, on the wire (QueueProperties,
 // SubscriptionProperties, TopicProperties have the same field names) and in the SDK's settings
-// classes. These interfaces name the shared groups on both sides, so each group is mapped once.
+// classes. These interfaces name the shared groups on both sides, so each group is handled once
+// (here for the wire, in the CLI for its options).
 
-/// <summary>Every entity: time to live and batching.</summary>
-internal interface IEntitySettings
+/// <summary>The settings of every entity: time to live and batching.</summary>
+public interface IEntitySettings
 {
     TimeSpan DefaultMessageTimeToLive { get; set; }
 
     bool EnableBatchedOperations { get; set; }
+}
 
+/// <summary>Which properties of a settings object were assigned (an update sends only those).</summary>
+internal interface IAssignedProperties
+{
     bool IsAssigned(string property);
 }
 
-/// <summary>What receivers read from: queues and subscriptions.</summary>
-internal interface IReceiverSettings : IEntitySettings
+/// <summary>The settings of what receivers read from: queues and subscriptions.</summary>
+public interface IReceiverSettings : IEntitySettings
 {
     TimeSpan LockDuration { get; set; }
 
@@ -32,8 +37,8 @@ internal interface IReceiverSettings : IEntitySettings
     string? ForwardDeadLetteredMessagesTo { get; set; }
 }
 
-/// <summary>What senders write to: queues and topics (duplicate detection, size).</summary>
-internal interface ISendTargetSettings : IEntitySettings
+/// <summary>The settings of what senders write to: queues and topics (duplicate detection, size).</summary>
+public interface ISendTargetSettings : IEntitySettings
 {
     bool RequiresDuplicateDetection { get; set; }
 
@@ -160,5 +165,6 @@ internal static class EntityPropertyMapping
         }
     }
 
-    private static bool Send(IEntitySettings settings, string property, bool onlyAssigned) => !onlyAssigned || settings.IsAssigned(property);
+    private static bool Send(IEntitySettings settings, string property, bool onlyAssigned) =>
+        !onlyAssigned || ((IAssignedProperties)settings).IsAssigned(property);
 }

@@ -5,7 +5,7 @@ namespace Farm.Client;
 /// remembers which properties were assigned: a create or update sends only those, so unset ones
 /// take the farm's defaults (create) or keep their current values (update).
 /// </summary>
-public abstract class QueueSettings : IReceiverSettings, ISendTargetSettings
+public abstract class QueueSettings : IReceiverSettings, ISendTargetSettings, IAssignedProperties
 {
     public static readonly TimeSpan DefaultLockDuration = TimeSpan.FromMinutes(1);
     public const int DefaultMaxDeliveryCount = 10;
@@ -107,7 +107,7 @@ public abstract class QueueSettings : IReceiverSettings, ISendTargetSettings
 
     internal bool IsAssigned(string property) => _assigned.Contains(property);
 
-    bool IEntitySettings.IsAssigned(string property) => IsAssigned(property);
+    bool IAssignedProperties.IsAssigned(string property) => IsAssigned(property);
 
     internal int AssignedCount => _assigned.Count;
 

@@ -5,7 +5,7 @@ namespace Farm.Client;
 /// <see cref="QueueSettings"/>, the object remembers which properties were assigned: a create or
 /// update sends only those.
 /// </summary>
-public abstract class SubscriptionSettings : IReceiverSettings
+public abstract class SubscriptionSettings : IReceiverSettings, IAssignedProperties
 {
     private readonly AssignedProperties _assigned = new();
     private TimeSpan _lockDuration = QueueSettings.DefaultLockDuration;
@@ -97,7 +97,7 @@ public abstract class SubscriptionSettings : IReceiverSettings
 
     internal bool IsAssigned(string property) => _assigned.Contains(property);
 
-    bool IEntitySettings.IsAssigned(string property) => IsAssigned(property);
+    bool IAssignedProperties.IsAssigned(string property) => IsAssigned(property);
 
     internal int AssignedCount => _assigned.Count;
 

@@ -5,7 +5,7 @@ namespace Farm.Client;
 /// <see cref="QueueSettings"/>, the object remembers which properties were assigned: a create or
 /// update sends only those.
 /// </summary>
-public abstract class TopicSettings : ISendTargetSettings
+public abstract class TopicSettings : ISendTargetSettings, IAssignedProperties
 {
     private readonly AssignedProperties _assigned = new();
     private TimeSpan _defaultMessageTimeToLive = TimeSpan.MaxValue;
@@ -69,7 +69,7 @@ public abstract class TopicSettings : ISendTargetSettings
 
     internal bool IsAssigned(string property) => _assigned.Contains(property);
 
-    bool IEntitySettings.IsAssigned(string property) => IsAssigned(property);
+    bool IAssignedProperties.IsAssigned(string property) => IsAssigned(property);
 
     internal int AssignedCount => _assigned.Count;
 

@@ -40,7 +40,7 @@ internal sealed partial class FarmErrorInterceptor(ILogger<FarmErrorInterceptor>
         }
     }
 
-    /// <summary>The RpcException to end the call with, or null to let the exception through as it is.</summary>
+    /// <summary>The RpcException to end the call with, or null to let it through as it is (it already is one).</summary>
     private RpcException? Translate(Exception e, ServerCallContext context)
     {
         switch (e)
@@ -51,8 +51,8 @@ internal sealed partial class FarmErrorInterceptor(ILogger<FarmErrorInterceptor>
                 // Already a status: a forwarded call's answer, passed on unchanged.
                 return null;
             case OperationCanceledException when context.Deadline <= DateTime.UtcNow:
-                // The caller's deadline passed: the server reports DEADLINE_EXCEEDED itself.
-                return null;
+                // The caller's deadline passed (said here, not left to a rethrow the server may call UNKNOWN).
+                return new RpcException(new Status(StatusCode.DeadlineExceeded, "The deadline passed before the call completed."));
             case var _ when context.CancellationToken.IsCancellationRequested:
                 // Cut off: the caller went away (then nobody reads this), or this node is stopping
                 // under it. Unavailable, so a caller still there tries again, elsewhere.

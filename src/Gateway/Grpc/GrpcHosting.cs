@@ -76,6 +76,7 @@ internal static class GrpcHosting
             grpc.MaxReceiveMessageSize = FarmChannels.MaxMessageSize;
             grpc.MaxSendMessageSize = FarmChannels.MaxMessageSize;
             grpc.Interceptors.Add<FarmErrorInterceptor>();
+            grpc.EnableDetailedErrors = true;
         });
         services.AddGrpcReflection();
         services.AddGrpcHealthChecks(health =>
