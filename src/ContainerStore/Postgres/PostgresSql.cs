@@ -13,6 +13,9 @@ internal static class PostgresSql
     /// </summary>
     private const string Now = "statement_timestamp()";
 
+    // The farm database's times leave it as Unix milliseconds (floor(extract(epoch ...) * 1000)),
+    // as SQLite stores them, so both dialects share one set of row types (FarmDatabase/FarmRows.cs).
+
     /// <summary>
     /// Sent in every connection's startup packet: a commit returns only once its WAL is flushed,
     /// whatever the server's or the database's default says, so an acknowledged write is durable.
@@ -63,11 +66,43 @@ internal static class PostgresSql
         public static string QuoteIdentifier(string name) => "\"" + name.Replace("\"", "\"\"", StringComparison.Ordinal) + "\"";
     }
 
+    /// <summary>The farm database's statements, as the shared store (FarmDatabase/FarmStore.cs) runs them.</summary>
+    public static readonly FarmDatabase.FarmSql Farm = new()
+    {
+        RegisterNode = FarmDb.RegisterNode,
+        Heartbeat = FarmDb.Heartbeat,
+        CountNode = FarmDb.CountNode,
+        SetNodeState = FarmDb.SetNodeState,
+        ListNodes = FarmDb.ListNodes,
+        InsertContainer = FarmDb.InsertContainer,
+        SetContainerConnectionString = FarmDb.SetContainerConnectionString,
+        ListContainers = FarmDb.ListContainers,
+        GetContainer = FarmDb.GetContainer,
+        TryAcquireContainer = FarmDb.TryAcquireContainer,
+        RenewContainerLease = FarmDb.RenewContainerLease,
+        ReleaseContainer = FarmDb.ReleaseContainer,
+        InsertEntity = FarmDb.InsertEntity,
+        GetEntity = FarmDb.GetEntity,
+        GetEntityName = FarmDb.GetEntityName,
+        ListEntities = FarmDb.ListEntities,
+        ListEntitiesOfKind = FarmDb.ListEntitiesOfKind,
+        ListEntitiesInContainer = FarmDb.ListEntitiesInContainer,
+        UpdateEntity = FarmDb.UpdateEntity,
+        DeleteEntity = FarmDb.DeleteEntity,
+        InsertChildEntity = FarmDb.InsertChildEntity,
+        ListChildEntities = FarmDb.ListChildEntities,
+        InsertRule = FarmDb.InsertRule,
+        DeleteRule = FarmDb.DeleteRule,
+        UpdateRule = FarmDb.UpdateRule,
+        ListRules = FarmDb.ListRules,
+        ListRulesOfTopic = FarmDb.ListRulesOfTopic,
+    };
+
     public static class FarmDb
     {
         private const string NodeColumns = $"""
             id AS Id, address AS Address, metrics_address AS MetricsAddress, state AS State, process_id AS ProcessId,
-            heartbeat_at AS HeartbeatAt, {Now} - heartbeat_at AS HeartbeatAge
+            (floor(extract(epoch from heartbeat_at) * 1000))::bigint AS HeartbeatAtMs, (floor(extract(epoch from ({Now} - heartbeat_at)) * 1000))::bigint AS HeartbeatAgeMs
             """;
 
         public const string RegisterNode = $"""
@@ -88,9 +123,9 @@ internal static class PostgresSql
 
         public const string ListNodes = $"SELECT {NodeColumns} FROM nodes ORDER BY id";
 
-        private const string ContainerColumns = """
+        private const string ContainerColumns = $"""
             c.id AS Id, c.connection_string AS ConnectionString, c.owner_node AS OwnerNode, c.epoch AS Epoch,
-            c.lease_expires_at AS LeaseExpiresAt, c.owned_since AS OwnedSince,
+            (floor(extract(epoch from c.lease_expires_at) * 1000))::bigint AS LeaseExpiresAtMs, (floor(extract(epoch from c.owned_since) * 1000))::bigint AS OwnedSinceMs,
             (SELECT COUNT(*) FROM entities e WHERE e.container_id = c.id AND e.parent_id IS NULL) AS EntityCount
             """;
 
@@ -134,9 +169,9 @@ internal static class PostgresSql
             WHERE id = @Id AND owner_node = @NodeId
             """;
 
-        private const string EntityColumns = """
+        private const string EntityColumns = $"""
             id AS Id, name AS Name, kind AS Kind, container_id AS ContainerId, properties_json AS PropertiesJson,
-            created_at AS CreatedAt, updated_at AS UpdatedAt, parent_id AS ParentId
+            (floor(extract(epoch from created_at) * 1000))::bigint AS CreatedAtMs, (floor(extract(epoch from updated_at) * 1000))::bigint AS UpdatedAtMs, parent_id AS ParentId
             """;
 
         public const string InsertEntity = $"""
@@ -178,9 +213,9 @@ internal static class PostgresSql
         public const string ListChildEntities = $"SELECT {EntityColumns} FROM entities WHERE parent_id = @ParentId ORDER BY name_key";
 
         /// <summary>Qualified by the alias r, for the join of <see cref="ListRulesOfTopic"/>.</summary>
-        private const string RuleColumns = """
+        private const string RuleColumns = $"""
             r.id AS Id, r.subscription_id AS SubscriptionId, r.name AS Name, r.definition_json AS DefinitionJson,
-            r.created_at AS CreatedAt
+            (floor(extract(epoch from r.created_at) * 1000))::bigint AS CreatedAtMs
             """;
 
         /// <summary>No row when the subscription is gone (or a foreign-key violation when it went concurrently).</summary>

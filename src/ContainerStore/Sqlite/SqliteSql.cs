@@ -39,6 +39,38 @@ internal static class SqliteSql
             "INSERT INTO schema_version (version, name, applied_at) VALUES (@Version, @Name, strftime('%Y-%m-%d %H:%M:%f', 'now'))";
     }
 
+    /// <summary>The farm database's statements, as the shared store (FarmDatabase/FarmStore.cs) runs them.</summary>
+    public static readonly FarmDatabase.FarmSql Farm = new()
+    {
+        RegisterNode = FarmDb.RegisterNode,
+        Heartbeat = FarmDb.Heartbeat,
+        CountNode = FarmDb.CountNode,
+        SetNodeState = FarmDb.SetNodeState,
+        ListNodes = FarmDb.ListNodes,
+        InsertContainer = FarmDb.InsertContainer,
+        SetContainerConnectionString = FarmDb.SetContainerConnectionString,
+        ListContainers = FarmDb.ListContainers,
+        GetContainer = FarmDb.GetContainer,
+        TryAcquireContainer = FarmDb.TryAcquireContainer,
+        RenewContainerLease = FarmDb.RenewContainerLease,
+        ReleaseContainer = FarmDb.ReleaseContainer,
+        InsertEntity = FarmDb.InsertEntity,
+        GetEntity = FarmDb.GetEntity,
+        GetEntityName = FarmDb.GetEntityName,
+        ListEntities = FarmDb.ListEntities,
+        ListEntitiesOfKind = FarmDb.ListEntitiesOfKind,
+        ListEntitiesInContainer = FarmDb.ListEntitiesInContainer,
+        UpdateEntity = FarmDb.UpdateEntity,
+        DeleteEntity = FarmDb.DeleteEntity,
+        InsertChildEntity = FarmDb.InsertChildEntity,
+        ListChildEntities = FarmDb.ListChildEntities,
+        InsertRule = FarmDb.InsertRule,
+        DeleteRule = FarmDb.DeleteRule,
+        UpdateRule = FarmDb.UpdateRule,
+        ListRules = FarmDb.ListRules,
+        ListRulesOfTopic = FarmDb.ListRulesOfTopic,
+    };
+
     public static class FarmDb
     {
         private const string NodeColumns = $"""

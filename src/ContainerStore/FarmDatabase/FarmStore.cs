@@ -1,0 +1,327 @@
+using System.Data.Common;
+using Dapper;
+
+namespace Farm.ContainerStore.FarmDatabase;
+
+/// <summary>
+/// The farm database operations, once for both dialects: the same statements (each dialect's
+/// <see cref="FarmSql"/>, kept in its own SQL file), the same rows (<see cref="NodeRow"/> and the
+/// others), the same checks. A dialect says how it opens and guards a connection, how it begins a
+/// write transaction, how it recognises constraint violations, and how it takes a container's lease.
+/// </summary>
+internal abstract class FarmStore(FarmSql sql) : IFarmStore
+{
+    protected FarmSql Sql { get; } = sql;
+
+    /// <summary>Runs one operation on its own pooled connection, translating the dialect's failures; <paramref name="action"/> names it in errors.</summary>
+    protected abstract Task<T> RunAsync<T>(string action, Func<DbConnection, Task<T>> operation, CancellationToken cancellationToken);
+
+    /// <summary>A transaction that holds the write lock from its first statement.</summary>
+    protected abstract ValueTask<DbTransaction> BeginWriteAsync(DbConnection connection, CancellationToken cancellationToken);
+
+    protected abstract bool IsUniqueViolation(DbException e);
+
+    protected abstract bool IsForeignKeyViolation(DbException e);
+
+    public abstract Task<ContainerRecord?> TryAcquireContainerAsync(long containerId, long nodeId, TimeSpan leaseDuration, CancellationToken cancellationToken = default);
+
+    public abstract ValueTask DisposeAsync();
+
+    public Task<NodeRecord> RegisterNodeAsync(long nodeId, string address, int processId, string? metricsAddress = null, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(address);
+        return RunAsync("register a node", async connection =>
+        {
+            var row = await connection.QuerySingleAsync<NodeRow>(Command(
+                Sql.RegisterNode,
+                new { Id = nodeId, Address = address, MetricsAddress = metricsAddress, State = NodeStates.Active, ProcessId = processId },
+                cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return row.ToRecord();
+        }, cancellationToken);
+    }
+
+    public Task<bool> HeartbeatAsync(long nodeId, int processId, string address, CancellationToken cancellationToken = default) =>
+        RunAsync("record a heartbeat", async connection =>
+        {
+            var rows = await connection.ExecuteAsync(Command(
+                Sql.Heartbeat, new { Id = nodeId, ProcessId = processId, Address = address }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            if (rows == 1)
+            {
+                return true;
+            }
+            var known = await connection.ExecuteScalarAsync<long>(Command(Sql.CountNode, new { Id = nodeId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return known == 1 ? false : throw UnknownNode(nodeId);
+        }, cancellationToken);
+
+    public Task SetNodeStateAsync(long nodeId, string state, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrWhiteSpace(state);
+        return RunAsync("set a node's state", async connection =>
+        {
+            var rows = await connection.ExecuteAsync(Command(Sql.SetNodeState, new { Id = nodeId, State = state }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows == 1 ? true : throw UnknownNode(nodeId);
+        }, cancellationToken);
+    }
+
+    public Task<IReadOnlyList<NodeRecord>> ListNodesAsync(CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<NodeRecord>>("list nodes", async connection =>
+        {
+            var rows = await connection.QueryAsync<NodeRow>(Command(Sql.ListNodes, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows.Select(r => r.ToRecord()).ToList();
+        }, cancellationToken);
+
+    public Task<ContainerRecord> CreateContainerAsync(Func<long, string> connectionStringForId, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(connectionStringForId);
+        return RunAsync("create a container", async connection =>
+        {
+            // The connection string names the container by its id, known only after the insert.
+            await using var transaction = await BeginWriteAsync(connection, cancellationToken).ConfigureAwait(false);
+            var id = await connection.ExecuteScalarAsync<long>(Command(Sql.InsertContainer, transaction: transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            await connection.ExecuteAsync(Command(
+                Sql.SetContainerConnectionString,
+                new { Id = id, ConnectionString = connectionStringForId(id) },
+                transaction,
+                cancellationToken)).ConfigureAwait(false);
+            var row = await connection.QuerySingleAsync<ContainerRow>(Command(Sql.GetContainer, new { Id = id }, transaction, cancellationToken)).ConfigureAwait(false);
+            await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
+            return row.ToRecord();
+        }, cancellationToken);
+    }
+
+    public Task<IReadOnlyList<ContainerRecord>> ListContainersAsync(CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<ContainerRecord>>("list containers", async connection =>
+        {
+            var rows = await connection.QueryAsync<ContainerRow>(Command(Sql.ListContainers, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows.Select(r => r.ToRecord()).ToList();
+        }, cancellationToken);
+
+    public Task<ContainerRecord?> GetContainerAsync(long containerId, CancellationToken cancellationToken = default) =>
+        RunAsync("read a container", async connection =>
+        {
+            var row = await connection.QuerySingleOrDefaultAsync<ContainerRow>(Command(Sql.GetContainer, new { Id = containerId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return row?.ToRecord();
+        }, cancellationToken);
+
+    public async Task<bool> RenewContainerLeaseAsync(long containerId, long nodeId, long epoch, TimeSpan leaseDuration, CancellationToken cancellationToken = default)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThanOrEqual(leaseDuration, TimeSpan.Zero);
+        var renewed = await RunAsync("renew a container's lease", connection => connection.ExecuteAsync(Command(
+            Sql.RenewContainerLease,
+            new { Id = containerId, NodeId = nodeId, Epoch = epoch, LeaseMs = (long)leaseDuration.TotalMilliseconds },
+            cancellationToken: cancellationToken)), cancellationToken).ConfigureAwait(false);
+        return renewed == 1;
+    }
+
+    public Task ReleaseContainerAsync(long containerId, long nodeId, CancellationToken cancellationToken = default) =>
+        RunAsync("release a container's lease", connection => connection.ExecuteAsync(Command(
+            Sql.ReleaseContainer, new { Id = containerId, NodeId = nodeId }, cancellationToken: cancellationToken)), cancellationToken);
+
+    public Task<EntityRecord> CreateEntityAsync(string name, string kind, long containerId, string propertiesJson, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrWhiteSpace(name);
+        ArgumentException.ThrowIfNullOrWhiteSpace(kind);
+        ArgumentNullException.ThrowIfNull(propertiesJson);
+        return RunAsync("create an entity", async connection =>
+        {
+            try
+            {
+                var row = await connection.QuerySingleAsync<EntityRow>(Command(
+                    Sql.InsertEntity,
+                    new { Name = name, NameKey = NameKey(name), Kind = kind, ContainerId = containerId, PropertiesJson = propertiesJson },
+                    cancellationToken: cancellationToken)).ConfigureAwait(false);
+                return row.ToRecord();
+            }
+            catch (DbException e) when (IsUniqueViolation(e))
+            {
+                throw new EntityAlreadyExistsException(name);
+            }
+            catch (DbException e) when (IsForeignKeyViolation(e))
+            {
+                throw new ArgumentException($"The container {containerId} does not exist.", nameof(containerId), e);
+            }
+        }, cancellationToken);
+    }
+
+    public Task<EntityRecord?> GetEntityAsync(string name, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(name);
+        return RunAsync("read an entity", async connection =>
+        {
+            var row = await connection.QuerySingleOrDefaultAsync<EntityRow>(Command(Sql.GetEntity, new { NameKey = NameKey(name) }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return row?.ToRecord();
+        }, cancellationToken);
+    }
+
+    public Task<IReadOnlyList<EntityRecord>> ListEntitiesAsync(string? kind = null, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<EntityRecord>>("list entities", async connection =>
+        {
+            var command = kind is null
+                ? Command(Sql.ListEntities, cancellationToken: cancellationToken)
+                : Command(Sql.ListEntitiesOfKind, new { Kind = kind }, cancellationToken: cancellationToken);
+            var rows = await connection.QueryAsync<EntityRow>(command).ConfigureAwait(false);
+            return rows.Select(r => r.ToRecord()).ToList();
+        }, cancellationToken);
+
+    public Task<IReadOnlyList<EntityRecord>> ListEntitiesInContainerAsync(long containerId, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<EntityRecord>>("list a container's entities", async connection =>
+        {
+            var rows = await connection.QueryAsync<EntityRow>(Command(Sql.ListEntitiesInContainer, new { ContainerId = containerId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows.Select(r => r.ToRecord()).ToList();
+        }, cancellationToken);
+
+    public Task<EntityRecord?> UpdateEntityAsync(string name, string propertiesJson, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(name);
+        ArgumentNullException.ThrowIfNull(propertiesJson);
+        return RunAsync("update an entity", async connection =>
+        {
+            var row = await connection.QuerySingleOrDefaultAsync<EntityRow>(Command(
+                Sql.UpdateEntity,
+                new { NameKey = NameKey(name), PropertiesJson = propertiesJson },
+                cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return row?.ToRecord();
+        }, cancellationToken);
+    }
+
+    public Task<bool> DeleteEntityAsync(string name, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(name);
+        return RunAsync("delete an entity", async connection =>
+        {
+            var rows = await connection.ExecuteAsync(Command(Sql.DeleteEntity, new { NameKey = NameKey(name) }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows > 0;
+        }, cancellationToken);
+    }
+
+    public Task<EntityRecord> CreateChildEntityAsync(long parentId, string name, string kind, string propertiesJson, string firstRuleName, string firstRuleJson, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrWhiteSpace(name);
+        ArgumentException.ThrowIfNullOrWhiteSpace(kind);
+        ArgumentNullException.ThrowIfNull(propertiesJson);
+        ArgumentException.ThrowIfNullOrWhiteSpace(firstRuleName);
+        ArgumentNullException.ThrowIfNull(firstRuleJson);
+        return RunAsync("create a subscription", async connection =>
+        {
+            // One transaction with the write lock: the parent the insert reads cannot be deleted before the commit.
+            await using var transaction = await BeginWriteAsync(connection, cancellationToken).ConfigureAwait(false);
+            EntityRow? row;
+            try
+            {
+                row = await connection.QuerySingleOrDefaultAsync<EntityRow>(Command(
+                    Sql.InsertChildEntity,
+                    new { ParentId = parentId, Name = name, NameKey = NameKey(name), Kind = kind, PropertiesJson = propertiesJson },
+                    transaction,
+                    cancellationToken)).ConfigureAwait(false);
+            }
+            catch (DbException e) when (IsUniqueViolation(e))
+            {
+                throw new EntityAlreadyExistsException(name);
+            }
+            catch (DbException e) when (IsForeignKeyViolation(e))
+            {
+                throw UnknownParent(parentId, e);
+            }
+
+            if (row is null)
+            {
+                throw UnknownParent(parentId);
+            }
+
+            await connection.QuerySingleAsync<RuleRow>(Command(
+                Sql.InsertRule,
+                new { SubscriptionId = row.Id, Name = firstRuleName, NameKey = NameKey(firstRuleName), DefinitionJson = firstRuleJson },
+                transaction,
+                cancellationToken)).ConfigureAwait(false);
+            await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
+            return row.ToRecord();
+        }, cancellationToken);
+    }
+
+    public Task<IReadOnlyList<EntityRecord>> ListChildEntitiesAsync(long parentId, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<EntityRecord>>("list subscriptions", async connection =>
+        {
+            var rows = await connection.QueryAsync<EntityRow>(Command(Sql.ListChildEntities, new { ParentId = parentId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows.Select(r => r.ToRecord()).ToList();
+        }, cancellationToken);
+
+    public Task<RuleRecord> CreateRuleAsync(long subscriptionId, string name, string definitionJson, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrWhiteSpace(name);
+        ArgumentNullException.ThrowIfNull(definitionJson);
+        return RunAsync("create a rule", async connection =>
+        {
+            RuleRow? row;
+            try
+            {
+                row = await connection.QuerySingleOrDefaultAsync<RuleRow>(Command(
+                    Sql.InsertRule,
+                    new { SubscriptionId = subscriptionId, Name = name, NameKey = NameKey(name), DefinitionJson = definitionJson },
+                    cancellationToken: cancellationToken)).ConfigureAwait(false);
+            }
+            catch (DbException e) when (IsUniqueViolation(e))
+            {
+                var subscription = await connection.QuerySingleOrDefaultAsync<string>(Command(
+                    Sql.GetEntityName, new { Id = subscriptionId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+                throw new RuleAlreadyExistsException(subscription ?? subscriptionId.ToString(System.Globalization.CultureInfo.InvariantCulture), name);
+            }
+            catch (DbException e) when (IsForeignKeyViolation(e))
+            {
+                throw UnknownSubscription(subscriptionId, e);
+            }
+
+            return row?.ToRecord() ?? throw UnknownSubscription(subscriptionId);
+        }, cancellationToken);
+    }
+
+    public Task<bool> DeleteRuleAsync(long subscriptionId, string name, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(name);
+        return RunAsync("delete a rule", async connection =>
+        {
+            var rows = await connection.ExecuteAsync(Command(
+                Sql.DeleteRule, new { SubscriptionId = subscriptionId, NameKey = NameKey(name) }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows > 0;
+        }, cancellationToken);
+    }
+
+    public Task<RuleRecord?> UpdateRuleAsync(long subscriptionId, string name, string definitionJson, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(name);
+        ArgumentNullException.ThrowIfNull(definitionJson);
+        return RunAsync("update a rule", async connection =>
+        {
+            var row = await connection.QuerySingleOrDefaultAsync<RuleRow>(Command(
+                Sql.UpdateRule,
+                new { SubscriptionId = subscriptionId, NameKey = NameKey(name), DefinitionJson = definitionJson },
+                cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return row?.ToRecord();
+        }, cancellationToken);
+    }
+
+    public Task<IReadOnlyList<RuleRecord>> ListRulesAsync(long subscriptionId, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<RuleRecord>>("list rules", async connection =>
+        {
+            var rows = await connection.QueryAsync<RuleRow>(Command(Sql.ListRules, new { SubscriptionId = subscriptionId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows.Select(r => r.ToRecord()).ToList();
+        }, cancellationToken);
+
+    public Task<IReadOnlyList<RuleRecord>> ListRulesOfTopicAsync(long topicId, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<RuleRecord>>("list a topic's rules", async connection =>
+        {
+            var rows = await connection.QueryAsync<RuleRow>(Command(Sql.ListRulesOfTopic, new { TopicId = topicId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows.Select(r => r.ToRecord()).ToList();
+        }, cancellationToken);
+
+    /// <summary>Entity names are unique regardless of case, as in Service Bus.</summary>
+    protected static string NameKey(string name) => name.ToLowerInvariant();
+
+    protected static CommandDefinition Command(string sql, object? parameters = null, DbTransaction? transaction = null, CancellationToken cancellationToken = default) =>
+        new(sql, parameters, transaction, cancellationToken: cancellationToken);
+
+    private static InvalidOperationException UnknownNode(long nodeId) => new($"The node {nodeId} is not registered in the farm database.");
+
+    private static KeyNotFoundException UnknownParent(long parentId, Exception? inner = null) => new($"The parent entity {parentId} does not exist (any more).", inner);
+
+    private static KeyNotFoundException UnknownSubscription(long subscriptionId, Exception? inner = null) => new($"The subscription {subscriptionId} does not exist (any more).", inner);
+}
