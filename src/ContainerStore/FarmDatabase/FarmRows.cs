@@ -63,34 +63,48 @@ internal static class UnixMs
     public static DateTime? ToUtc(long? ms) => ms is { } value ? ToUtc(value) : null;
 }
 
-/// <summary>The farm database's statements in one dialect (each dialect's SQL file builds one).</summary>
+/// <summary>
+/// The farm database's statements in one dialect. Each is read from the dialect's constant of the
+/// same name (<c>SqliteSql.FarmDb</c>, <c>PostgresSql.FarmDb</c>), so the SQL stays in its file and the
+/// list is written once; a dialect missing one fails at start, naming it.
+/// </summary>
 internal sealed class FarmSql
 {
-    public required string RegisterNode { get; init; }
-    public required string Heartbeat { get; init; }
-    public required string CountNode { get; init; }
-    public required string SetNodeState { get; init; }
-    public required string ListNodes { get; init; }
-    public required string InsertContainer { get; init; }
-    public required string SetContainerConnectionString { get; init; }
-    public required string ListContainers { get; init; }
-    public required string GetContainer { get; init; }
-    public required string TryAcquireContainer { get; init; }
-    public required string RenewContainerLease { get; init; }
-    public required string ReleaseContainer { get; init; }
-    public required string InsertEntity { get; init; }
-    public required string GetEntity { get; init; }
-    public required string GetEntityName { get; init; }
-    public required string ListEntities { get; init; }
-    public required string ListEntitiesOfKind { get; init; }
-    public required string ListEntitiesInContainer { get; init; }
-    public required string UpdateEntity { get; init; }
-    public required string DeleteEntity { get; init; }
-    public required string InsertChildEntity { get; init; }
-    public required string ListChildEntities { get; init; }
-    public required string InsertRule { get; init; }
-    public required string DeleteRule { get; init; }
-    public required string UpdateRule { get; init; }
-    public required string ListRules { get; init; }
-    public required string ListRulesOfTopic { get; init; }
+    public FarmSql(Type statements)
+    {
+        foreach (var property in typeof(FarmSql).GetProperties())
+        {
+            var constant = statements.GetField(property.Name, System.Reflection.BindingFlags.Public | System.Reflection.BindingFlags.Static)?.GetRawConstantValue() as string
+                ?? throw new InvalidOperationException($"{statements.FullName} has no statement {property.Name}.");
+            property.SetValue(this, constant);
+        }
+    }
+
+    public string RegisterNode { get; private set; } = "";
+    public string Heartbeat { get; private set; } = "";
+    public string CountNode { get; private set; } = "";
+    public string SetNodeState { get; private set; } = "";
+    public string ListNodes { get; private set; } = "";
+    public string InsertContainer { get; private set; } = "";
+    public string SetContainerConnectionString { get; private set; } = "";
+    public string ListContainers { get; private set; } = "";
+    public string GetContainer { get; private set; } = "";
+    public string TryAcquireContainer { get; private set; } = "";
+    public string RenewContainerLease { get; private set; } = "";
+    public string ReleaseContainer { get; private set; } = "";
+    public string InsertEntity { get; private set; } = "";
+    public string GetEntity { get; private set; } = "";
+    public string GetEntityName { get; private set; } = "";
+    public string ListEntities { get; private set; } = "";
+    public string ListEntitiesOfKind { get; private set; } = "";
+    public string ListEntitiesInContainer { get; private set; } = "";
+    public string UpdateEntity { get; private set; } = "";
+    public string DeleteEntity { get; private set; } = "";
+    public string InsertChildEntity { get; private set; } = "";
+    public string ListChildEntities { get; private set; } = "";
+    public string InsertRule { get; private set; } = "";
+    public string DeleteRule { get; private set; } = "";
+    public string UpdateRule { get; private set; } = "";
+    public string ListRules { get; private set; } = "";
+    public string ListRulesOfTopic { get; private set; } = "";
 }

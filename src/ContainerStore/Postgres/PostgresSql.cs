@@ -67,36 +67,7 @@ internal static class PostgresSql
     }
 
     /// <summary>The farm database's statements, as the shared store (FarmDatabase/FarmStore.cs) runs them.</summary>
-    public static readonly FarmDatabase.FarmSql Farm = new()
-    {
-        RegisterNode = FarmDb.RegisterNode,
-        Heartbeat = FarmDb.Heartbeat,
-        CountNode = FarmDb.CountNode,
-        SetNodeState = FarmDb.SetNodeState,
-        ListNodes = FarmDb.ListNodes,
-        InsertContainer = FarmDb.InsertContainer,
-        SetContainerConnectionString = FarmDb.SetContainerConnectionString,
-        ListContainers = FarmDb.ListContainers,
-        GetContainer = FarmDb.GetContainer,
-        TryAcquireContainer = FarmDb.TryAcquireContainer,
-        RenewContainerLease = FarmDb.RenewContainerLease,
-        ReleaseContainer = FarmDb.ReleaseContainer,
-        InsertEntity = FarmDb.InsertEntity,
-        GetEntity = FarmDb.GetEntity,
-        GetEntityName = FarmDb.GetEntityName,
-        ListEntities = FarmDb.ListEntities,
-        ListEntitiesOfKind = FarmDb.ListEntitiesOfKind,
-        ListEntitiesInContainer = FarmDb.ListEntitiesInContainer,
-        UpdateEntity = FarmDb.UpdateEntity,
-        DeleteEntity = FarmDb.DeleteEntity,
-        InsertChildEntity = FarmDb.InsertChildEntity,
-        ListChildEntities = FarmDb.ListChildEntities,
-        InsertRule = FarmDb.InsertRule,
-        DeleteRule = FarmDb.DeleteRule,
-        UpdateRule = FarmDb.UpdateRule,
-        ListRules = FarmDb.ListRules,
-        ListRulesOfTopic = FarmDb.ListRulesOfTopic,
-    };
+    public static readonly FarmDatabase.FarmSql Farm = new(typeof(FarmDb));
 
     public static class FarmDb
     {
