@@ -71,6 +71,42 @@ public class EntityOptionTests
     }
 
     [Fact]
+    public void QueueOptions_MapToTheirProperties()
+    {
+        var (command, options) = CommandWith(QueuePropertyOptions.Create);
+        var queue = new CreateQueueOptions("q");
+
+        var count = options.ApplyTo(
+            command.Parse("--lock-duration 30s --max-delivery-count 3 --default-ttl 1d --dead-letter-on-expiration --duplicate-detection true "
+                + "--duplicate-window 2m --forward-to q1 --forward-dead-lettered-to q2 --max-size-mb 512"),
+            queue);
+
+        Assert.Equal(9, count);
+        Assert.Equal(TimeSpan.FromSeconds(30), queue.LockDuration);
+        Assert.Equal(3, queue.MaxDeliveryCount);
+        Assert.Equal(TimeSpan.FromDays(1), queue.DefaultMessageTimeToLive);
+        Assert.True(queue.DeadLetteringOnMessageExpiration);
+        Assert.True(queue.RequiresDuplicateDetection);
+        Assert.Equal(TimeSpan.FromMinutes(2), queue.DuplicateDetectionHistoryTimeWindow);
+        Assert.Equal(("q1", "q2"), (queue.ForwardTo, queue.ForwardDeadLetteredMessagesTo));
+        Assert.Equal(512, queue.MaxSizeInMegabytes);
+    }
+
+    [Theory]
+    [InlineData("--max-delivery-count 0", "--max-delivery-count must be at least 1, not 0.")]
+    [InlineData("--lock-duration 0s", "--lock-duration must be positive, not '0s'.")]
+    [InlineData("--duplicate-window infinite", "--duplicate-window 'infinite' is not a duration; use e.g. 500ms, 30s, 5m, 1h, 1d or hh:mm:ss.")]
+    public void QueueOptions_BadValues_NameTheOption(string line, string expected)
+    {
+        var (command, options) = CommandWith(QueuePropertyOptions.Create);
+
+        var error = Assert.Throws<CliException>(() => options.ApplyTo(command.Parse(line), new QueueProperties("q")));
+
+        Assert.Equal(ExitCodes.BadInput, error.ExitCode);
+        Assert.Equal(expected, error.Message);
+    }
+
+    [Fact]
     public void SubscriptionOptions_MapToTheirProperties()
     {
         var (command, options) = CommandWith(SubscriptionPropertyOptions.Create);
