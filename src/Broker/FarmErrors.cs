@@ -56,7 +56,4 @@ public static class FarmErrors
     public static BrokerException StoreUnavailable(string message) => new(FarmErrorCode.StoreUnavailable, message);
 
     public static BrokerException NotSupported(string message) => new(FarmErrorCode.NotSupported, message);
-
-    /// <summary>The code a failure carries, for a settle or renew-lock result item.</summary>
-    public static FarmErrorCode CodeOf(BrokerException error) => error.Code;
 }

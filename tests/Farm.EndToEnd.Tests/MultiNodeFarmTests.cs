@@ -1,3 +1,4 @@
+using Farm.Testing;
 using System.Diagnostics;
 using System.Text.Json;
 using Farm.Client;
@@ -207,23 +208,16 @@ public sealed class MultiNodeFarmTests
     /// <summary>Polls `farm status --json` until the condition holds or the deadline passes.</summary>
     private static async Task WaitForStatusAsync(LocalFarm farm, Func<JsonDocument, bool> condition, string what)
     {
-        var clock = Stopwatch.StartNew();
-        string last;
-        while (true)
+        var last = string.Empty;
+        var held = await Eventually.HoldsWithinAsync(async () =>
         {
             using var status = await farm.StatusJsonAsync();
-            if (condition(status))
-            {
-                return;
-            }
-
             last = status.RootElement.GetRawText();
-            if (clock.Elapsed > Patience)
-            {
-                throw new TimeoutException($"Timed out after {Patience} waiting until {what}; last status: {last}");
-            }
-
-            await Task.Delay(200);
+            return condition(status);
+        }, Patience, poll: TimeSpan.FromMilliseconds(200));
+        if (!held)
+        {
+            throw new TimeoutException($"Timed out after {Patience} waiting until {what}; last status: {last}");
         }
     }
 }

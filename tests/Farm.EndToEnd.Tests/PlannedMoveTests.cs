@@ -1,3 +1,4 @@
+using Farm.Testing;
 using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Globalization;
@@ -344,9 +345,8 @@ public sealed class PlannedMoveTests(ITestOutputHelper output)
     /// <summary>Every container owned by one of <paramref name="nodes"/> (live, active), the same number each.</summary>
     private static async Task WaitUntilBalancedAsync(FarmAdministrationClient admin, long[] nodes, int containers = 6)
     {
-        var waited = Stopwatch.StartNew();
         var last = string.Empty;
-        while (true)
+        var balanced = await Eventually.HoldsWithinAsync(async () =>
         {
             try
             {
@@ -355,21 +355,17 @@ public sealed class PlannedMoveTests(ITestOutputHelper output)
                 var counts = nodes.ToDictionary(n => n.ToString(CultureInfo.InvariantCulture), n => status.Containers.Count(c => c.OwnerNode == n));
                 last = $"live nodes {string.Join(",", live)}; containers per node {JsonSerializer.Serialize(counts)}; unowned {status.Containers.Count(c => c.OwnerNode is null)}";
                 var share = containers / nodes.Length;
-                if (live.SequenceEqual(nodes) && status.Containers.Count == containers
+                return live.SequenceEqual(nodes) && status.Containers.Count == containers
                     && status.Containers.All(c => c.OwnerNode is { } o && nodes.Contains(o))
-                    && counts.Values.All(c => c == share || (containers % nodes.Length != 0 && c == share + 1)))
-                {
-                    return;
-                }
+                    && counts.Values.All(c => c == share || (containers % nodes.Length != 0 && c == share + 1));
             }
             catch (FarmException)
             {
                 // A gateway going away; the client moves on to the next endpoint.
+                return false;
             }
-
-            Assert.True(waited.Elapsed < BalanceDeadline, $"the farm did not balance within {BalanceDeadline}: {last}");
-            await Task.Delay(200);
-        }
+        }, BalanceDeadline, poll: TimeSpan.FromMilliseconds(200));
+        Assert.True(balanced, $"the farm did not balance within {BalanceDeadline}: {last}");
     }
 
     private static JsonElement ContainerOf(JsonDocument status, long containerId)
@@ -418,39 +414,27 @@ internal sealed class PlannedLoad(string connection, string queue)
 
     public async Task WaitForTrafficAsync(TimeSpan deadline)
     {
-        var waited = Stopwatch.StartNew();
-        while (_acknowledged.IsEmpty || _completed.IsEmpty)
+        var flowing = await Eventually.HoldsWithinAsync(() =>
         {
-            Assert.True(waited.Elapsed < deadline, $"no traffic within {deadline}: {Summary()}");
             Assert.True(_failures.IsEmpty, $"client operations failed before any traffic: {Summary()}");
-            await Task.Delay(50);
-        }
+            return !_acknowledged.IsEmpty && !_completed.IsEmpty;
+        }, deadline);
+        Assert.True(flowing, $"no traffic within {deadline}: {Summary()}");
     }
 
     public async Task WaitForAcknowledgedAsync(int count, TimeSpan deadline)
     {
-        var waited = Stopwatch.StartNew();
-        while (_acknowledged.Count < count)
-        {
-            Assert.True(waited.Elapsed < deadline, $"fewer than {count} sends acknowledged within {deadline}: {Summary()}");
-            await Task.Delay(50);
-        }
+        Assert.True(await Eventually.HoldsWithinAsync(() => _acknowledged.Count >= count, deadline),
+            $"fewer than {count} sends acknowledged within {deadline}: {Summary()}");
     }
 
     /// <summary>Stops sending (between batches, so no send is left half-done), waits until every acknowledged id was completed, stops receiving.</summary>
     public async Task StopAndDrainAsync(TimeSpan deadline)
     {
         await _stopSending.CancelAsync();
-        var waited = Stopwatch.StartNew();
-        while (!_tasks.Take(Senders).All(t => t.IsCompleted) || _acknowledged.Keys.Any(id => !_completed.ContainsKey(id)))
-        {
-            if (waited.Elapsed >= deadline)
-            {
-                break;
-            }
-
-            await Task.Delay(100);
-        }
+        // Past the deadline the books below say what is missing.
+        await Eventually.HoldsWithinAsync(
+            () => _tasks.Take(Senders).All(t => t.IsCompleted) && _acknowledged.Keys.All(id => _completed.ContainsKey(id)), deadline);
 
         await _stopReceiving.CancelAsync();
         await Task.WhenAll(_tasks);

@@ -27,7 +27,8 @@ public static class Eventually
     public static Task<bool> HoldsWithinAsync(Func<bool> condition, TimeSpan within) =>
         HoldsWithinAsync(() => Task.FromResult(condition()), within);
 
-    public static async Task<bool> HoldsWithinAsync(Func<Task<bool>> condition, TimeSpan within)
+    /// <param name="poll">How long between looks: longer for a condition that costs a call to the farm.</param>
+    public static async Task<bool> HoldsWithinAsync(Func<Task<bool>> condition, TimeSpan within, TimeSpan? poll = null)
     {
         var waited = Stopwatch.StartNew();
         while (!await condition())
@@ -36,7 +37,7 @@ public static class Eventually
             {
                 return false;
             }
-            await Task.Delay(Poll);
+            await Task.Delay(poll ?? Poll);
         }
         return true;
     }

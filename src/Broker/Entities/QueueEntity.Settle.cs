@@ -120,7 +120,7 @@ internal sealed partial class QueueEntity
 
     private static void Fail(SettleResult result, BrokerException error)
     {
-        result.ErrorCode = FarmErrors.CodeOf(error);
+        result.ErrorCode = error.Code;
         result.ErrorMessage = error.Message;
     }
 
@@ -260,7 +260,7 @@ internal sealed partial class QueueEntity
                     || !sub.Messages.ContainsKey(message.SequenceNumber))
                 {
                     var lost = FarmErrors.LockLost(PathOf(deadLetter), lockToken);
-                    result.ErrorCode = FarmErrors.CodeOf(lost);
+                    result.ErrorCode = lost.Code;
                     result.ErrorMessage = lost.Message;
                     continue;
                 }
