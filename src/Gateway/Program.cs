@@ -1,5 +1,6 @@
 using System.Net;
 using Farm.Broker;
+using Farm.Broker.Administration;
 using Farm.Broker.Messaging;
 using Farm.Broker.Node;
 using Farm.ContainerStore;
@@ -48,6 +49,7 @@ builder.Services.AddSingleton<BrokerNode>();
 builder.Services.AddSingleton<BrokerNodeService>();
 builder.Services.AddHostedService(services => services.GetRequiredService<BrokerNodeService>());
 builder.Services.AddSingleton<MessagingService>();
+builder.Services.AddSingleton<EntityAdministration>();
 builder.Services.AddSingleton<OwnerChannels>();
 builder.Services.AddSingleton<IOwnerDirectory>(services => services.GetRequiredService<BrokerNode>());
 builder.Services.AddSingleton(options.Forwarding);

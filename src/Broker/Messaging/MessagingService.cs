@@ -236,7 +236,8 @@ public sealed class MessagingService(BrokerNode node)
         }
     }
 
-    internal static async ValueTask DisposeQuietlyAsync<T>(IAsyncEnumerator<T> enumerator)
+    /// <summary>Disposes a request stream's enumerator, ignoring the failure of a stream that is already gone.</summary>
+    public static async ValueTask DisposeQuietlyAsync<T>(IAsyncEnumerator<T> enumerator)
     {
         try
         {

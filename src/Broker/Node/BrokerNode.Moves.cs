@@ -22,7 +22,7 @@ public sealed partial class BrokerNode
     /// asks the target (through <paramref name="handOver"/>, given its address) to take it at once,
     /// before any other node's ownership pass would.
     /// </summary>
-    internal async Task MoveContainerAsync(long containerId, long toNode, Func<string, long, Task> handOver, CancellationToken cancellationToken)
+    public async Task MoveContainerAsync(long containerId, long toNode, Func<string, long, Task> handOver, CancellationToken cancellationToken)
     {
         if (!_containers.ContainsKey(containerId))
         {
@@ -41,7 +41,7 @@ public sealed partial class BrokerNode
     }
 
     /// <summary>Takes a container another node just released for us (the second half of a move).</summary>
-    internal async Task TakeReleasedContainerAsync(long containerId, CancellationToken cancellationToken)
+    public async Task TakeReleasedContainerAsync(long containerId, CancellationToken cancellationToken)
     {
         await _ownershipGate.WaitAsync(cancellationToken).ConfigureAwait(false);
         try

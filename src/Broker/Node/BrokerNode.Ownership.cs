@@ -32,7 +32,7 @@ public sealed partial class BrokerNode
     private volatile IReadOnlyDictionary<long, ContainerRoute> _owners = new Dictionary<long, ContainerRoute>();
 
     /// <summary>The address of the live node that owns a container, or null when unknown or dead.</summary>
-    internal string? OwnerAddressOf(long containerId) =>
+    public string? OwnerAddressOf(long containerId) =>
         _owners.TryGetValue(containerId, out var owner) ? owner.Address : null;
 
     /// <summary>The container's epoch as this node last saw it (its own when it serves it).</summary>

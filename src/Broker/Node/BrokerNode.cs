@@ -249,6 +249,9 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnerDirectory
 
     internal bool TryGetContainer(long containerId, out ContainerHost host) => _containers.TryGetValue(containerId, out host!);
 
+    /// <summary>True while this node owns and serves the container.</summary>
+    public bool ServesContainer(long containerId) => _containers.ContainsKey(containerId);
+
     /// <summary>The containers this node serves now.</summary>
     internal IReadOnlyCollection<ContainerHost> Containers => _containers.Values.ToList();
 

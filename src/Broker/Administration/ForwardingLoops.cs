@@ -1,9 +1,9 @@
-using Farm.Broker;
+
 using Farm.Broker.Entities;
 using Farm.Broker.Topics;
 using Farm.ContainerStore.FarmDatabase;
 
-namespace Farm.Gateway.Management;
+namespace Farm.Broker.Administration;
 
 /// <summary>
 /// Refuses forwarding that would bring a message back where it came from: A → B → A, or A → topic T
