@@ -1,3 +1,4 @@
+using System.Diagnostics;
 using System.Text.Json;
 
 namespace Farm.EndToEnd.Tests;
@@ -60,6 +61,40 @@ public sealed class FarmLifecycleTests
         await farm.DownAsync(kill: true);
         var again = await farm.RunAsync("down");
         Assert.True(again.ExitCode == 0, again.ToString());
+    }
+
+    /// <summary>
+    /// `farm up` records each node in farm.json as it starts it (there is no ready file): a `farm up`
+    /// killed before its farm serves leaves nodes that a second `farm up` refuses to start over and
+    /// that `farm down` finds and stops.
+    /// </summary>
+    [Fact]
+    public async Task Up_KilledBeforeTheFarmServes_LeavesItsNodesInFarmJson_AndDownStopsThem()
+    {
+        await using var farm = LocalFarm.Create();
+        var startInfo = new ProcessStartInfo("dotnet") { UseShellExecute = false, RedirectStandardOutput = true, RedirectStandardError = true };
+        foreach (var argument in new[] { TestPaths.FarmCliDll, "up", "--detach", "--port", "0", "--nodes", "3", "--data", farm.DataDirectory })
+        {
+            startInfo.ArgumentList.Add(argument);
+        }
+
+        startInfo.Environment.Remove("FARM_CONNECTION");
+        using var up = Process.Start(startInfo)!;
+        _ = up.StandardOutput.ReadToEndAsync();
+        _ = up.StandardError.ReadToEndAsync();
+        await ProcessRunner.WaitUntilAsync(() => farm.NodePids().Any(LocalFarm.IsRunning), LocalFarm.CommandTimeout, "farm.json names a running node");
+        up.Kill();
+        await up.WaitForExitAsync();
+        var started = farm.NodePids();
+        Assert.NotEmpty(started);
+
+        var second = await farm.RunAsync("up", "--detach", "--port", "0");
+        Assert.True(second.ExitCode == 1, second.ToString());
+        Assert.Contains("already running", second.Stderr, StringComparison.Ordinal);
+
+        var down = await farm.RunAsync("down", "--kill");
+        Assert.True(down.ExitCode == 0, down.ToString());
+        await ProcessRunner.WaitUntilAsync(() => !started.Any(LocalFarm.IsRunning), TimeSpan.FromSeconds(30), "every node farm.json named has stopped");
     }
 
     [Theory]

@@ -162,7 +162,7 @@ internal sealed class LocalFarm : IAsyncDisposable
         }
     }
 
-    /// <summary>The pids farm.json and the node files name (running or not).</summary>
+    /// <summary>The pids farm.json names (running or not).</summary>
     public IReadOnlyList<int> NodePids()
     {
         var pids = new HashSet<int>();
@@ -178,26 +178,6 @@ internal sealed class LocalFarm : IAsyncDisposable
                     {
                         pids.Add(pid.GetInt32());
                     }
-                }
-            }
-        }
-
-        var nodesDirectory = Path.Combine(DataDirectory, "nodes");
-        if (Directory.Exists(nodesDirectory))
-        {
-            foreach (var file in Directory.EnumerateFiles(nodesDirectory, "node-*.json"))
-            {
-                try
-                {
-                    using var document = JsonDocument.Parse(File.ReadAllText(file));
-                    if (document.RootElement.TryGetProperty("pid", out var pid) && pid.ValueKind == JsonValueKind.Number)
-                    {
-                        pids.Add(pid.GetInt32());
-                    }
-                }
-                catch (JsonException)
-                {
-                    // Half-written by a node that was just killed.
                 }
             }
         }

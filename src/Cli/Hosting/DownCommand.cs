@@ -63,15 +63,10 @@ public static class DownCommand
             });
         }
 
-        foreach (var nodeId in data.ListNodeIds())
-        {
-            File.Delete(data.NodeFile(nodeId));
-        }
-
         return ExitCodes.Ok;
     }
 
-    /// <summary>Live node processes named by farm.json or by a node file (an interrupted 'farm up' may leave only the latter).</summary>
+    /// <summary>Live node processes named by farm.json ('farm up' records each node as it starts it).</summary>
     private static List<(int NodeId, int Pid)> RunningNodes(FarmDataDirectory data, FarmStateRecord? state)
     {
         var nodes = new List<(int NodeId, int Pid)>();
@@ -80,16 +75,6 @@ public static class DownCommand
             if (node.Pid is { } pid && NodeProcesses.IsFarmNode(pid))
             {
                 nodes.Add((node.Id, pid));
-            }
-        }
-
-        foreach (var nodeId in data.ListNodeIds())
-        {
-            if (NodeFileRecord.TryRead(data.NodeFile(nodeId)) is { } file
-                && NodeProcesses.IsFarmNode(file.Pid)
-                && !nodes.Any(n => n.Pid == file.Pid))
-            {
-                nodes.Add((file.NodeId, file.Pid));
             }
         }
 

@@ -6,7 +6,6 @@ namespace Farm.Cli.Hosting;
 /// The layout of a local farm's data directory:
 /// <code>
 /// &lt;data&gt;/farm.json            what 'farm up' started (connection string, node pids); read by every command
-/// &lt;data&gt;/nodes/node-N.json    written by node N once it serves (id, pid, address, startedAt)
 /// &lt;data&gt;/logs/node-N.log      stdout + stderr of a detached node
 /// &lt;data&gt;/farm.lock            held while 'farm up', 'farm down' or 'farm node' changes the farm
 /// </code>
@@ -20,35 +19,9 @@ public sealed class FarmDataDirectory(string root)
 
     public string LockFile => Path.Combine(Root, "farm.lock");
 
-    public string NodesDirectory => Path.Combine(Root, "nodes");
-
     public string LogsDirectory => Path.Combine(Root, "logs");
 
-    public string NodeFile(int nodeId) => Path.Combine(NodesDirectory, string.Create(CultureInfo.InvariantCulture, $"node-{nodeId}.json"));
-
     public string LogFile(int nodeId) => Path.Combine(LogsDirectory, string.Create(CultureInfo.InvariantCulture, $"node-{nodeId}.log"));
-
-    /// <summary>The node ids that have a node file, in order.</summary>
-    public IReadOnlyList<int> ListNodeIds()
-    {
-        if (!Directory.Exists(NodesDirectory))
-        {
-            return [];
-        }
-
-        var ids = new List<int>();
-        foreach (var path in Directory.EnumerateFiles(NodesDirectory, "node-*.json"))
-        {
-            var name = Path.GetFileNameWithoutExtension(path);
-            if (int.TryParse(name.AsSpan("node-".Length), NumberStyles.None, CultureInfo.InvariantCulture, out var id))
-            {
-                ids.Add(id);
-            }
-        }
-
-        ids.Sort();
-        return ids;
-    }
 
     /// <summary>
     /// Takes the directory's lock so two commands that change the farm ('farm up', 'farm down',

@@ -123,13 +123,10 @@ public static partial class NodeCommands
         UpCommand.RefuseIfPortsTaken(port, 1);
         var nodeDll = NodeLauncher.FindNodeDll();
 
-        // The dead node's file is stale; the new process writes its own once it serves.
-        File.Delete(data.NodeFile(node.Id));
         using var launched = NodeLauncher.StartDetached(nodeDll, node.Id, data, port, state.NodeStore, node.MetricsPort ?? 0);
-        NodeFileRecord file;
         try
         {
-            file = (await UpCommand.WaitUntilReadyAsync(data, [launched], [launched], cancellationToken))[0];
+            await UpCommand.WaitUntilReadyAsync([launched], [launched], cancellationToken);
         }
         catch
         {
@@ -142,9 +139,9 @@ public static partial class NodeCommands
             throw;
         }
 
-        var started = node with { Pid = file.Pid, Address = file.Address, Port = port, LogFile = launched.LogFile };
+        var started = node with { Pid = launched.Process.Id, Address = launched.Address, Port = port, LogFile = launched.LogFile };
         FarmStateFile.Write(data, state with { Nodes = [.. state.Nodes.Select(n => n.Id == node.Id ? started : n)] });
-        await Console.Out.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"node {node.Id} started: pid {file.Pid} at {file.Address}, log {launched.LogFile}"));
+        await Console.Out.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"node {node.Id} started: pid {launched.Process.Id} at {launched.Address}, log {launched.LogFile}"));
         return ExitCodes.Ok;
     }
 
@@ -154,23 +151,11 @@ public static partial class NodeCommands
             ExitCodes.Error,
             string.Create(CultureInfo.InvariantCulture, $"Node {node.Id} is not running, so there is nothing to {verb}; start it with ./farm node start {node.Id}."));
 
-    /// <summary>The node's pid from farm.json, else from its node file, when that process is a live Farm node.</summary>
+    /// <summary>The node's pid from farm.json, when that process is a live Farm node.</summary>
     private static int? LivePid(FarmDataDirectory data, FarmNodeEntry node)
-    {
-        if (node.Pid is { } pid && NodeProcesses.IsFarmNode(pid))
-        {
-            return pid;
-        }
+        => node.Pid is { } pid && NodeProcesses.IsFarmNode(pid) ? pid : null;
 
-        return NodeFileRecord.TryRead(data.NodeFile(node.Id)) is { } file && file.NodeId == node.Id && NodeProcesses.IsFarmNode(file.Pid)
-            ? file.Pid
-            : null;
-    }
-
-    /// <summary>After a kill or stop: no pid in farm.json, and no node file claiming the node serves.</summary>
+    /// <summary>After a kill or stop: no pid in farm.json.</summary>
     private static void Forget(FarmDataDirectory data, FarmStateRecord state, FarmNodeEntry node)
-    {
-        FarmStateFile.Write(data, state with { Nodes = [.. state.Nodes.Select(n => n.Id == node.Id ? n with { Pid = null } : n)] });
-        File.Delete(data.NodeFile(node.Id));
-    }
+        => FarmStateFile.Write(data, state with { Nodes = [.. state.Nodes.Select(n => n.Id == node.Id ? n with { Pid = null } : n)] });
 }

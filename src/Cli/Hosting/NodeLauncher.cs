@@ -3,12 +3,17 @@ using System.Globalization;
 
 namespace Farm.Cli.Hosting;
 
-/// <summary>A node process that 'farm up' started.</summary>
-public sealed class LaunchedNode(int nodeId, Process process, string? logFile, long logOffset) : IDisposable
+/// <summary>A node process that 'farm up' started, listening on loopback at the port it was given.</summary>
+public sealed class LaunchedNode(int nodeId, Process process, int port, string? logFile, long logOffset) : IDisposable
 {
     public int NodeId { get; } = nodeId;
 
     public Process Process { get; } = process;
+
+    public int Port { get; } = port;
+
+    /// <summary>Where the node serves gRPC (a node started without --host listens on 127.0.0.1).</summary>
+    public string Address => string.Create(CultureInfo.InvariantCulture, $"http://127.0.0.1:{Port}");
 
     /// <summary>Where a detached node's output goes; null when it shares our terminal.</summary>
     public string? LogFile { get; } = logFile;
@@ -89,7 +94,7 @@ public static class NodeLauncher
 
         var process = Process.Start(startInfo)
             ?? throw new CliException(ExitCodes.Error, $"Could not start node {nodeId}.");
-        return new LaunchedNode(nodeId, process, logFile, logOffset);
+        return new LaunchedNode(nodeId, process, port, logFile, logOffset);
     }
 
     /// <summary>
@@ -118,7 +123,7 @@ public static class NodeLauncher
 
         process.BeginOutputReadLine();
         process.BeginErrorReadLine();
-        return new LaunchedNode(nodeId, process, logFile: null, logOffset: 0);
+        return new LaunchedNode(nodeId, process, port, logFile: null, logOffset: 0);
     }
 
     private static void ForwardLine(string? line)

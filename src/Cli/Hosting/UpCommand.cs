@@ -115,47 +115,53 @@ public static class UpCommand
         RefuseIfRunning(data);
         RefuseIfPortsTaken(port, nodeCount);
         RefuseIfPortsTaken(ports.Metrics, nodeCount);
-        RemoveStaleNodeFiles(data);
+        // The node ports are chosen here, so the CLI knows every address before a node starts
+        // and learns that it serves from its health service; "any free port" is picked now.
+        var nodePorts = port == 0 ? PickFreePorts(nodeCount) : [.. Enumerable.Range(port, nodeCount)];
 
         var launched = new List<LaunchedNode>();
+        FarmStateRecord Record() => new()
+        {
+            ConnectionString = "Endpoint=" + string.Join(',', launched.Select(n => n.Address)),
+            State = FarmState.Running,
+            Nodes = [.. launched.Select(n => new FarmNodeEntry(
+                n.NodeId,
+                n.Process.Id,
+                n.Address,
+                n.Port,
+                n.LogFile,
+                MetricsPortOf(ports, n.NodeId) is var metrics and > 0 ? metrics : null))],
+            StartedAt = DateTimeOffset.UtcNow,
+            Detached = detach,
+            Store = store.Name,
+            FarmConnection = store.FarmConnection,
+        };
         try
         {
             LaunchedNode Launch(int nodeId)
             {
-                var nodePort = port == 0 ? 0 : port + nodeId - 1;
+                var nodePort = nodePorts[nodeId - 1];
                 var nodeMetricsPort = MetricsPortOf(ports, nodeId);
                 var node = detach
                     ? NodeLauncher.StartDetached(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort)
                     : NodeLauncher.StartForeground(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort);
                 launched.Add(node);
+                // Recorded at once: a 'farm up' interrupted from here on leaves nodes that
+                // 'farm down' finds and a second 'farm up' refuses to start over.
+                FarmStateFile.Write(data, Record());
                 return node;
             }
 
             // Node 1 first: it creates the farm database and the first container; the others join it.
             var first = Launch(1);
-            var nodeFiles = new List<NodeFileRecord>(await WaitUntilReadyAsync(data, [first], launched, cancellationToken));
+            await WaitUntilReadyAsync([first], launched, cancellationToken);
             if (nodeCount > 1)
             {
                 var others = Enumerable.Range(2, nodeCount - 1).Select(Launch).ToList();
-                nodeFiles.AddRange(await WaitUntilReadyAsync(data, others, launched, cancellationToken));
+                await WaitUntilReadyAsync(others, launched, cancellationToken);
             }
 
-            var record = new FarmStateRecord
-            {
-                ConnectionString = "Endpoint=" + string.Join(',', nodeFiles.Select(n => n.Address)),
-                State = FarmState.Running,
-                Nodes = [.. nodeFiles.Select(n => new FarmNodeEntry(
-                    n.NodeId,
-                    n.Pid,
-                    n.Address,
-                    ListeningPort(n.Address),
-                    launched.First(l => l.NodeId == n.NodeId).LogFile,
-                    MetricsPortOf(ports, n.NodeId) is var metrics and > 0 ? metrics : null))],
-                StartedAt = DateTimeOffset.UtcNow,
-                Detached = detach,
-                Store = store.Name,
-                FarmConnection = store.FarmConnection,
-            };
+            var record = Record();
             FarmStateFile.Write(data, record);
             await Console.Out.WriteLineAsync(record.ConnectionString);
 
@@ -184,6 +190,11 @@ public static class UpCommand
         {
             // A farm that did not come up must not be left half-running.
             await StopLaunchedAsync(launched);
+            if (launched.Count > 0)
+            {
+                FarmStateFile.Write(data, Record() with { State = FarmState.Stopped, StoppedAt = DateTimeOffset.UtcNow, Nodes = [.. Record().Nodes.Select(n => n with { Pid = null })] });
+            }
+
             throw;
         }
         finally
@@ -204,17 +215,6 @@ public static class UpCommand
             if (node.Pid is { } pid && NodeProcesses.IsFarmNode(pid))
             {
                 running.Add(string.Create(CultureInfo.InvariantCulture, $"node {node.Id} pid {pid} at {node.Address}"));
-            }
-        }
-
-        // A node can be running without farm.json saying so, if an earlier 'farm up' died midway.
-        foreach (var nodeId in data.ListNodeIds())
-        {
-            if (NodeFileRecord.TryRead(data.NodeFile(nodeId)) is { } file
-                && NodeProcesses.IsFarmNode(file.Pid)
-                && state?.Nodes.Any(n => n.Pid == file.Pid) != true)
-            {
-                running.Add(string.Create(CultureInfo.InvariantCulture, $"node {file.NodeId} pid {file.Pid} at {file.Address}"));
             }
         }
 
@@ -247,28 +247,33 @@ public static class UpCommand
         }
     }
 
-    private static void RemoveStaleNodeFiles(FarmDataDirectory data)
+    /// <summary>
+    /// <paramref name="count"/> ports free right now, held open together so they differ. A node
+    /// that still finds its port taken when it starts (a race with another program) fails, and
+    /// 'farm up' says so with its log.
+    /// </summary>
+    private static int[] PickFreePorts(int count)
     {
-        // After a crash the node files of the dead nodes remain; a new node writes its own.
-        foreach (var nodeId in data.ListNodeIds())
+        var listeners = Enumerable.Range(0, count).Select(_ => new TcpListener(IPAddress.Loopback, 0)).ToList();
+        try
         {
-            File.Delete(data.NodeFile(nodeId));
+            listeners.ForEach(l => l.Start());
+            return [.. listeners.Select(l => ((IPEndPoint)l.LocalEndpoint).Port)];
+        }
+        finally
+        {
+            listeners.ForEach(l => l.Stop());
         }
     }
 
     /// <summary>
-    /// Waits until each node of <paramref name="waitFor"/> has written its node file and answers
-    /// GetFarmStatus on its own address. Fails as soon as any node of <paramref name="watch"/> exits,
-    /// with the end of its log. Returns the node files in the order of <paramref name="waitFor"/>.
+    /// Waits until each node of <paramref name="waitFor"/> answers SERVING on the standard gRPC
+    /// health service at its address. Fails as soon as any node of <paramref name="watch"/> exits,
+    /// with the end of its log.
     /// </summary>
-    internal static async Task<IReadOnlyList<NodeFileRecord>> WaitUntilReadyAsync(
-        FarmDataDirectory data,
-        IReadOnlyList<LaunchedNode> waitFor,
-        IReadOnlyList<LaunchedNode> watch,
-        CancellationToken cancellationToken)
+    internal static async Task WaitUntilReadyAsync(IReadOnlyList<LaunchedNode> waitFor, IReadOnlyList<LaunchedNode> watch, CancellationToken cancellationToken)
     {
         var clock = Stopwatch.StartNew();
-        var files = new NodeFileRecord?[waitFor.Count];
         var serving = new bool[waitFor.Count];
         while (true)
         {
@@ -281,43 +286,25 @@ public static class UpCommand
                 }
             }
 
-            for (var i = 0; i < waitFor.Count; i++)
+            var remaining = StartTimeout - clock.Elapsed;
+            var probeTimeout = TimeSpan.FromSeconds(Math.Clamp(remaining.TotalSeconds, 0.5, 5));
+            var probes = Enumerable.Range(0, waitFor.Count)
+                .Where(i => !serving[i])
+                .Select(async i => serving[i] = await FarmProbe.IsServingAsync(waitFor[i].Address, probeTimeout, cancellationToken));
+            await Task.WhenAll(probes);
+            if (serving.All(s => s))
             {
-                files[i] ??= NodeFileRecord.TryRead(data.NodeFile(waitFor[i].NodeId));
-            }
-
-            if (files.All(f => f is not null))
-            {
-                var remaining = StartTimeout - clock.Elapsed;
-                var probeTimeout = TimeSpan.FromSeconds(Math.Clamp(remaining.TotalSeconds, 0.5, 5));
-                var probes = Enumerable.Range(0, waitFor.Count)
-                    .Where(i => !serving[i])
-                    .Select(async i => serving[i] = await FarmProbe.IsServingAsync(files[i]!.Address, probeTimeout, cancellationToken));
-                await Task.WhenAll(probes);
-                if (serving.All(s => s))
-                {
-                    return [.. files.Select(f => f!)];
-                }
+                return;
             }
 
             if (clock.Elapsed >= StartTimeout)
             {
-                var waitingFor = Array.FindIndex(files, f => f is null);
-                if (waitingFor < 0)
-                {
-                    waitingFor = Array.FindIndex(serving, s => !s);
-                }
-
-                throw NodeFailed(waitFor[Math.Max(waitingFor, 0)], string.Create(CultureInfo.InvariantCulture, $"was not ready within {StartTimeout.TotalSeconds:0} s"));
+                throw NodeFailed(waitFor[Array.FindIndex(serving, s => !s)], string.Create(CultureInfo.InvariantCulture, $"was not ready within {StartTimeout.TotalSeconds:0} s"));
             }
 
             await Task.Delay(TimeSpan.FromMilliseconds(100), cancellationToken);
         }
     }
-
-    /// <summary>The port in a node's address (http://127.0.0.1:5481 -> 5481); null if it names none.</summary>
-    internal static int? ListeningPort(string address)
-        => Uri.TryCreate(address, UriKind.Absolute, out var uri) && uri.Port > 0 ? uri.Port : null;
 
     internal static CliException NodeFailed(LaunchedNode node, string what)
     {

@@ -15,12 +15,12 @@ internal sealed class NodeListeners
 
 /// <summary>
 /// Runs the broker node inside the host's lifetime: starts it once Kestrel listens (the address
-/// with the port the OS picked is known then), writes the ready file the `farm` CLI waits for,
-/// stops the host when the node leaves the farm (drained, or replaced by another process with its
+/// with the port the OS picked is known then; the grpc.health.v1 service says SERVING from then on,
+/// which is what the `farm` CLI waits for), stops the host when the node leaves the farm (drained, or replaced by another process with its
 /// id), and stops the node with the host. <see cref="ExitCode"/> says how it ended.
 /// </summary>
 internal sealed partial class BrokerNodeService(
-    BrokerNode node, NodeHostOptions options, NodeListeners listeners, IHostApplicationLifetime lifetime, ILogger<BrokerNodeService> logger)
+    BrokerNode node, NodeListeners listeners, IHostApplicationLifetime lifetime, ILogger<BrokerNodeService> logger)
     : IHostedLifecycleService
 {
     private Task? _leaving;
@@ -43,7 +43,6 @@ internal sealed partial class BrokerNodeService(
             lifetime.StopApplication();
             return;
         }
-        NodeReadyFile.Write(options.Node.DataDirectory, node.NodeId, address);
         _leaving = StopWhenTheNodeLeavesAsync();
         Console.WriteLine($"Farm node {node.NodeId} serving at {address}, metrics at {metricsAddress}");
     }
