@@ -437,6 +437,40 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
         Assert.Equal(5, queue.GetCounts().Active);
     }
 
+    /// <summary>
+    /// Sends in flight count against MaxSizeInMegabytes: twenty concurrent 200 KB sends to a 1 MB
+    /// queue store exactly the five that fit (the check used to see only committed bytes, so
+    /// concurrent sends could all pass it); the others fail with QUOTA_EXCEEDED and store nothing,
+    /// which a restart shows.
+    /// </summary>
+    [Fact]
+    public async Task QuotaExceeded_CountsSendsInFlight_AndTheRefusedStoreNothing()
+    {
+        var queue = await _farm.CreateQueueAsync("q", new QueueSettings { MaxSizeInMegabytes = 1 });
+        var big = new Message { Body = ByteString.CopyFrom(new byte[200 * 1024]) };
+
+        var sends = Enumerable.Range(0, 20).Select(_ => Task.Run(() => queue.SendAsync([big]))).ToList();
+        await Task.WhenAll(sends.Select(s => s.ContinueWith(_ => { })));
+
+        var refused = sends.Where(s => s.IsFaulted).Select(s => Assert.IsType<BrokerException>(s.Exception!.InnerException)).ToList();
+        Assert.All(refused, e => Assert.Equal("QUOTA_EXCEEDED", FarmErrorNames.Of(e.Code)));
+        Assert.Contains("Nothing was stored", refused[0].Message, StringComparison.Ordinal);
+        Assert.Equal(5, sends.Count(s => s.IsCompletedSuccessfully));
+        Assert.Equal(5, queue.GetCounts().Active);
+
+        await _farm.RestartAsync();
+        Assert.Equal(5, (await _farm.QueueAsync("q")).GetCounts().Active);
+    }
+
+    [Fact]
+    public void MaxSizeInMegabytes_AboveTheLimit_IsRefused()
+    {
+        var error = Assert.Throws<BrokerException>(() => new QueueSettings().With(new QueueProperties { MaxSizeInMegabytes = QueueSettings.MaxSizeInMegabytesLimit + 1 }, "q"));
+
+        Assert.Equal("INVALID_ARGUMENT", FarmErrorNames.Of(error.Code));
+        Assert.Contains("81920", error.Message, StringComparison.Ordinal);
+    }
+
     [Fact]
     public async Task ForwardTo_SendsStraightToTheTarget()
     {

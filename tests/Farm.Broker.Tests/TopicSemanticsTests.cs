@@ -54,6 +54,26 @@ public sealed class TopicSemanticsTests : IAsyncLifetime
         }
     }
 
+    /// <summary>A topic counts sends in flight against MaxSizeInMegabytes too: of twenty concurrent 200 KB sends to a 1 MB topic, five are stored.</summary>
+    [Theory]
+    [InlineData(true)]
+    [InlineData(false)]
+    public async Task QuotaExceeded_CountsSendsInFlight(bool ordering)
+    {
+        var topic = await _farm.CreateTopicAsync("t", new TopicSettings { MaxSizeInMegabytes = 1, SupportOrdering = ordering });
+        var subscription = await _farm.CreateSubscriptionAsync("t", "all");
+        var big = new Message { Body = ByteString.CopyFrom(new byte[200 * 1024]) };
+
+        var sends = Enumerable.Range(0, 20).Select(_ => Task.Run(() => topic.SendAsync([big]))).ToList();
+        await Task.WhenAll(sends.Select(s => s.ContinueWith(_ => { })));
+
+        Assert.All(sends.Where(s => s.IsFaulted), s => Assert.Equal("QUOTA_EXCEEDED",
+            Farm.Contracts.FarmErrorNames.Of(Assert.IsType<Farm.Broker.BrokerException>(s.Exception!.InnerException).Code)));
+        Assert.Equal(5, sends.Count(s => s.IsCompletedSuccessfully));
+        Assert.Equal(5, topic.GetCounts().Count);
+        Assert.Equal(5, subscription.GetCounts().Active);
+    }
+
     [Fact]
     public async Task FanOut_ToSubscriptionsWithDifferentFilters_DeliversExactlyTheMatchingMessagesToEach()
     {

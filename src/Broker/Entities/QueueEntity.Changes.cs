@@ -61,10 +61,9 @@ internal sealed partial class QueueEntity
                     message.State = StoredMessageState.Active;
                     message.DeadLetterReason = reason;
                     message.DeadLetterDescription = description;
-                    if (modified is not null)
+                    if (payload is not null)
                     {
-                        message.Message = modified;
-                        message.PayloadSize = payload!.Length;
+                        message.ReplacePayload(payload);
                     }
                     message.Settling = false;
                     _deadLetter.Add(message);

@@ -61,14 +61,15 @@ internal sealed partial class QueueEntity
                 var sequence = sub.Available.Min;
                 sub.Available.Remove(sequence);
                 var message = sub.Messages[sequence];
-                if (message.Message.TransferHopCount >= _options.MaxForwardHops)
+                var hops = message.ParseMessage().TransferHopCount;
+                if (hops >= _options.MaxForwardHops)
                 {
                     // One more hop would pass the limit (a long chain, or a loop made before loops
                     // were refused, or through a topic): it stops here, as in Azure.
                     if (!fromDeadLetter)
                     {
                         DeadLetterLocked(message, MaxTransferHopCountExceeded,
-                            $"The message was forwarded {message.Message.TransferHopCount} times; at most {_options.MaxForwardHops} hops are allowed.", null, overLimit);
+                            $"The message was forwarded {hops} times; at most {_options.MaxForwardHops} hops are allowed.", null, overLimit);
                     }
                     // From a dead-letter queue it stays where it is, out of the forwarding (until the next load).
                     continue;
@@ -115,8 +116,8 @@ internal sealed partial class QueueEntity
     /// </summary>
     private static Message ForwardCopy(StoredMessage message, bool fromDeadLetter)
     {
-        var copy = message.Message.Clone();
-        copy.TransferHopCount = message.Message.TransferHopCount + 1;
+        var copy = message.ParseMessage();
+        copy.TransferHopCount++;
         if (!fromDeadLetter)
         {
             return copy;

@@ -56,11 +56,12 @@ internal sealed partial class QueueEntity
             {
                 return (pending, null, null);
             }
-            var maxBytes = settings.MaxSizeInMegabytes * 1024 * 1024;
-            if (_main.SizeInBytes + _deadLetter.SizeInBytes + total > maxBytes)
+            // Sends accepted but not committed yet count: concurrent sends cannot overshoot the limit together.
+            var held = _main.SizeInBytes + _deadLetter.SizeInBytes + _sendingBytes;
+            if (held + total > settings.MaxSizeInMegabytes * 1024 * 1024)
             {
                 throw FarmErrors.QuotaExceeded(
-                    $"The queue '{Name}' is full: it holds {_main.SizeInBytes + _deadLetter.SizeInBytes} bytes and MaxSizeInMegabytes is {settings.MaxSizeInMegabytes}.");
+                    $"The queue '{Name}' is full: it holds {held} bytes (with sends in flight), this send adds {total}, and its MaxSizeInMegabytes is {settings.MaxSizeInMegabytes}. Nothing was stored.");
             }
             for (var i = 0; i < messages.Count; i++)
             {
@@ -91,7 +92,7 @@ internal sealed partial class QueueEntity
                 stored.Add(new StoredMessage
                 {
                     SequenceNumber = sequence,
-                    Message = message,
+                    Payload = payloads[i],
                     EnqueuedAtMs = now,
                     PayloadSize = payloads[i].Length,
                     State = state,
@@ -120,12 +121,13 @@ internal sealed partial class QueueEntity
                 return (null, null, results);
             }
             var outcome = _inFlightIds.Add(duplicates);
-            var commit = QueueCommit(records, stored, duplicates, nextSequence, outcome);
+            _sendingBytes += total;
+            var commit = QueueCommit(records, stored, duplicates, nextSequence, outcome, total);
             return (null, commit, results);
         }
     }
 
-    private Task QueueCommit(List<MessageRecord> records, List<StoredMessage> stored, List<DuplicateRecord> duplicates, long nextSequence, InFlightIds.Outcome? outcome)
+    private Task QueueCommit(List<MessageRecord> records, List<StoredMessage> stored, List<DuplicateRecord> duplicates, long nextSequence, InFlightIds.Outcome? outcome, long bytes)
     {
         return _commits.CommitAsync(
             batch =>
@@ -138,6 +140,7 @@ internal sealed partial class QueueEntity
             {
                 lock (_gate)
                 {
+                    _sendingBytes -= bytes;
                     foreach (var message in stored)
                     {
                         _main.Add(message);
@@ -169,6 +172,7 @@ internal sealed partial class QueueEntity
                 // Forget the ids so a retry of this send (or a duplicate waiting for it) stores it.
                 lock (_gate)
                 {
+                    _sendingBytes -= bytes;
                     foreach (var duplicate in duplicates)
                     {
                         _duplicates.Remove(duplicate.MessageId);

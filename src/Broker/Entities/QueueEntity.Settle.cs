@@ -46,7 +46,7 @@ internal sealed partial class QueueEntity
                     Fail(results[i], FarmErrors.LockLost(PathOf(deadLetter), settlement.LockToken));
                     continue;
                 }
-                var modified = WithProperties(message.Message, settlement.PropertiesToModify);
+                var modified = WithProperties(message, settlement.PropertiesToModify);
                 var before = writes.Count;
                 switch (settlement.Disposition)
                 {
@@ -127,19 +127,25 @@ internal sealed partial class QueueEntity
     private static string? NullIfEmpty(string s) => string.IsNullOrEmpty(s) ? null : s;
 
     /// <summary>A copy of the message with the given properties merged in, or null when there are none.</summary>
-    private static Message? WithProperties(Message message, Google.Protobuf.Collections.MapField<string, PropertyValue> properties)
+    private static Message? WithProperties(StoredMessage stored, Google.Protobuf.Collections.MapField<string, PropertyValue> properties)
     {
         if (properties.Count == 0)
         {
             return null;
         }
-        // Copy on write: handed-out ReceivedMessages share the old instance.
-        var copy = message.Clone();
+        var copy = stored.ParseMessage();
         foreach (var (key, value) in properties)
         {
             copy.ApplicationProperties[key] = value;
         }
         return copy;
+    }
+
+    /// <summary>A message that stays in its sub-queue gets a new payload: the sub-queue's size follows.</summary>
+    private void ReplacePayloadLocked(StoredMessage message, byte[] payload)
+    {
+        SubQueueOf(message.SubQueue == SubQueue.DeadLetter).SizeInBytes += payload.Length - message.PayloadSize;
+        message.ReplacePayload(payload);
     }
 
     private void CompleteLocked(StoredMessage message, SubQueueState sub, List<PendingChange> writes)
@@ -167,10 +173,9 @@ internal sealed partial class QueueEntity
         var payload = modified?.ToByteArray();
         var previousState = message.State;
         message.State = state;
-        if (modified is not null)
+        if (payload is not null)
         {
-            message.Message = modified;
-            message.PayloadSize = payload!.Length;
+            ReplacePayloadLocked(message, payload);
         }
         var update = message.ToUpdate(Id, payload);
         writes.Add(new PendingChange(
@@ -206,8 +211,7 @@ internal sealed partial class QueueEntity
             {
                 lock (_gate)
                 {
-                    message.Message = modified;
-                    message.PayloadSize = payload.Length;
+                    ReplacePayloadLocked(message, payload);
                 }
                 ReleaseAfterSettling(message);
             },

@@ -32,6 +32,9 @@ internal sealed partial class QueueEntity : ISendTarget
     private readonly InFlightIds _inFlightIds = new();
     private long _nextSequence;
 
+    /// <summary>Bytes of sends accepted whose commit has not finished: counted against MaxSizeInMegabytes.</summary>
+    private long _sendingBytes;
+
     /// <summary>Set when this broker stops serving the entity: what every later call fails with.</summary>
     private BrokerException? _unloaded;
 
@@ -72,7 +75,7 @@ internal sealed partial class QueueEntity : ISendTarget
     /// subscription's rows without a payload point at the topic's stored copy, which
     /// <paramref name="sharedCopy"/> finds by sequence number; rows it cannot find are skipped.
     /// </summary>
-    public void Load(EntityLoad load, Func<long, Message?>? sharedCopy = null)
+    public void Load(EntityLoad load, Func<long, byte[]?>? sharedCopy = null)
     {
         var now = NowMs;
         lock (_gate)
@@ -80,7 +83,7 @@ internal sealed partial class QueueEntity : ISendTarget
             _nextSequence = Math.Max(load.NextSequenceNumber, 1);
             foreach (var record in load.Messages)
             {
-                Message? shared = null;
+                byte[]? shared = null;
                 if (record.Payload is null && (shared = sharedCopy?.Invoke(record.SequenceNumber)) is null)
                 {
                     continue;
@@ -315,7 +318,7 @@ internal sealed partial class QueueEntity : ISendTarget
     {
         var received = new ReceivedMessage
         {
-            Message = m.Message,
+            Message = m.ParseMessage(),
             SequenceNumber = m.SequenceNumber,
             EnqueuedTime = ToTimestamp(m.ScheduledAtMs is { } s && s > m.EnqueuedAtMs ? s : m.EnqueuedAtMs),
             DeliveryCount = m.DeliveryCount,

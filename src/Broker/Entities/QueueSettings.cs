@@ -28,6 +28,9 @@ public sealed record QueueSettings
     public string? ForwardTo { get; init; }
     public string? ForwardDeadLetteredMessagesTo { get; init; }
     public long MaxSizeInMegabytes { get; init; } = 1024;
+
+    /// <summary>The largest MaxSizeInMegabytes a queue or topic may have: 80 GB, Azure Service Bus Premium's largest.</summary>
+    public const long MaxSizeInMegabytesLimit = 81920;
     public bool EnableBatchedOperations { get; init; } = true;
 
     private static readonly JsonSerializerOptions Json = new()
@@ -82,9 +85,9 @@ public sealed record QueueSettings
         {
             throw FarmErrors.Invalid($"DuplicateDetectionHistoryTimeWindow must be between 20 seconds and 7 days; got {s.DuplicateDetectionHistoryTimeWindow}.");
         }
-        if (s.MaxSizeInMegabytes < 1)
+        if (s.MaxSizeInMegabytes is < 1 or > MaxSizeInMegabytesLimit)
         {
-            throw FarmErrors.Invalid($"MaxSizeInMegabytes must be at least 1; got {s.MaxSizeInMegabytes}.");
+            throw FarmErrors.Invalid($"MaxSizeInMegabytes must be from 1 to {MaxSizeInMegabytesLimit}; got {s.MaxSizeInMegabytes}.");
         }
         if (s.RequiresSession)
         {

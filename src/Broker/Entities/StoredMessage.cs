@@ -1,16 +1,18 @@
 using Farm.ContainerStore.Containers;
-using Farm.Contracts.V1;
 
 namespace Farm.Broker.Entities;
 
 /// <summary>
 /// A committed message as the broker keeps it in memory (the entity's message cache). Mutated only
-/// under its entity's lock.
+/// under its entity's lock. The message itself is kept as the bytes the store holds (one array,
+/// shared by every subscription that got the topic's copy unchanged), not as a parsed object
+/// graph: it is parsed when handed out, forwarded or modified.
 /// </summary>
 internal sealed class StoredMessage
 {
     public required long SequenceNumber { get; init; }
-    public required Message Message { get; set; }
+    /// <summary>The serialized message (the payload column).</summary>
+    public required byte[] Payload { get; set; }
     public required long EnqueuedAtMs { get; init; }
     public required int PayloadSize { get; set; }
     public SubQueue SubQueue { get; set; }
@@ -31,14 +33,24 @@ internal sealed class StoredMessage
 
     public bool IsLocked => LockToken is not null;
 
+    /// <summary>A fresh parsed copy of the message: the caller may change it.</summary>
+    public Contracts.V1.Message ParseMessage() => Contracts.V1.Message.Parser.ParseFrom(Payload);
+
+    /// <summary>Replaces the payload (a settlement modified properties); the caller adjusts its sub-queue's size.</summary>
+    public void ReplacePayload(byte[] payload)
+    {
+        Payload = payload;
+        PayloadSize = payload.Length;
+    }
+
     public MessageUpdate ToUpdate(long entityId, byte[]? payload = null) => new(
         entityId, SequenceNumber, SubQueue, State, DeliveryCount, DeadLetterReason, DeadLetterDescription, DeadLetterSource, payload);
 
     /// <summary><paramref name="shared"/>: the topic's copy, for a subscription row stored without a payload.</summary>
-    public static StoredMessage FromRecord(MessageRecord record, Message? shared = null) => new()
+    public static StoredMessage FromRecord(MessageRecord record, byte[]? shared = null) => new()
     {
         SequenceNumber = record.SequenceNumber,
-        Message = shared ?? Message.Parser.ParseFrom(record.Payload ?? []),
+        Payload = shared ?? record.Payload ?? [],
         EnqueuedAtMs = record.EnqueuedAtMs,
         PayloadSize = record.PayloadSize,
         SubQueue = record.SubQueue,

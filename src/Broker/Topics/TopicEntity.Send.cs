@@ -69,7 +69,7 @@ internal sealed partial class TopicEntity
                 subscriptions = _subscriptions;
                 fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: false, deadLetterSource);
                 // Queued before the lock is let go: commits follow sequence order.
-                commit = Commit(accepted, subscriptions, fanOut, duplicates, outcome);
+                commit = Commit(accepted, subscriptions, fanOut, duplicates, outcome, total);
             }
         }
         else
@@ -86,7 +86,7 @@ internal sealed partial class TopicEntity
                 subscriptions = _subscriptions;
             }
             fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: subscriptions.Length >= ParallelFanOutThreshold, deadLetterSource);
-            commit = Commit(accepted, subscriptions, fanOut, duplicates, outcome);
+            commit = Commit(accepted, subscriptions, fanOut, duplicates, outcome, total);
         }
         return (null, commit, results);
     }
@@ -95,13 +95,15 @@ internal sealed partial class TopicEntity
         IReadOnlyList<Message> messages, byte[][] payloads, long total, TopicSettings settings, long now, long[] results, List<DuplicateRecord> duplicates)
     {
         ThrowIfNotServing();
-        var maxBytes = settings.MaxSizeInMegabytes * 1024 * 1024;
+        // Sends accepted but not committed yet count: concurrent sends cannot overshoot the limit together.
         var (_, stored) = GetCounts();
-        if (stored + total > maxBytes)
+        var held = stored + _sendingBytes;
+        if (held + total > settings.MaxSizeInMegabytes * 1024 * 1024)
         {
             throw FarmErrors.QuotaExceeded(
-                $"The topic '{Name}' is full: it holds {stored} bytes and MaxSizeInMegabytes is {settings.MaxSizeInMegabytes}.");
+                $"The topic '{Name}' is full: it holds {held} bytes (with sends in flight), this send adds {total}, and its MaxSizeInMegabytes is {settings.MaxSizeInMegabytes}. Nothing was stored.");
         }
+        _sendingBytes += total;
         var accepted = new List<Accepted>(messages.Count);
         for (var i = 0; i < messages.Count; i++)
         {
@@ -197,7 +199,7 @@ internal sealed partial class TopicEntity
                 (deliveries ??= []).Add(new StoredMessage
                 {
                     SequenceNumber = message.SequenceNumber,
-                    Message = stored,
+                    Payload = ownPayload ?? message.Payload,
                     EnqueuedAtMs = now,
                     PayloadSize = size,
                     SubQueue = deadLetter ? SubQueue.DeadLetter : SubQueue.Main,
@@ -237,7 +239,8 @@ internal sealed partial class TopicEntity
     /// subscription row, the sequence counter and duplicate history. Once durable, the copies are
     /// counted and each subscription takes its messages.
     /// </summary>
-    private Task Commit(List<Accepted> accepted, Subscription[] subscriptions, FanOut fanOut, List<DuplicateRecord> duplicates, InFlightIds.Outcome? outcome)
+    /// <param name="reserved">The bytes the send counted against MaxSizeInMegabytes until it commits or fails.</param>
+    private Task Commit(List<Accepted> accepted, Subscription[] subscriptions, FanOut fanOut, List<DuplicateRecord> duplicates, InFlightIds.Outcome? outcome, long reserved)
     {
         var references = new Dictionary<long, int>();
         foreach (var rows in fanOut.Rows)
@@ -250,6 +253,10 @@ internal sealed partial class TopicEntity
         var copies = accepted.Where(a => references.ContainsKey(a.SequenceNumber)).ToList();
         if (accepted.Count == 0)
         {
+            lock (_sendGate)
+            {
+                _sendingBytes -= reserved;
+            }
             return Task.CompletedTask;
         }
         var nextSequence = accepted[^1].SequenceNumber + 1;
@@ -282,13 +289,14 @@ internal sealed partial class TopicEntity
             {
                 lock (_sendGate)
                 {
+                    _sendingBytes -= reserved;
                     _inFlightIds.Complete(outcome);
                 }
                 lock (_copiesGate)
                 {
                     foreach (var copy in copies)
                     {
-                        _copies[copy.SequenceNumber] = new StoredCopy(copy.Message, copy.Payload.Length) { References = references[copy.SequenceNumber] };
+                        _copies[copy.SequenceNumber] = new StoredCopy(copy.Payload) { References = references[copy.SequenceNumber] };
                         _copiesBytes += copy.Payload.Length;
                     }
                 }
@@ -309,6 +317,7 @@ internal sealed partial class TopicEntity
                 // Forget the ids so a retry of this send is not taken for a duplicate.
                 lock (_sendGate)
                 {
+                    _sendingBytes -= reserved;
                     foreach (var duplicate in duplicates)
                     {
                         _duplicates.Remove(duplicate.MessageId);

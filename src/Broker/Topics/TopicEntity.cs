@@ -29,11 +29,11 @@ internal sealed partial class TopicEntity : ISendTarget
 
     public const string FilterEvaluationFailed = "FilterEvaluationException";
 
-    /// <summary>The topic's stored copy of a message and how many subscription rows point at it.</summary>
-    private sealed class StoredCopy(Message message, int size)
+    /// <summary>The topic's stored copy of a message (its serialized bytes, shared with the subscriptions' cached messages) and how many subscription rows point at it.</summary>
+    private sealed class StoredCopy(byte[] payload)
     {
-        public Message Message { get; } = message;
-        public int Size { get; } = size;
+        public byte[] Payload { get; } = payload;
+        public int Size => Payload.Length;
         public int References { get; set; }
     }
 
@@ -44,6 +44,9 @@ internal sealed partial class TopicEntity : ISendTarget
     private readonly List<long> _copiesToDelete = [];
     private bool _copyDeleteQueued;
     private long _copiesBytes;
+
+    /// <summary>Bytes of sends accepted whose commit has not finished (guarded by the send lock): counted against MaxSizeInMegabytes.</summary>
+    private long _sendingBytes;
     private readonly Dictionary<string, long> _duplicates = new(StringComparer.Ordinal);
     private readonly PriorityQueue<string, long> _duplicateExpiry = new();
     private readonly CommitQueue _commits;
@@ -123,7 +126,7 @@ internal sealed partial class TopicEntity : ISendTarget
             foreach (var record in topic.Messages)
             {
                 _nextSequence = Math.Max(_nextSequence, record.SequenceNumber + 1);
-                _copies[record.SequenceNumber] = new StoredCopy(Message.Parser.ParseFrom(record.Payload ?? []), record.PayloadSize);
+                _copies[record.SequenceNumber] = new StoredCopy(record.Payload ?? []);
             }
             foreach (var duplicate in topic.DuplicateHistory)
             {
@@ -139,7 +142,7 @@ internal sealed partial class TopicEntity : ISendTarget
             {
                 if (_copies.TryGetValue(sequence, out var copy))
                 {
-                    return copy.Message;
+                    return copy.Payload;
                 }
                 dangling.Add(sequence);
                 return null;

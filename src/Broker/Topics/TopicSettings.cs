@@ -49,9 +49,9 @@ public sealed record TopicSettings
         {
             throw FarmErrors.Invalid($"DuplicateDetectionHistoryTimeWindow must be between 20 seconds and 7 days; got {next.DuplicateDetectionHistoryTimeWindow}.");
         }
-        if (next.MaxSizeInMegabytes < 1)
+        if (next.MaxSizeInMegabytes is < 1 or > QueueSettings.MaxSizeInMegabytesLimit)
         {
-            throw FarmErrors.Invalid($"MaxSizeInMegabytes must be at least 1; got {next.MaxSizeInMegabytes}.");
+            throw FarmErrors.Invalid($"MaxSizeInMegabytes must be from 1 to {QueueSettings.MaxSizeInMegabytesLimit}; got {next.MaxSizeInMegabytes}.");
         }
         return next;
     }
