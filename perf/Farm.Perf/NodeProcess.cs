@@ -1,8 +1,6 @@
 using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Reflection;
-using System.Text;
-using System.Text.Json;
 
 namespace Farm.Perf;
 
@@ -52,13 +50,17 @@ internal sealed class NodeProcess : IDisposable
             throw new InvalidOperationException($"the node host {nodeDll} is not built; run: dotnet build src/Gateway -c Release");
         }
 
-        var readyFile = Path.Combine(dataDirectory, "nodes", $"node-{nodeId}.json");
-        // A file left by an earlier (killed) process of this node would look like "serving".
-        if (File.Exists(readyFile))
+        // The port is chosen here (a free one for 0), so the address is known before the node
+        // starts; it serves once its standard gRPC health service says SERVING.
+        if (port == 0)
         {
-            File.Delete(readyFile);
+            var probe = new System.Net.Sockets.TcpListener(System.Net.IPAddress.Loopback, 0);
+            probe.Start();
+            port = ((System.Net.IPEndPoint)probe.LocalEndpoint).Port;
+            probe.Stop();
         }
 
+        var address = $"http://127.0.0.1:{port}";
         var startInfo = new ProcessStartInfo("dotnet")
         {
             RedirectStandardOutput = true,
@@ -93,9 +95,9 @@ internal sealed class NodeProcess : IDisposable
                     throw new InvalidOperationException($"node {nodeId} exited with code {process.ExitCode} before serving: {node.LogTail()}");
                 }
 
-                if (TryReadReady(readyFile) is { } ready && ready.Pid == process.Id)
+                if (await IsServingAsync(address, cancellationToken).ConfigureAwait(false))
                 {
-                    node.Address = ready.Address;
+                    node.Address = address;
                     return node;
                 }
 
@@ -177,29 +179,18 @@ internal sealed class NodeProcess : IDisposable
         }
     }
 
-    private static (string Address, int Pid)? TryReadReady(string readyFile)
+    private static async Task<bool> IsServingAsync(string address, CancellationToken cancellationToken)
     {
-        if (!File.Exists(readyFile))
-        {
-            return null;
-        }
-
+        using var channel = Farm.Contracts.FarmChannels.Create(new Uri(address));
         try
         {
-            using var document = JsonDocument.Parse(File.ReadAllText(readyFile, Encoding.UTF8));
-            var root = document.RootElement;
-            if (root.TryGetProperty("address", out var address) && address.GetString() is { Length: > 0 } text)
-            {
-                var pid = root.TryGetProperty("pid", out var p) && p.TryGetInt32(out var value) ? value : 0;
-                return (text, pid);
-            }
-
-            return null;
+            var answer = await new Grpc.Health.V1.Health.HealthClient(channel).CheckAsync(
+                new Grpc.Health.V1.HealthCheckRequest(), deadline: DateTime.UtcNow.AddSeconds(2), cancellationToken: cancellationToken).ConfigureAwait(false);
+            return answer.Status == Grpc.Health.V1.HealthCheckResponse.Types.ServingStatus.Serving;
         }
-        catch (Exception e) when (e is IOException or JsonException or InvalidOperationException)
+        catch (Grpc.Core.RpcException) when (!cancellationToken.IsCancellationRequested)
         {
-            // Half written: read it again on the next poll.
-            return null;
+            return false;
         }
     }
 
