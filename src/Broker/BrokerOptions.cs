@@ -32,6 +32,21 @@ public sealed class BrokerOptions
     /// </summary>
     public int MaxReceiveResponseBytes { get; set; } = (4 * 1024 * 1024) - (256 * 1024);
 
+    /// <summary>
+    /// SBWS's MessageCacheSizePerEntity: the bytes of active messages a queue keeps in memory, for
+    /// the queue and for its dead-letter queue each (locked, scheduled and deferred messages stay in
+    /// memory besides); the rest of a deeper queue stays in its container database and is read back
+    /// in sequence order as the head drains. 8 MiB holds about
+    /// 8,000 1 KB messages, a fifth of a second at the single-queue peak rate, which keeps receivers
+    /// fed while the next part is read; SBWS's 500 MB default would let a handful of deep queues fill
+    /// a small node. Subscriptions are not paged yet: their topic counts references to its stored
+    /// copies from every subscription row in memory.
+    /// </summary>
+    public long MessageCacheSizePerEntity { get; set; } = 8L * 1024 * 1024;
+
+    /// <summary>Most messages one read-back of a paged queue brings into memory (it runs between two commits of the container).</summary>
+    public int MaxMessagesPerRefill { get; set; } = 1024;
+
     /// <summary>Most forwarding hops a message takes through ForwardTo chains (Azure allows 4).</summary>
     public int MaxForwardHops { get; set; } = 4;
 }

@@ -14,11 +14,13 @@ namespace Farm.Broker.Containers;
 /// </summary>
 internal sealed partial class CommitQueue : IAsyncDisposable
 {
+    /// <summary>A write to commit, or (<see cref="Read"/> set) a read to run between two commits.</summary>
     private readonly record struct PendingWrite(
         Action<ContainerWriteBatch> Write,
         Action? OnCommitted,
         Action<Exception>? OnFailed,
-        TaskCompletionSource Done);
+        TaskCompletionSource Done,
+        Func<IContainerDatabase, Task>? Read = null);
 
     private readonly Channel<PendingWrite> _pending = Channel.CreateUnbounded<PendingWrite>(new UnboundedChannelOptions { SingleReader = true });
     private readonly IContainerDatabase _database;
@@ -51,6 +53,9 @@ internal sealed partial class CommitQueue : IAsyncDisposable
 
     public long Epoch => Volatile.Read(ref _epoch);
 
+    /// <summary>The container database, for reads that need not wait for the commit loop (a peek past the cache).</summary>
+    public IContainerDatabase Database => _database;
+
     /// <summary>Number of transactions committed, for metrics and tests.</summary>
     public long CommitCount => Interlocked.Read(ref _commitCount);
     private long _commitCount;
@@ -71,6 +76,22 @@ internal sealed partial class CommitQueue : IAsyncDisposable
         return done.Task;
     }
 
+    /// <summary>
+    /// Runs <paramref name="read"/> in the commit loop, between two commits: every earlier write has
+    /// committed and run its in-memory step, and no write commits until the read (and whatever it
+    /// applies in memory) is done. An entity reads back the messages it left in the database this
+    /// way, so what it reads and what its commits change in memory cannot cross.
+    /// </summary>
+    public Task ReadAsync(Func<IContainerDatabase, Task> read)
+    {
+        var done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        if (!_pending.Writer.TryWrite(new PendingWrite(static _ => { }, null, null, done, read)))
+        {
+            done.SetException(FarmErrors.StoreUnavailable($"Container {_containerId} is closed on this broker."));
+        }
+        return done.Task;
+    }
+
     private async Task RunAsync()
     {
         var batch = new ContainerWriteBatch();
@@ -78,13 +99,45 @@ internal sealed partial class CommitQueue : IAsyncDisposable
         var reader = _pending.Reader;
         while (await reader.WaitToReadAsync().ConfigureAwait(false))
         {
-            while (group.Count < _maxOperations && reader.TryRead(out var item))
+            while (group.Count < _maxOperations && reader.TryPeek(out var next))
             {
+                if (next.Read is not null && group.Count > 0)
+                {
+                    // The writes queued before the read commit first.
+                    break;
+                }
+                reader.TryRead(out var item);
+                if (item.Read is not null)
+                {
+                    await RunReadAsync(item).ConfigureAwait(false);
+                    continue;
+                }
                 group.Add(item);
             }
-            await CommitGroupAsync(batch, group).ConfigureAwait(false);
+            if (group.Count > 0)
+            {
+                await CommitGroupAsync(batch, group).ConfigureAwait(false);
+            }
             group.Clear();
             batch.Clear();
+        }
+    }
+
+    private async Task RunReadAsync(PendingWrite item)
+    {
+        if (_broken is { } broken)
+        {
+            item.Done.SetException(broken);
+            return;
+        }
+        try
+        {
+            await item.Read!(_database).ConfigureAwait(false);
+            item.Done.SetResult();
+        }
+        catch (Exception e)
+        {
+            item.Done.SetException(e);
         }
     }
 

@@ -178,11 +178,12 @@ internal sealed partial class ContainerHost : IAsyncDisposable
                 return loaded;
             }
             var settings = QueueSettings.FromJson(record.PropertiesJson);
-            var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options) { Resolve = _resolve };
-            var load = await Database.LoadEntityAsync(record.Id, _time.GetUtcNow().ToUnixTimeMilliseconds(), cancellationToken).ConfigureAwait(false);
+            var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options, _options.MessageCacheSizePerEntity) { Resolve = _resolve };
+            // The head only: a deep queue's takeover reads what the cache holds, not the backlog.
+            var load = await Database.LoadEntityHeadAsync(record.Id, _time.GetUtcNow().ToUnixTimeMilliseconds(), _options.MessageCacheSizePerEntity, cancellationToken).ConfigureAwait(false);
             entity.Load(load);
             _entities[record.Id] = entity;
-            LogEntityLoaded(_logger, record.Name, Id, load.Messages.Count);
+            LogEntityLoaded(_logger, record.Name, Id, load.Messages.Count, load.Tails?.Sum(t => t.Count) ?? 0);
             return entity;
         }
         finally
@@ -469,8 +470,8 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         await Database.DisposeAsync().ConfigureAwait(false);
     }
 
-    [LoggerMessage(Level = LogLevel.Information, Message = "Loaded {Entity} from container {ContainerId}: {Count} messages")]
-    private static partial void LogEntityLoaded(ILogger logger, string entity, long containerId, int count);
+    [LoggerMessage(Level = LogLevel.Information, Message = "Loaded {Entity} from container {ContainerId}: {Count} messages in memory, {Stored} more in the database")]
+    private static partial void LogEntityLoaded(ILogger logger, string entity, long containerId, int count, long stored);
 
     [LoggerMessage(Level = LogLevel.Information, Message = "Loaded topic {Entity} from container {ContainerId}: {Subscriptions} subscriptions, {Count} stored messages")]
     private static partial void LogTopicLoaded(ILogger logger, string entity, long containerId, int subscriptions, long count);

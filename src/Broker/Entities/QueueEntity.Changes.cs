@@ -66,8 +66,7 @@ internal sealed partial class QueueEntity
                         message.ReplacePayload(payload);
                     }
                     message.Settling = false;
-                    _deadLetter.Add(message);
-                    _deadLetter.Available.Add(message.SequenceNumber);
+                    AdmitLocked(_deadLetter, message);
                 }
                 _deadLetter.SignalArrived();
                 BrokerMetrics.RecordDeadLettered(Name, reason);

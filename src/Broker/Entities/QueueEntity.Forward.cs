@@ -77,6 +77,7 @@ internal sealed partial class QueueEntity
                 message.Settling = true;
                 taken.Add(message);
             }
+            MaybeRefillLocked(sub);
         }
         Flush(overLimit);
         if (taken.Count == 0)

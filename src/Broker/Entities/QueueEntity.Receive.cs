@@ -90,6 +90,7 @@ internal sealed partial class QueueEntity
                 bytes += ResponseSizeOf(message);
                 result.Add(ToReceived(message, peekLock));
             }
+            MaybeRefillLocked(sub);
         }
         Flush(background);
         if (taken.Count == 0)

@@ -57,7 +57,7 @@ internal sealed partial class QueueEntity
                 return (pending, null, null);
             }
             // Sends accepted but not committed yet count: concurrent sends cannot overshoot the limit together.
-            var held = _main.SizeInBytes + _deadLetter.SizeInBytes + _sendingBytes;
+            var held = TotalBytes + _sendingBytes;
             if (held + total > settings.MaxSizeInMegabytes * 1024 * 1024)
             {
                 throw FarmErrors.QuotaExceeded(
@@ -143,18 +143,19 @@ internal sealed partial class QueueEntity
                     _sendingBytes -= bytes;
                     foreach (var message in stored)
                     {
-                        _main.Add(message);
                         if (message.State == StoredMessageState.Scheduled)
                         {
+                            // Scheduled messages stay in memory whatever the cache holds (not paged yet).
+                            _main.Add(message);
                             _scheduled.Enqueue(message, message.ScheduledAtMs!.Value);
+                            if (message.ExpiresAtMs is { } expires)
+                            {
+                                _timeToLive.Enqueue(message, expires);
+                            }
                         }
                         else
                         {
-                            _main.Available.Add(message.SequenceNumber);
-                        }
-                        if (message.ExpiresAtMs is { } expires)
-                        {
-                            _timeToLive.Enqueue(message, expires);
+                            AdmitLocked(_main, message);
                         }
                     }
                     _inFlightIds.Complete(outcome);

@@ -77,24 +77,21 @@ internal sealed partial class QueueEntity
             {
                 if (message.SubQueue == SubQueue.DeadLetter)
                 {
-                    _deadLetter.Add(message);
-                    _deadLetter.Available.Add(message.SequenceNumber);
-                    deadLetter = true;
+                    deadLetter |= AdmitLocked(_deadLetter, message);
                     continue;
                 }
-                _main.Add(message);
                 if (message.State == StoredMessageState.Scheduled)
                 {
+                    _main.Add(message);
                     _scheduled.Enqueue(message, message.ScheduledAtMs!.Value);
+                    if (message.ExpiresAtMs is { } expires)
+                    {
+                        _timeToLive.Enqueue(message, expires);
+                    }
                 }
                 else
                 {
-                    _main.Available.Add(message.SequenceNumber);
-                    main = true;
-                }
-                if (message.ExpiresAtMs is { } expires)
-                {
-                    _timeToLive.Enqueue(message, expires);
+                    main |= AdmitLocked(_main, message);
                 }
             }
         }

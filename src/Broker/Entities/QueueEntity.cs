@@ -21,8 +21,8 @@ internal sealed partial class QueueEntity : ISendTarget
     private readonly CommitQueue _commits;
     private readonly TimeProvider _time;
     private readonly BrokerOptions _options;
-    private readonly SubQueueState _main = new();
-    private readonly SubQueueState _deadLetter = new();
+    private readonly SubQueueState _main = new(SubQueue.Main);
+    private readonly SubQueueState _deadLetter = new(SubQueue.DeadLetter);
     private readonly Dictionary<Guid, StoredMessage> _locks = [];
     private readonly PriorityQueue<StoredMessage, long> _lockExpiry = new();
     private readonly PriorityQueue<StoredMessage, long> _scheduled = new();
@@ -46,7 +46,8 @@ internal sealed partial class QueueEntity : ISendTarget
     /// </summary>
     public Task<BrokerException> Unloaded => _unloadedSignal.Task;
 
-    public QueueEntity(long id, string name, QueueSettings settings, CommitQueue commits, TimeProvider time, BrokerOptions options)
+    /// <param name="cacheBytes">The message cache's budget per sub-queue: past it, arriving active messages stay in the database until read back (long.MaxValue: all in memory).</param>
+    public QueueEntity(long id, string name, QueueSettings settings, CommitQueue commits, TimeProvider time, BrokerOptions options, long cacheBytes = long.MaxValue)
     {
         Id = id;
         Name = name;
@@ -54,7 +55,28 @@ internal sealed partial class QueueEntity : ISendTarget
         _commits = commits;
         _time = time;
         _options = options;
+        _cacheBytes = cacheBytes;
         _nextSequence = 1;
+    }
+
+    private readonly long _cacheBytes;
+
+    /// <summary>For a subscription: finds the topic's stored copy of a row written without a payload.</summary>
+    private Func<long, byte[]?>? _sharedCopy;
+
+    /// <summary>Bytes of every message the queue holds, in memory or only in the database.</summary>
+    private long TotalBytes => _main.SizeInBytes + _main.StoredBytes + _deadLetter.SizeInBytes + _deadLetter.StoredBytes;
+
+    /// <summary>Messages in memory, for tests of the cache bound.</summary>
+    internal int CachedMessageCount
+    {
+        get
+        {
+            lock (_gate)
+            {
+                return _main.Messages.Count + _deadLetter.Messages.Count;
+            }
+        }
     }
 
     public long Id { get; }
@@ -80,6 +102,15 @@ internal sealed partial class QueueEntity : ISendTarget
         var now = NowMs;
         lock (_gate)
         {
+            _sharedCopy = sharedCopy;
+            foreach (var tail in load.Tails ?? [])
+            {
+                // A paged load: the active messages after the head stay in the database until read back.
+                var sub = SubQueueOf(tail.SubQueue == SubQueue.DeadLetter);
+                sub.Frontier = tail.AfterSequence;
+                sub.StoredCount = tail.Count;
+                sub.StoredBytes = tail.Bytes;
+            }
             _nextSequence = Math.Max(load.NextSequenceNumber, 1);
             foreach (var record in load.Messages)
             {
@@ -229,13 +260,13 @@ internal sealed partial class QueueEntity : ISendTarget
             }
             return new MessageCounts
             {
-                Active = _main.Messages.Count - scheduled - deferred,
+                Active = _main.Messages.Count + _main.StoredCount - scheduled - deferred,
                 Scheduled = scheduled,
                 Deferred = deferred,
-                DeadLetter = _deadLetter.Messages.Count,
+                DeadLetter = _deadLetter.Messages.Count + _deadLetter.StoredCount,
                 Locked = _locks.Count,
-                Total = _main.Messages.Count + _deadLetter.Messages.Count,
-                SizeInBytes = _main.SizeInBytes + _deadLetter.SizeInBytes,
+                Total = _main.Messages.Count + _main.StoredCount + _deadLetter.Messages.Count + _deadLetter.StoredCount,
+                SizeInBytes = TotalBytes,
             };
         }
     }
@@ -301,6 +332,8 @@ internal sealed partial class QueueEntity : ISendTarget
                 ExpireLocked(expiring, writes);
             }
         }
+        MaybeRefillLocked(_main);
+        MaybeRefillLocked(_deadLetter);
         while (_duplicateExpiry.TryPeek(out var id, out var dupExpires) && dupExpires <= now)
         {
             _duplicateExpiry.Dequeue();

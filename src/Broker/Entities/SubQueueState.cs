@@ -1,11 +1,29 @@
+using Farm.ContainerStore.Containers;
+
 namespace Farm.Broker.Entities;
 
 /// <summary>
-/// The messages of one sub-queue (the queue itself, or its dead-letter queue): every committed
-/// message by sequence number, and the ones a receiver may take now. Guarded by the entity lock.
+/// The messages of one sub-queue (the queue itself, or its dead-letter queue) that the broker keeps
+/// in memory, by sequence number, and the ones a receiver may take now. A paged queue keeps only
+/// its head: every active message with a sequence number above <see cref="Frontier"/> is in the
+/// container database only (<see cref="StoredCount"/> of them), and every other message is here.
+/// Guarded by the entity lock.
 /// </summary>
-internal sealed class SubQueueState
+internal sealed class SubQueueState(SubQueue kind)
 {
+    public SubQueue Kind { get; } = kind;
+
+    /// <summary>The highest sequence number read into memory in order; active messages after it are stored only.</summary>
+    public long Frontier { get; set; }
+
+    /// <summary>Active messages only in the database (all above <see cref="Frontier"/>), and their bytes.</summary>
+    public long StoredCount { get; set; }
+
+    public long StoredBytes { get; set; }
+
+    /// <summary>A read-back of stored messages is queued or running.</summary>
+    public bool Refilling { get; set; }
+
     private TaskCompletionSource _arrived = NewSignal();
 
     public Dictionary<long, StoredMessage> Messages { get; } = [];
@@ -16,6 +34,7 @@ internal sealed class SubQueueState
     /// <summary>Active, unlocked, visible messages: what a receive takes next, lowest first.</summary>
     public SortedSet<long> Available { get; } = [];
 
+    /// <summary>Bytes of the messages in memory.</summary>
     public long SizeInBytes { get; set; }
 
     public void Add(StoredMessage message)

@@ -294,7 +294,7 @@ public sealed class MessagingService(BrokerNode node)
     {
         var max = request.MaxMessages < 1 ? 1 : Math.Min(request.MaxMessages, node.Options.MaxMessagesPerReceive);
         var (queue, deadLetter) = await ResolveAsync(request.Entity, cancellationToken).ConfigureAwait(false);
-        return new PeekResponse { Messages = { queue.Peek(deadLetter, request.FromSequenceNumber, max) } };
+        return new PeekResponse { Messages = { await queue.PeekAsync(deadLetter, request.FromSequenceNumber, max).ConfigureAwait(false) } };
     }
 
     public async Task<CancelScheduledResponse> CancelScheduledAsync(CancelScheduledRequest request, CancellationToken cancellationToken)

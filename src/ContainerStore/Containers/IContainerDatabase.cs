@@ -19,6 +19,20 @@ public interface IContainerDatabase : IAsyncDisposable
     /// <summary>Loads an entity's messages (with payloads), its sequence counter and duplicate history.</summary>
     Task<EntityLoad> LoadEntityAsync(long entityId, long nowMs, CancellationToken cancellationToken = default);
 
+    /// <summary>
+    /// Loads what the broker keeps in memory of a queue or subscription: every scheduled and
+    /// deferred message, and per sub-queue its active messages in sequence order up to
+    /// <paramref name="cacheBytes"/> of payload (at least one). The active messages after those are
+    /// only counted (<see cref="EntityLoad.Tails"/>): they stay in the database until read back.
+    /// </summary>
+    Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, CancellationToken cancellationToken = default);
+
+    /// <summary>
+    /// A sub-queue's active messages after <paramref name="afterSequence"/>, in sequence order: at most
+    /// <paramref name="maxRows"/>, and no more once <paramref name="maxBytes"/> of payload are read (at least one).
+    /// </summary>
+    Task<IReadOnlyList<MessageRecord>> ReadActiveAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, CancellationToken cancellationToken = default);
+
     /// <summary>Reads payloads of the given messages (for a cache that dropped them).</summary>
     Task<IReadOnlyDictionary<long, byte[]>> ReadPayloadsAsync(long entityId, IReadOnlyCollection<long> sequenceNumbers, CancellationToken cancellationToken = default);
 

@@ -58,8 +58,13 @@ public readonly record struct MessageKey(long EntityId, long SequenceNumber);
 public sealed record DuplicateRecord(long EntityId, string MessageId, long ExpiresAtMs);
 
 /// <summary>What the broker needs to serve an entity after loading its container.</summary>
+/// <param name="Tails">For a load of the head only: per sub-queue, the active messages left in the database.</param>
 public sealed record EntityLoad(
     long EntityId,
     long NextSequenceNumber,
     IReadOnlyList<MessageRecord> Messages,
-    IReadOnlyList<DuplicateRecord> DuplicateHistory);
+    IReadOnlyList<DuplicateRecord> DuplicateHistory,
+    IReadOnlyList<StoredTail>? Tails = null);
+
+/// <summary>The active messages of a sub-queue after <paramref name="AfterSequence"/>: how many, and their payload bytes.</summary>
+public sealed record StoredTail(SubQueue SubQueue, long AfterSequence, long Count, long Bytes);

@@ -163,6 +163,75 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
             return new EntityLoad(entityId, next ?? 1, OrderBySubQueue(messages), duplicates);
         }, cancellationToken);
 
+    public Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, CancellationToken cancellationToken = default) =>
+        RunAsync("load an entity", async connection =>
+        {
+            // One snapshot for the counter, held messages, heads, tails and history.
+            await using var transaction = await connection.BeginTransactionAsync(IsolationLevel.RepeatableRead, cancellationToken).ConfigureAwait(false);
+            long? next;
+            await using (var command = new NpgsqlCommand(PostgresSql.ContainerDb.ReadNextSequence, connection, transaction) { Parameters = { Parameter(entityId) } })
+            {
+                next = await command.ExecuteScalarAsync(cancellationToken).ConfigureAwait(false) is long value ? value : null;
+            }
+            var messages = await ReadMessagesAsync(
+                new NpgsqlCommand(PostgresSql.ContainerDb.LoadHeldMessages, connection, transaction) { Parameters = { Parameter(entityId) } },
+                int.MaxValue, long.MaxValue, cancellationToken).ConfigureAwait(false);
+            var tails = new List<StoredTail>();
+            foreach (var subQueue in new[] { SubQueue.Main, SubQueue.DeadLetter })
+            {
+                var head = await ReadMessagesAsync(ReadActiveCommand(connection, transaction, entityId, subQueue, 0, int.MaxValue), int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
+                messages.AddRange(head);
+                var after = head.Count > 0 ? head[^1].SequenceNumber : 0;
+                await using var count = new NpgsqlCommand(PostgresSql.ContainerDb.CountActiveAfter, connection, transaction)
+                {
+                    Parameters = { Parameter(entityId), Parameter((int)subQueue), Parameter(after) },
+                };
+                await using var reader = await count.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
+                await reader.ReadAsync(cancellationToken).ConfigureAwait(false);
+                tails.Add(new StoredTail(subQueue, after, reader.GetInt64(0), reader.GetInt64(1)));
+            }
+            var duplicates = new List<DuplicateRecord>();
+            await using (var command = new NpgsqlCommand(PostgresSql.ContainerDb.LoadDuplicates, connection, transaction) { Parameters = { Parameter(entityId), Parameter(nowMs) } })
+            await using (var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false))
+            {
+                while (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
+                {
+                    duplicates.Add(new DuplicateRecord(reader.GetInt64(0), reader.GetString(1), reader.GetInt64(2)));
+                }
+            }
+            await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
+            return new EntityLoad(entityId, next ?? 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails);
+        }, cancellationToken);
+
+    public Task<IReadOnlyList<MessageRecord>> ReadActiveAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<MessageRecord>>("read messages", async connection =>
+            await ReadMessagesAsync(ReadActiveCommand(connection, null, entityId, subQueue, afterSequence, maxRows), maxRows, maxBytes, cancellationToken).ConfigureAwait(false),
+            cancellationToken);
+
+    private static NpgsqlCommand ReadActiveCommand(NpgsqlConnection connection, NpgsqlTransaction? transaction, long entityId, SubQueue subQueue, long after, int limit) =>
+        new(PostgresSql.ContainerDb.ReadActive, connection, transaction)
+        {
+            Parameters = { Parameter(entityId), Parameter((int)subQueue), Parameter(after), Parameter((long)limit) },
+        };
+
+    /// <summary>Rows of <paramref name="command"/> in order, until <paramref name="maxRows"/> or until <paramref name="maxBytes"/> of payload are read (at least one row).</summary>
+    private static async Task<List<MessageRecord>> ReadMessagesAsync(NpgsqlCommand command, int maxRows, long maxBytes, CancellationToken cancellationToken)
+    {
+        await using (command)
+        {
+            var rows = new List<MessageRecord>();
+            await using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
+            var bytes = 0L;
+            while (rows.Count < maxRows && (rows.Count == 0 || bytes < maxBytes) && await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
+            {
+                var row = ReadMessage(reader);
+                bytes += row.PayloadSize;
+                rows.Add(row);
+            }
+            return rows;
+        }
+    }
+
     public Task<IReadOnlyDictionary<long, byte[]>> ReadPayloadsAsync(long entityId, IReadOnlyCollection<long> sequenceNumbers, CancellationToken cancellationToken = default)
     {
         ArgumentNullException.ThrowIfNull(sequenceNumbers);

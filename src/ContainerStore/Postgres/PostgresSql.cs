@@ -264,6 +264,34 @@ internal static class PostgresSql
             ORDER BY sequence_number
             """;
 
+        /// <summary>The scheduled and deferred messages (state 1 and 2), which a paged load keeps in memory whatever their number.</summary>
+        public const string LoadHeldMessages = """
+            SELECT entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
+                   scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
+                   payload, payload_size
+            FROM messages
+            WHERE entity_id = $1 AND sub_queue IN (0, 1) AND state IN (1, 2)
+            ORDER BY sequence_number
+            """;
+
+        /// <summary>A sub-queue's active messages after a sequence number, in order (index messages_by_sub_queue). $1 entity, $2 sub-queue, $3 after, $4 limit.</summary>
+        public const string ReadActive = """
+            SELECT entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
+                   scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
+                   payload, payload_size
+            FROM messages
+            WHERE entity_id = $1 AND sub_queue = $2 AND state = 0 AND sequence_number > $3
+            ORDER BY sequence_number
+            LIMIT $4
+            """;
+
+        /// <summary>How many active messages of a sub-queue follow a sequence number, and their bytes (an index-only scan).</summary>
+        public const string CountActiveAfter = """
+            SELECT COUNT(*), COALESCE(SUM(payload_size), 0)::bigint
+            FROM messages
+            WHERE entity_id = $1 AND sub_queue = $2 AND state = 0 AND sequence_number > $3
+            """;
+
         public const string LoadDuplicates = """
             SELECT entity_id, message_id, expires_at_ms
             FROM duplicates

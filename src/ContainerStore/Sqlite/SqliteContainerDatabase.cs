@@ -93,6 +93,66 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             return new EntityLoad(entityId, next ?? 1, OrderBySubQueue(messages), duplicates.AsList());
         }, cancellationToken);
 
+    public Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, CancellationToken cancellationToken = default) =>
+        ReadAsync(async connection =>
+        {
+            // One read transaction: counter, held messages, heads, tails and history from one snapshot.
+            using var transaction = connection.BeginTransaction(deferred: true);
+            var next = await connection.ExecuteScalarAsync<long?>(new CommandDefinition(
+                SqliteSql.ContainerDb.ReadNextSequence, new { EntityId = entityId }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            var messages = await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.LoadHeldMessages, entityId, null, 0, int.MaxValue, long.MaxValue, cancellationToken).ConfigureAwait(false);
+            var tails = new List<StoredTail>();
+            foreach (var subQueue in new[] { SubQueue.Main, SubQueue.DeadLetter })
+            {
+                var head = await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.ReadActive, entityId, subQueue, 0, int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
+                messages.AddRange(head);
+                var after = head.Count > 0 ? head[^1].SequenceNumber : 0;
+                var (count, bytes) = await connection.QuerySingleAsync<(long, long)>(new CommandDefinition(
+                    SqliteSql.ContainerDb.CountActiveAfter, new { EntityId = entityId, SubQueue = (int)subQueue, After = after }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+                tails.Add(new StoredTail(subQueue, after, count, bytes));
+            }
+
+            var duplicates = await connection.QueryAsync<DuplicateRecord>(new CommandDefinition(
+                SqliteSql.ContainerDb.LoadDuplicates, new { EntityId = entityId, NowMs = nowMs }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            transaction.Commit();
+            return new EntityLoad(entityId, next ?? 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates.AsList(), tails);
+        }, cancellationToken);
+
+    public Task<IReadOnlyList<MessageRecord>> ReadActiveAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, CancellationToken cancellationToken = default) =>
+        ReadAsync<IReadOnlyList<MessageRecord>>(async connection =>
+        {
+            using var transaction = connection.BeginTransaction(deferred: true);
+            var rows = await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.ReadActive, entityId, subQueue, afterSequence, maxRows, maxBytes, cancellationToken).ConfigureAwait(false);
+            transaction.Commit();
+            return rows;
+        }, cancellationToken);
+
+    /// <summary>Rows of <paramref name="sql"/> in order, until <paramref name="maxRows"/> or until <paramref name="maxBytes"/> of payload are read (at least one row).</summary>
+    private static async Task<List<MessageRecord>> ReadMessagesAsync(
+        SqliteConnection connection, SqliteTransaction transaction, string sql, long entityId, SubQueue? subQueue, long after, int maxRows, long maxBytes, CancellationToken cancellationToken)
+    {
+        var rows = new List<MessageRecord>();
+        using var command = connection.CreateCommand();
+        command.Transaction = transaction;
+        command.CommandText = sql;
+        command.Parameters.AddWithValue("@EntityId", entityId);
+        if (subQueue is { } queue)
+        {
+            command.Parameters.AddWithValue("@SubQueue", (int)queue);
+            command.Parameters.AddWithValue("@After", after);
+            command.Parameters.AddWithValue("@Limit", maxRows);
+        }
+        using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
+        var bytes = 0L;
+        while (rows.Count < maxRows && (rows.Count == 0 || bytes < maxBytes) && reader.Read())
+        {
+            var row = SqliteMessageReader.Read(reader);
+            bytes += row.PayloadSize;
+            rows.Add(row);
+        }
+        return rows;
+    }
+
     /// <summary>Rows arrive in sequence order; a stable sort groups them by sub-queue, main first.</summary>
     private static List<MessageRecord> OrderBySubQueue(List<MessageRecord> messages) =>
         messages.TrueForAll(m => m.SubQueue == SubQueue.Main) ? messages : [.. messages.OrderBy(m => m.SubQueue)];

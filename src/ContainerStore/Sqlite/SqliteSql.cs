@@ -208,6 +208,34 @@ internal static class SqliteSql
             ORDER BY sequence_number
             """;
 
+        /// <summary>The scheduled and deferred messages (state 1 and 2), which a paged load keeps in memory whatever their number.</summary>
+        public const string LoadHeldMessages = """
+            SELECT entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
+                   scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
+                   payload, payload_size
+            FROM messages
+            WHERE entity_id = @EntityId AND sub_queue IN (0, 1) AND state IN (1, 2)
+            ORDER BY sequence_number
+            """;
+
+        /// <summary>A sub-queue's active messages after a sequence number, in order (index messages_by_sub_queue).</summary>
+        public const string ReadActive = """
+            SELECT entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
+                   scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
+                   payload, payload_size
+            FROM messages
+            WHERE entity_id = @EntityId AND sub_queue = @SubQueue AND state = 0 AND sequence_number > @After
+            ORDER BY sequence_number
+            LIMIT @Limit
+            """;
+
+        /// <summary>How many active messages of a sub-queue follow a sequence number, and their bytes (from the index alone).</summary>
+        public const string CountActiveAfter = """
+            SELECT COUNT(*), COALESCE(SUM(payload_size), 0)
+            FROM messages
+            WHERE entity_id = @EntityId AND sub_queue = @SubQueue AND state = 0 AND sequence_number > @After
+            """;
+
         public const string LoadDuplicates = """
             SELECT entity_id AS EntityId, message_id AS MessageId, expires_at_ms AS ExpiresAtMs
             FROM duplicates

@@ -480,6 +480,51 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Equal(1, Assert.Single((await reopened.LoadEntityAsync(OtherEntity, 0)).Messages).DeliveryCount);
     }
 
+    /// <summary>
+    /// A paged load reads every scheduled and deferred message, each sub-queue's active head up to
+    /// the byte budget, and only counts the active messages after it; ReadActiveAsync reads them
+    /// back in order after a sequence number, by rows and by bytes.
+    /// </summary>
+    [StoreFact]
+    public async Task LoadEntityHead_ReadsHeldMessagesAndTheHead_CountsTheTail_ReadActiveReadsOn()
+    {
+        var database = await OpenOwnedAsync(1);
+        await CommitAsync(database, 1, b =>
+        {
+            for (var sequence = 1; sequence <= 100; sequence++)
+            {
+                var message = Message(Entity, sequence);
+                b.Inserts.Add(sequence switch
+                {
+                    50 => message with { State = StoredMessageState.Deferred },
+                    90 => message with { State = StoredMessageState.Scheduled, ScheduledAtMs = 9_999 },
+                    > 95 => message with { SubQueue = SubQueue.DeadLetter },
+                    _ => message,
+                });
+            }
+            b.Inserts.Add(Message(OtherEntity, 1));
+        });
+
+        database = await ReopenAsync(database);
+        var load = await database.LoadEntityHeadAsync(Entity, 0, cacheBytes: 10 * 16);
+
+        // Main: 1-10 (ten 16-byte payloads), the deferred 50 and scheduled 90; dead letters: 96-100 (five fit).
+        Assert.Equal([.. Enumerable.Range(1, 10).Select(i => (long)i), 50, 90, 96, 97, 98, 99, 100], load.Messages.Select(m => m.SequenceNumber));
+        var mainTail = Assert.Single(load.Tails!, t => t.SubQueue == SubQueue.Main);
+        Assert.Equal((10L, 93L - 10, (93L - 10) * 16), (mainTail.AfterSequence, mainTail.Count, mainTail.Bytes));
+        var deadLetterTail = Assert.Single(load.Tails!, t => t.SubQueue == SubQueue.DeadLetter);
+        Assert.Equal((100L, 0L, 0L), (deadLetterTail.AfterSequence, deadLetterTail.Count, deadLetterTail.Bytes));
+
+        var next = await database.ReadActiveAsync(Entity, SubQueue.Main, afterSequence: 45, maxRows: 10, maxBytes: long.MaxValue);
+        Assert.Equal([46L, 47, 48, 49, 51, 52, 53, 54, 55, 56], next.Select(m => m.SequenceNumber));
+        Assert.All(next, m => Assert.Equal(16, m.Payload!.Length));
+        var byBytes = await database.ReadActiveAsync(Entity, SubQueue.Main, afterSequence: 85, maxRows: 100, maxBytes: 3 * 16);
+        Assert.Equal([86L, 87, 88], byBytes.Select(m => m.SequenceNumber));
+        Assert.Equal([89L, 91, 92, 93, 94, 95], (await database.ReadActiveAsync(Entity, SubQueue.Main, 88, 100, long.MaxValue)).Select(m => m.SequenceNumber));
+        Assert.Single(await database.ReadActiveAsync(Entity, SubQueue.Main, 0, 100, maxBytes: 1));
+        Assert.Empty(await database.ReadActiveAsync(Entity, SubQueue.DeadLetter, 100, 100, long.MaxValue));
+    }
+
     /// <summary>Opens the test's database (the same one every time within a test).</summary>
     protected async Task<IContainerDatabase> OpenAsync()
     {

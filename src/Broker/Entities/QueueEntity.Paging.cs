@@ -1,0 +1,177 @@
+using Farm.ContainerStore.Containers;
+using Farm.Contracts.V1;
+
+namespace Farm.Broker.Entities;
+
+// The message cache of a paged queue (issue "Bounded memory"). Memory holds the head of each
+// sub-queue (the queue and its dead-letter queue each) up to the cache budget, plus every locked, scheduled and deferred message; an active
+// message arriving past the budget stays in the container database only. As receivers drain the
+// head, the next messages are read back in sequence order, in batches, between two commits of the
+// container (CommitQueue.ReadAsync), so what is read and what commits change in memory never cross.
+internal sealed partial class QueueEntity
+{
+    /// <summary>
+    /// Puts an active message that just became durable in its sub-queue: in memory when it fits the
+    /// cache and nothing after the frontier is stored only, otherwise left in the database (counted)
+    /// to be read back in order. Returns whether it is in memory.
+    /// </summary>
+    private bool AdmitLocked(SubQueueState sub, StoredMessage message)
+    {
+        if (message.SequenceNumber > sub.Frontier && (sub.StoredCount > 0 || sub.SizeInBytes + message.PayloadSize > _cacheBytes))
+        {
+            sub.StoredCount++;
+            sub.StoredBytes += message.PayloadSize;
+            return false;
+        }
+        sub.Add(message);
+        sub.Available.Add(message.SequenceNumber);
+        if (sub.StoredCount == 0)
+        {
+            sub.Frontier = Math.Max(sub.Frontier, message.SequenceNumber);
+        }
+        if (message.ExpiresAtMs is { } expires && sub.Kind == SubQueue.Main)
+        {
+            _timeToLive.Enqueue(message, expires);
+        }
+        return true;
+    }
+
+    /// <summary>Starts reading stored messages back once the cache is down to half its budget.</summary>
+    private void MaybeRefillLocked(SubQueueState sub)
+    {
+        if (sub.StoredCount <= 0 || sub.Refilling || _unloaded is not null || sub.SizeInBytes > _cacheBytes / 2)
+        {
+            return;
+        }
+        sub.Refilling = true;
+        _ = RefillAsync(sub);
+    }
+
+    private async Task RefillAsync(SubQueueState sub)
+    {
+        var arrived = false;
+        try
+        {
+            await _commits.ReadAsync(async database =>
+            {
+                long after, room;
+                lock (_gate)
+                {
+                    after = sub.Frontier;
+                    room = Math.Max(_cacheBytes - sub.SizeInBytes, 1);
+                }
+                var rows = await database.ReadActiveAsync(Id, sub.Kind, after, _options.MaxMessagesPerRefill, room).ConfigureAwait(false);
+                arrived = ApplyRefill(sub, rows);
+            }).ConfigureAwait(false);
+        }
+        catch (Exception)
+        {
+            // The database is unreachable or the container closed: the next receive or sweep tries again.
+        }
+        finally
+        {
+            lock (_gate)
+            {
+                sub.Refilling = false;
+            }
+        }
+        if (arrived)
+        {
+            sub.SignalArrived();
+        }
+    }
+
+    /// <summary>Takes read-back rows into memory (they follow the frontier, in order). Returns whether any became available.</summary>
+    private bool ApplyRefill(SubQueueState sub, IReadOnlyList<MessageRecord> rows)
+    {
+        // A read-back message that expired while it waited in the database expires when taken (TryTakeAsync).
+        var arrived = false;
+        lock (_gate)
+        {
+            if (_unloaded is not null)
+            {
+                return false;
+            }
+            foreach (var row in rows)
+            {
+                sub.Frontier = Math.Max(sub.Frontier, row.SequenceNumber);
+                if (sub.Messages.ContainsKey(row.SequenceNumber))
+                {
+                    // Already in memory (a scheduled message that came due and was written back as active): never counted as stored.
+                    continue;
+                }
+                sub.StoredCount--;
+                sub.StoredBytes -= row.PayloadSize;
+                var payload = row.Payload ?? _sharedCopy?.Invoke(row.SequenceNumber);
+                if (payload is null)
+                {
+                    continue;
+                }
+                var message = StoredMessage.FromRecord(row, payload);
+                sub.Add(message);
+                sub.Available.Add(message.SequenceNumber);
+                if (message.ExpiresAtMs is { } expires && sub.Kind == SubQueue.Main)
+                {
+                    _timeToLive.Enqueue(message, expires);
+                }
+                arrived = true;
+            }
+            if (rows.Count == 0 && sub.StoredCount != 0)
+            {
+                // Read between two commits, nothing follows the frontier: the count drifted; the database is right.
+                sub.StoredCount = 0;
+                sub.StoredBytes = 0;
+            }
+        }
+        return arrived;
+    }
+
+    /// <summary>
+    /// Browses from a sequence number on: the messages in memory, then the stored ones after the
+    /// frontier, merged in sequence order.
+    /// </summary>
+    public async Task<IReadOnlyList<ReceivedMessage>> PeekAsync(bool deadLetter, long fromSequenceNumber, int maxMessages)
+    {
+        var sub = SubQueueOf(deadLetter);
+        var cached = Peek(deadLetter, fromSequenceNumber, maxMessages);
+        long frontier;
+        lock (_gate)
+        {
+            if (sub.StoredCount <= 0)
+            {
+                return cached;
+            }
+            frontier = sub.Frontier;
+        }
+        if (cached.Count >= maxMessages && cached[^1].SequenceNumber <= frontier)
+        {
+            return cached;
+        }
+        var rows = await _commits.Database.ReadActiveAsync(Id, sub.Kind, Math.Max(fromSequenceNumber - 1, frontier), maxMessages, _options.MaxReceiveResponseBytes).ConfigureAwait(false);
+        var merged = new SortedDictionary<long, ReceivedMessage>();
+        foreach (var message in cached)
+        {
+            merged[message.SequenceNumber] = message;
+        }
+        foreach (var row in rows)
+        {
+            if (!merged.ContainsKey(row.SequenceNumber) && (row.Payload ?? _sharedCopy?.Invoke(row.SequenceNumber)) is { } payload)
+            {
+                merged[row.SequenceNumber] = ToReceived(StoredMessage.FromRecord(row, payload), withLock: false);
+            }
+        }
+        var result = new List<ReceivedMessage>();
+        var bytes = 0L;
+        foreach (var message in merged.Values)
+        {
+            var size = message.Message.CalculateSize() + 256L;
+            if (result.Count >= maxMessages || (result.Count > 0 && bytes + size > _options.MaxReceiveResponseBytes))
+            {
+                break;
+            }
+            bytes += size;
+            result.Add(message);
+        }
+        return result;
+    }
+}

@@ -1,0 +1,162 @@
+using Farm.Testing;
+using Farm.Broker.Entities;
+using Farm.Contracts.V1;
+using Google.Protobuf;
+
+namespace Farm.Broker.Tests;
+
+/// <summary>
+/// A queue whose message cache holds a few messages while thousands are queued (issue "Bounded
+/// memory"): the rest stay in the container database and are read back in order as the head
+/// drains. Every message is delivered exactly once in sequence order through the paths that touch
+/// the cache: peek-lock and complete, abandon, lock expiry, defer, TTL with dead-lettering, the
+/// dead-letter queue, peek, a crash in the middle.
+/// </summary>
+public sealed class DeepQueueTests : IAsyncLifetime
+{
+    private const int BodyBytes = 100;
+    private const int Queued = 2000;
+    private BrokerHarness _farm = null!;
+
+    public async Task InitializeAsync()
+    {
+        _farm = await BrokerHarness.StartAsync();
+        // About five messages' worth.
+        _farm.Options.MessageCacheSizePerEntity = 5 * (BodyBytes + 40);
+        _farm.Options.MaxMessagesPerRefill = 7;
+    }
+
+    public async Task DisposeAsync() => await _farm.DisposeAsync();
+
+    /// <summary>The cache's bound, with room for what a receive holds locked and what arrives above the frontier while it is read back.</summary>
+    private const int MostCached = 5 + 20 + 7;
+
+    private static Message Numbered(int i) => new()
+    {
+        MessageId = $"m-{i}",
+        Body = ByteString.CopyFromUtf8(i.ToString("D6", System.Globalization.CultureInfo.InvariantCulture).PadRight(BodyBytes, '.')),
+    };
+
+    private static int NumberOf(ReceivedMessage m) => int.Parse(m.Message.Body.ToStringUtf8()[..6], System.Globalization.CultureInfo.InvariantCulture);
+
+    private async Task<QueueEntity> FillAsync(QueueSettings? settings = null, int count = Queued)
+    {
+        var queue = await _farm.CreateQueueAsync("deep", settings);
+        for (var i = 0; i < count; i += 100)
+        {
+            await queue.SendAsync([.. Enumerable.Range(i + 1, Math.Min(100, count - i)).Select(Numbered)]);
+            Assert.InRange(queue.CachedMessageCount, 0, MostCached);
+        }
+        return queue;
+    }
+
+    /// <summary>One receive that waits (on arrivals, not the fake clock) until a read-back brings messages.</summary>
+    private static async Task<IReadOnlyList<ReceivedMessage>> ReceiveAsync(QueueEntity queue, int max, bool deadLetter = false)
+    {
+        using var deadline = new CancellationTokenSource(TimeSpan.FromSeconds(30));
+        return await queue.ReceiveAsync(deadLetter, ReceiveMode.PeekLock, max, TimeSpan.FromMinutes(10), deadline.Token);
+    }
+
+    private static Task CompleteAsync(QueueEntity queue, IEnumerable<ReceivedMessage> messages, bool deadLetter = false) =>
+        queue.SettleAsync(deadLetter, [.. messages.Select(m => new Settlement { LockToken = m.LockToken, Disposition = Disposition.Complete })]);
+
+    /// <summary>Receives and completes until <paramref name="count"/> messages came; returns their numbers in delivery order.</summary>
+    private static async Task<List<int>> DrainAsync(QueueEntity queue, int count, bool deadLetter = false)
+    {
+        var numbers = new List<int>();
+        while (numbers.Count < count)
+        {
+            var batch = await ReceiveAsync(queue, 20, deadLetter);
+            numbers.AddRange(batch.Select(NumberOf));
+            await CompleteAsync(queue, batch, deadLetter);
+            Assert.InRange(queue.CachedMessageCount, 0, MostCached);
+        }
+        return numbers;
+    }
+
+    [Fact]
+    public async Task DeepQueue_KeepsAFewInMemory_CountsAll_AndDeliversEachOnceInOrder()
+    {
+        var queue = await FillAsync();
+
+        var counts = queue.GetCounts();
+        Assert.Equal(Queued, counts.Active);
+        Assert.Equal(Queued, counts.Total);
+        Assert.True(counts.SizeInBytes > Queued * BodyBytes, $"{counts.SizeInBytes} bytes counted");
+
+        Assert.Equal(Enumerable.Range(1, Queued), await DrainAsync(queue, Queued));
+        Assert.Equal(0, queue.GetCounts().Total);
+        Assert.Equal(0, queue.GetCounts().SizeInBytes);
+    }
+
+    [Fact]
+    public async Task DeepQueue_AfterACrash_LoadsOnlyTheHead_AndDeliversTheRestOnceInOrder()
+    {
+        var queue = await FillAsync();
+        var first = await DrainAsync(queue, 700);
+        var locked = await ReceiveAsync(queue, 3); // held when the node dies: delivered again
+
+        await _farm.RestartAsync(crash: true);
+        queue = await _farm.QueueAsync("deep");
+
+        Assert.InRange(queue.CachedMessageCount, 0, MostCached);
+        Assert.Equal(Queued - first.Count, queue.GetCounts().Active);
+        var rest = await DrainAsync(queue, Queued - first.Count);
+        Assert.Equal(Enumerable.Range(1, Queued), first.Concat(rest));
+        Assert.Equal(locked.Select(NumberOf), rest.Take(3));
+    }
+
+    [Fact]
+    public async Task DeepQueue_AbandonLockExpiryAndDefer_LoseNothing_AndKeepTheOrder()
+    {
+        var queue = await FillAsync(new QueueSettings { LockDuration = TimeSpan.FromSeconds(30) });
+        var three = await ReceiveAsync(queue, 3);
+        Assert.Equal([1, 2, 3], three.Select(NumberOf));
+
+        await queue.SettleAsync(false, [new Settlement { LockToken = three[0].LockToken, Disposition = Disposition.Abandon }]);
+        await queue.SettleAsync(false, [new Settlement { LockToken = three[1].LockToken, Disposition = Disposition.Defer }]);
+        _farm.Time.Advance(TimeSpan.FromSeconds(31)); // the third's lock expires
+        queue.Sweep();
+
+        var again = await ReceiveAsync(queue, 2);
+        Assert.Equal([1, 3], again.Select(NumberOf));
+        Assert.All(again, m => Assert.Equal(2, m.DeliveryCount));
+        await CompleteAsync(queue, again);
+
+        var deferred = Assert.Single(await queue.ReceiveDeferredAsync([three[1].SequenceNumber], ReceiveMode.PeekLock));
+        Assert.Equal(2, NumberOf(deferred));
+        await CompleteAsync(queue, [deferred]);
+
+        Assert.Equal(Enumerable.Range(4, Queued - 3), await DrainAsync(queue, Queued - 3));
+    }
+
+    [Fact]
+    public async Task DeepQueue_Peek_WalksPastTheCache_InOrder_WithoutTakingAnything()
+    {
+        var queue = await FillAsync();
+
+        Assert.Equal(Enumerable.Range(1, 100), (await queue.PeekAsync(false, 1, 100)).Select(NumberOf));
+        Assert.Equal(Enumerable.Range(1500, 100), (await queue.PeekAsync(false, 1500, 100)).Select(NumberOf));
+        Assert.Equal(Enumerable.Range(1991, 10), (await queue.PeekAsync(false, 1991, 100)).Select(NumberOf));
+        Assert.Equal(Queued, queue.GetCounts().Active);
+        Assert.InRange(queue.CachedMessageCount, 0, MostCached);
+    }
+
+    [Fact]
+    public async Task DeepQueue_ExpiringInTheDatabase_AreDeadLetteredWhenReadBack_AndTheDeadLetterQueuePagesToo()
+    {
+        var queue = await FillAsync(new QueueSettings { DefaultMessageTimeToLive = TimeSpan.FromMinutes(1), DeadLetteringOnMessageExpiration = true }, count: 500);
+        _farm.Time.Advance(TimeSpan.FromMinutes(2));
+
+        await Eventually.UntilAsync(async () =>
+        {
+            // Each receive finds only expired messages (dead-lettered as taken) and starts the next read-back.
+            Assert.Empty(await queue.ReceiveAsync(false, ReceiveMode.PeekLock, 20, TimeSpan.Zero, CancellationToken.None));
+            return queue.GetCounts().DeadLetter == 500;
+        }, TimeSpan.FromSeconds(30), "every message dead-lettered");
+
+        Assert.Equal(0, queue.GetCounts().Active);
+        Assert.InRange(queue.CachedMessageCount, 0, MostCached);
+        Assert.Equal(Enumerable.Range(1, 500), await DrainAsync(queue, 500, deadLetter: true));
+    }
+}
