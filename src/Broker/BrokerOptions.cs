@@ -15,6 +15,13 @@ public sealed class BrokerOptions
     /// <summary>Most operations one group commit carries.</summary>
     public int MaxOperationsPerCommit { get; set; } = 4096;
 
+    /// <summary>
+    /// Most message bytes of sends waiting for a container's commit: past it, sends to that
+    /// container get SERVICE_BUSY (a transient error the SDK retries) instead of queueing more in
+    /// memory. 64 MiB is over a second of the single-queue peak rate.
+    /// </summary>
+    public long MaxWaitingCommitBytes { get; set; } = 64L * 1024 * 1024;
+
     /// <summary>Most messages handed out by one receive call or stream push.</summary>
     public int MaxMessagesPerReceive { get; set; } = 256;
 

@@ -37,7 +37,7 @@ builder.WebHost.ConfigureKestrel(kestrel =>
 builder.Services.AddSingleton(options);
 builder.Services.AddSingleton(listeners);
 builder.Services.AddSingleton(options.Node);
-builder.Services.AddSingleton(new BrokerOptions());
+builder.Services.AddSingleton(options.Broker);
 builder.Services.AddSingleton(TimeProvider.System);
 builder.Services.AddSingleton<IStoreProvider>(options.Node.Store switch
 {

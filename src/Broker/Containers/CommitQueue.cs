@@ -20,7 +20,8 @@ internal sealed partial class CommitQueue : IAsyncDisposable
         Action? OnCommitted,
         Action<Exception>? OnFailed,
         TaskCompletionSource Done,
-        Func<IContainerDatabase, Task>? Read = null);
+        Func<IContainerDatabase, Task>? Read = null,
+        long Bytes = 0);
 
     private readonly Channel<PendingWrite> _pending = Channel.CreateUnbounded<PendingWrite>(new UnboundedChannelOptions { SingleReader = true });
     private readonly IContainerDatabase _database;
@@ -53,6 +54,14 @@ internal sealed partial class CommitQueue : IAsyncDisposable
 
     public long Epoch => Volatile.Read(ref _epoch);
 
+    /// <summary>
+    /// Message bytes of sends queued here and not committed yet. Sends stop being accepted
+    /// (SERVICE_BUSY) while it is over the limit, so a container the disk cannot keep up with does
+    /// not hold ever more messages in memory.
+    /// </summary>
+    public long WaitingBytes => Interlocked.Read(ref _waitingBytes);
+    private long _waitingBytes;
+
     /// <summary>The container database, for reads that need not wait for the commit loop (a peek past the cache).</summary>
     public IContainerDatabase Database => _database;
 
@@ -64,11 +73,14 @@ internal sealed partial class CommitQueue : IAsyncDisposable
     /// Queues a write; completes once it is durable (after <paramref name="onCommitted"/> ran), or
     /// fails with a BrokerException (STALE_EPOCH / STORE_UNAVAILABLE) after <paramref name="onFailed"/> ran.
     /// </summary>
-    public Task CommitAsync(Action<ContainerWriteBatch> write, Action? onCommitted = null, Action<Exception>? onFailed = null)
+    /// <param name="bytes">The message bytes the write carries (a send's payloads): counted in <see cref="WaitingBytes"/> until it commits or fails.</param>
+    public Task CommitAsync(Action<ContainerWriteBatch> write, Action? onCommitted = null, Action<Exception>? onFailed = null, long bytes = 0)
     {
         var done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
-        if (!_pending.Writer.TryWrite(new PendingWrite(write, onCommitted, onFailed, done)))
+        Interlocked.Add(ref _waitingBytes, bytes);
+        if (!_pending.Writer.TryWrite(new PendingWrite(write, onCommitted, onFailed, done, Bytes: bytes)))
         {
+            Interlocked.Add(ref _waitingBytes, -bytes);
             var error = FarmErrors.StoreUnavailable($"Container {_containerId} is closed on this broker.");
             onFailed?.Invoke(error);
             done.SetException(error);
@@ -184,6 +196,7 @@ internal sealed partial class CommitQueue : IAsyncDisposable
 
         foreach (var item in group)
         {
+            Interlocked.Add(ref _waitingBytes, -item.Bytes);
             if (failure is null)
             {
                 RunSafely(item.OnCommitted);

@@ -56,6 +56,11 @@ internal sealed partial class QueueEntity
             {
                 return (pending, null, null);
             }
+            if (_commits.WaitingBytes + total > _options.MaxWaitingCommitBytes)
+            {
+                throw FarmErrors.Busy(
+                    $"The container of '{Name}' has {_commits.WaitingBytes} bytes of sends waiting to be written (the limit is {_options.MaxWaitingCommitBytes}); nothing was stored, try again.");
+            }
             // Sends accepted but not committed yet count: concurrent sends cannot overshoot the limit together.
             var held = TotalBytes + _sendingBytes;
             if (held + total > settings.MaxSizeInMegabytes * 1024 * 1024)
@@ -180,7 +185,8 @@ internal sealed partial class QueueEntity
                     }
                     _inFlightIds.Complete(outcome);
                 }
-            });
+            },
+            bytes);
     }
 
     /// <summary>Removes scheduled messages that are not visible yet.</summary>

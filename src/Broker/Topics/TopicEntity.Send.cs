@@ -95,6 +95,11 @@ internal sealed partial class TopicEntity
         IReadOnlyList<Message> messages, byte[][] payloads, long total, TopicSettings settings, long now, long[] results, List<DuplicateRecord> duplicates)
     {
         ThrowIfNotServing();
+        if (_commits.WaitingBytes + total > _options.MaxWaitingCommitBytes)
+        {
+            throw FarmErrors.Busy(
+                $"The container of '{Name}' has {_commits.WaitingBytes} bytes of sends waiting to be written (the limit is {_options.MaxWaitingCommitBytes}); nothing was stored, try again.");
+        }
         // Sends accepted but not committed yet count: concurrent sends cannot overshoot the limit together.
         var (_, stored) = GetCounts();
         var held = stored + _sendingBytes;
@@ -324,7 +329,8 @@ internal sealed partial class TopicEntity
                     }
                     _inFlightIds.Complete(outcome);
                 }
-            });
+            },
+            reserved);
     }
 
     private void DropRows(long subscriptionId, List<StoredMessage> deliveries)

@@ -60,6 +60,9 @@ public sealed record FarmStateRecord
     /// </summary>
     public string? FarmConnection { get; init; }
 
+    /// <summary>The farm's MessageCacheSizePerEntity in MB (farm up --message-cache-size-per-entity), given to every node; null: the nodes' default.</summary>
+    public int? MessageCacheSizePerEntityMb { get; init; }
+
     /// <summary>The store every node of this farm runs with.</summary>
     [JsonIgnore]
     public NodeStore NodeStore => NodeStore.FromRecord(Store, FarmConnection);

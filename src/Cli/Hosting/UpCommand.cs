@@ -19,6 +19,9 @@ public static class UpCommand
     /// <summary>How long the nodes get to start serving.</summary>
     public static readonly TimeSpan StartTimeout = TimeSpan.FromSeconds(60);
 
+    /// <summary>The largest --message-cache-size-per-entity, in MB (the node refuses more).</summary>
+    public const int MaxMessageCacheMb = 65536;
+
     /// <summary>At most this many nodes: ports P..P+8, and node ids stay one digit.</summary>
     public const int MaxNodes = 9;
 
@@ -58,6 +61,12 @@ public static class UpCommand
             HelpName = "CONNECTION_STRING",
         };
 
+        var messageCache = new Option<int?>("--message-cache-size-per-entity")
+        {
+            Description = "MB of messages each queue keeps in memory (its head; the rest of a deeper queue stays in its database until read back), for every node of the farm; default 8",
+            HelpName = "MB",
+        };
+
         var command = new Command("up", "Stand up a farm on the data directory and print its connection string")
         {
             nodes,
@@ -66,6 +75,7 @@ public static class UpCommand
             detach,
             store,
             farmConnection,
+            messageCache,
         };
         command.SetAction((parseResult, cancellationToken) => RunAsync(
             new FarmDataDirectory(CliContext.ResolveDataDirectory(parseResult)),
@@ -73,6 +83,7 @@ public static class UpCommand
             new NodePorts(parseResult.GetValue(port), parseResult.GetValue(metricsPort)),
             parseResult.GetValue(detach),
             NodeStore.FromOptions(parseResult.GetValue(store), parseResult.GetValue(farmConnection)),
+            parseResult.GetValue(messageCache),
             cancellationToken));
         return command;
     }
@@ -82,8 +93,13 @@ public static class UpCommand
 
     private readonly record struct NodePorts(int Grpc, int Metrics);
 
-    private static async Task<int> RunAsync(FarmDataDirectory data, int nodeCount, NodePorts ports, bool detach, NodeStore store, CancellationToken cancellationToken)
+    private static async Task<int> RunAsync(FarmDataDirectory data, int nodeCount, NodePorts ports, bool detach, NodeStore store, int? messageCacheMb, CancellationToken cancellationToken)
     {
+        if (messageCacheMb is < 1 or > MaxMessageCacheMb)
+        {
+            throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"--message-cache-size-per-entity must be from 1 to {MaxMessageCacheMb} MB, not {messageCacheMb}."));
+        }
+
         var port = ports.Grpc;
         if (nodeCount is < 1 or > MaxNodes)
         {
@@ -135,6 +151,7 @@ public static class UpCommand
             Detached = detach,
             Store = store.Name,
             FarmConnection = store.FarmConnection,
+            MessageCacheSizePerEntityMb = messageCacheMb,
         };
         try
         {
@@ -143,8 +160,8 @@ public static class UpCommand
                 var nodePort = nodePorts[nodeId - 1];
                 var nodeMetricsPort = MetricsPortOf(ports, nodeId);
                 var node = detach
-                    ? NodeLauncher.StartDetached(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort)
-                    : NodeLauncher.StartForeground(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort);
+                    ? NodeLauncher.StartDetached(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort, messageCacheMb)
+                    : NodeLauncher.StartForeground(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort, messageCacheMb);
                 launched.Add(node);
                 // Recorded at once: a 'farm up' interrupted from here on leaves nodes that
                 // 'farm down' finds and a second 'farm up' refuses to start over.

@@ -1,4 +1,5 @@
 using System.Globalization;
+using Farm.Broker;
 using Farm.Broker.Node;
 using Farm.Gateway.Routing;
 
@@ -7,10 +8,10 @@ namespace Farm.Gateway.Hosting;
 /// <summary>
 /// The node host's command line: <c>--node-id N --data DIR --port P [--host 127.0.0.1]
 /// [--store sqlite|postgres] [--farm-connection CS] [--forward-timeout SECONDS]
-/// [--metrics-port P]</c>. The `farm` CLI
+/// [--metrics-port P] [--message-cache-size-per-entity MB]</c>. The `farm` CLI
 /// starts nodes this way.
 /// </summary>
-internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, int MetricsPort, ForwardingOptions Forwarding)
+internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, int MetricsPort, ForwardingOptions Forwarding, BrokerOptions Broker)
 {
     public const string Sqlite = "sqlite";
     public const string Postgres = "postgres";
@@ -28,6 +29,11 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, 
             Store = (configuration["store"] ?? Sqlite).Trim().ToLowerInvariant(),
             FarmConnectionString = configuration["farm-connection"],
         };
+        var broker = new BrokerOptions();
+        if (configuration["message-cache-size-per-entity"] is { } cacheMb)
+        {
+            broker.MessageCacheSizePerEntity = ParseLong(cacheMb, "--message-cache-size-per-entity (MB)", min: 1, max: 65536) * 1024 * 1024;
+        }
         var forwarding = new ForwardingOptions();
         if (configuration["forward-timeout"] is { } forwardTimeout)
         {
@@ -47,7 +53,7 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, 
             throw new ArgumentException(
                 "--store postgres needs --farm-connection with the farm database's Npgsql connection string (Host=...;Database=...;Username=...;Password=...).");
         }
-        return new NodeHostOptions(node, configuration["host"] ?? "127.0.0.1", port, metricsPort, forwarding);
+        return new NodeHostOptions(node, configuration["host"] ?? "127.0.0.1", port, metricsPort, forwarding, broker);
     }
 
     /// <summary>A positive number of seconds, e.g. 5 or 2.5.</summary>
