@@ -5,15 +5,12 @@ namespace Farm.Client;
 /// <see cref="QueueSettings"/>, the object remembers which properties were assigned: a create or
 /// update sends only those.
 /// </summary>
-public abstract class TopicSettings : ISendTargetSettings, IAssignedProperties
+public abstract class TopicSettings : EntitySettings, ISendTargetSettings
 {
-    private readonly AssignedProperties _assigned = new();
-    private TimeSpan _defaultMessageTimeToLive = TimeSpan.MaxValue;
     private bool _requiresDuplicateDetection;
     private TimeSpan _duplicateDetectionHistoryTimeWindow = QueueSettings.DefaultDuplicateDetectionHistoryTimeWindow;
     private long _maxSizeInMegabytes = QueueSettings.DefaultMaxSizeInMegabytes;
     private bool _supportOrdering;
-    private bool _enableBatchedOperations = true;
 
     private protected TopicSettings(string name)
     {
@@ -23,31 +20,24 @@ public abstract class TopicSettings : ISendTargetSettings, IAssignedProperties
 
     public string Name { get; }
 
-    /// <summary>TimeSpan.MaxValue (the default): messages never expire. Subscriptions may set a shorter one.</summary>
-    public TimeSpan DefaultMessageTimeToLive
-    {
-        get => _defaultMessageTimeToLive;
-        set => _assigned.Set(ref _defaultMessageTimeToLive, AssignedProperties.Positive(value));
-    }
-
     public bool RequiresDuplicateDetection
     {
         get => _requiresDuplicateDetection;
-        set => _assigned.Set(ref _requiresDuplicateDetection, value);
+        set => Assigned.Set(ref _requiresDuplicateDetection, value);
     }
 
     /// <summary>Default 10 minutes.</summary>
     public TimeSpan DuplicateDetectionHistoryTimeWindow
     {
         get => _duplicateDetectionHistoryTimeWindow;
-        set => _assigned.Set(ref _duplicateDetectionHistoryTimeWindow, AssignedProperties.Positive(value));
+        set => Assigned.Set(ref _duplicateDetectionHistoryTimeWindow, AssignedProperties.Positive(value));
     }
 
     /// <summary>Limits the messages the topic stores (once for all its subscriptions). Default 1024.</summary>
     public long MaxSizeInMegabytes
     {
         get => _maxSizeInMegabytes;
-        set => _assigned.Set(ref _maxSizeInMegabytes, AssignedProperties.AtLeastOne(value));
+        set => Assigned.Set(ref _maxSizeInMegabytes, AssignedProperties.AtLeastOne(value));
     }
 
     /// <summary>
@@ -58,26 +48,14 @@ public abstract class TopicSettings : ISendTargetSettings, IAssignedProperties
     public bool SupportOrdering
     {
         get => _supportOrdering;
-        set => _assigned.Set(ref _supportOrdering, value);
+        set => Assigned.Set(ref _supportOrdering, value);
     }
-
-    public bool EnableBatchedOperations
-    {
-        get => _enableBatchedOperations;
-        set => _assigned.Set(ref _enableBatchedOperations, value);
-    }
-
-    internal bool IsAssigned(string property) => _assigned.Contains(property);
-
-    bool IAssignedProperties.IsAssigned(string property) => IsAssigned(property);
-
-    internal int AssignedCount => _assigned.Count;
 
     /// <summary>Loads server values without marking them assigned.</summary>
     internal void Load(Contracts.V1.TopicProperties? proto)
     {
         TopicMapper.Load(this, proto);
-        _assigned.Clear();
+        Assigned.Clear();
     }
 }
 
