@@ -27,8 +27,7 @@ internal sealed partial class QueueEntity : ISendTarget
     private readonly PriorityQueue<StoredMessage, long> _lockExpiry = new();
     private readonly PriorityQueue<StoredMessage, long> _scheduled = new();
     private readonly PriorityQueue<StoredMessage, long> _timeToLive = new();
-    private readonly Dictionary<string, long> _duplicates = new(StringComparer.Ordinal);
-    private readonly PriorityQueue<string, long> _duplicateExpiry = new();
+    private readonly DuplicateHistory _duplicates = new();
     private readonly InFlightIds _inFlightIds = new();
     private long _nextSequence;
 
@@ -142,11 +141,7 @@ internal sealed partial class QueueEntity : ISendTarget
                     _timeToLive.Enqueue(message, expires);
                 }
             }
-            foreach (var duplicate in load.DuplicateHistory)
-            {
-                _duplicates[duplicate.MessageId] = duplicate.ExpiresAtMs;
-                _duplicateExpiry.Enqueue(duplicate.MessageId, duplicate.ExpiresAtMs);
-            }
+            _duplicates.Load(load.DuplicateHistory);
         }
     }
 
@@ -334,14 +329,7 @@ internal sealed partial class QueueEntity : ISendTarget
         }
         MaybeRefillLocked(_main);
         MaybeRefillLocked(_deadLetter);
-        while (_duplicateExpiry.TryPeek(out var id, out var dupExpires) && dupExpires <= now)
-        {
-            _duplicateExpiry.Dequeue();
-            if (_duplicates.TryGetValue(id, out var current) && current <= now)
-            {
-                _duplicates.Remove(id);
-            }
-        }
+        _duplicates.Prune(now);
         return arrived;
     }
 

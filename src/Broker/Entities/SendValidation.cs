@@ -29,4 +29,24 @@ internal static class SendValidation
         }
         return payloads;
     }
+
+    /// <summary>
+    /// Refuses a send of <paramref name="total"/> bytes, storing nothing, when its container already
+    /// has more sends waiting for the disk than allowed (SERVICE_BUSY, transient), or when the entity
+    /// holding <paramref name="held"/> bytes (with its sends in flight) would pass MaxSizeInMegabytes
+    /// (QUOTA_EXCEEDED).
+    /// </summary>
+    public static void EnsureRoom(string kind, string name, long held, long total, long maxSizeInMegabytes, Containers.CommitQueue commits, BrokerOptions options)
+    {
+        if (commits.WaitingBytes + total > options.MaxWaitingCommitBytes)
+        {
+            throw FarmErrors.Busy(
+                $"The container of '{name}' has {commits.WaitingBytes} bytes of sends waiting to be written (the limit is {options.MaxWaitingCommitBytes}); nothing was stored, try again.");
+        }
+        if (held + total > maxSizeInMegabytes * 1024 * 1024)
+        {
+            throw FarmErrors.QuotaExceeded(
+                $"The {kind} '{name}' is full: it holds {held} bytes (with sends in flight), this send adds {total}, and its MaxSizeInMegabytes is {maxSizeInMegabytes}. Nothing was stored.");
+        }
+    }
 }

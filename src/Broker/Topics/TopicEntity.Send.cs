@@ -95,19 +95,9 @@ internal sealed partial class TopicEntity
         IReadOnlyList<Message> messages, byte[][] payloads, long total, TopicSettings settings, long now, long[] results, List<DuplicateRecord> duplicates)
     {
         ThrowIfNotServing();
-        if (_commits.WaitingBytes + total > _options.MaxWaitingCommitBytes)
-        {
-            throw FarmErrors.Busy(
-                $"The container of '{Name}' has {_commits.WaitingBytes} bytes of sends waiting to be written (the limit is {_options.MaxWaitingCommitBytes}); nothing was stored, try again.");
-        }
         // Sends accepted but not committed yet count: concurrent sends cannot overshoot the limit together.
         var (_, stored) = GetCounts();
-        var held = stored + _sendingBytes;
-        if (held + total > settings.MaxSizeInMegabytes * 1024 * 1024)
-        {
-            throw FarmErrors.QuotaExceeded(
-                $"The topic '{Name}' is full: it holds {held} bytes (with sends in flight), this send adds {total}, and its MaxSizeInMegabytes is {settings.MaxSizeInMegabytes}. Nothing was stored.");
-        }
+        SendValidation.EnsureRoom("topic", Name, stored + _sendingBytes, total, settings.MaxSizeInMegabytes, _commits, _options);
         _sendingBytes += total;
         var accepted = new List<Accepted>(messages.Count);
         for (var i = 0; i < messages.Count; i++)
@@ -115,14 +105,11 @@ internal sealed partial class TopicEntity
             var message = messages[i];
             if (settings.RequiresDuplicateDetection && message.MessageId.Length > 0)
             {
-                if (_duplicates.TryGetValue(message.MessageId, out var seenUntil) && seenUntil > now)
+                if (!_duplicates.TryRemember(Id, message.MessageId, now, settings.DuplicateDetectionHistoryTimeWindow, out var remembered))
                 {
                     continue;
                 }
-                var until = now + (long)settings.DuplicateDetectionHistoryTimeWindow.TotalMilliseconds;
-                _duplicates[message.MessageId] = until;
-                _duplicateExpiry.Enqueue(message.MessageId, until);
-                duplicates.Add(new DuplicateRecord(Id, message.MessageId, until));
+                duplicates.Add(remembered);
             }
             var sequence = _nextSequence++;
             results[i] = sequence;
@@ -323,10 +310,7 @@ internal sealed partial class TopicEntity
                 lock (_sendGate)
                 {
                     _sendingBytes -= reserved;
-                    foreach (var duplicate in duplicates)
-                    {
-                        _duplicates.Remove(duplicate.MessageId);
-                    }
+                    _duplicates.Forget(duplicates);
                     _inFlightIds.Complete(outcome);
                 }
             },

@@ -47,8 +47,7 @@ internal sealed partial class TopicEntity : ISendTarget
 
     /// <summary>Bytes of sends accepted whose commit has not finished (guarded by the send lock): counted against MaxSizeInMegabytes.</summary>
     private long _sendingBytes;
-    private readonly Dictionary<string, long> _duplicates = new(StringComparer.Ordinal);
-    private readonly PriorityQueue<string, long> _duplicateExpiry = new();
+    private readonly DuplicateHistory _duplicates = new();
     private readonly CommitQueue _commits;
     private readonly TimeProvider _time;
     private readonly BrokerOptions _options;
@@ -128,11 +127,7 @@ internal sealed partial class TopicEntity : ISendTarget
                 _nextSequence = Math.Max(_nextSequence, record.SequenceNumber + 1);
                 _copies[record.SequenceNumber] = new StoredCopy(record.Payload ?? []);
             }
-            foreach (var duplicate in topic.DuplicateHistory)
-            {
-                _duplicates[duplicate.MessageId] = duplicate.ExpiresAtMs;
-                _duplicateExpiry.Enqueue(duplicate.MessageId, duplicate.ExpiresAtMs);
-            }
+            _duplicates.Load(topic.DuplicateHistory);
         }
         var loaded = new List<Subscription>();
         foreach (var (subscription, load) in subscriptions)
@@ -303,14 +298,7 @@ internal sealed partial class TopicEntity : ISendTarget
         var now = NowMs;
         lock (_sendGate)
         {
-            while (_duplicateExpiry.TryPeek(out var id, out var expires) && expires <= now)
-            {
-                _duplicateExpiry.Dequeue();
-                if (_duplicates.TryGetValue(id, out var current) && current <= now)
-                {
-                    _duplicates.Remove(id);
-                }
-            }
+            _duplicates.Prune(now);
         }
     }
 }

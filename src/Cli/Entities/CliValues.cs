@@ -10,6 +10,9 @@ namespace Farm.Cli.Entities;
 /// <summary>Parsing and printing shared by the entity and messaging commands.</summary>
 internal static class CliValues
 {
+    /// <summary>The --json option of the entity commands' show, list, create and update.</summary>
+    public static Option<bool> JsonOption() => new("--json") { Description = "Print JSON (stable snake_case names) instead of a table" };
+
     // Relaxed escaping keeps quotes and non-ASCII text readable; the output is never embedded in HTML.
     private static readonly JsonSerializerOptions JsonLine = new() { WriteIndented = false, Encoder = JavaScriptEncoder.UnsafeRelaxedJsonEscaping };
     private static readonly JsonSerializerOptions JsonIndented = new() { WriteIndented = true, Encoder = JavaScriptEncoder.UnsafeRelaxedJsonEscaping };

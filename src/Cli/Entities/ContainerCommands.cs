@@ -54,7 +54,7 @@ internal static class ContainerCommands
 
     private static Command ListCommand()
     {
-        var json = new Option<bool>("--json") { Description = "Print JSON (stable snake_case names) instead of a table" };
+        var json = CliValues.JsonOption();
         var command = new Command("list", "List the containers with their owners and entity counts") { json };
         command.SetAction(async (parseResult, cancellationToken) =>
         {

@@ -24,7 +24,6 @@ internal static class RuleCommands
 
     private static Argument<string> SubscriptionArgument() => new("SUB") { Description = "Subscription name" };
 
-    private static Option<bool> JsonOption() => new("--json") { Description = "Print JSON (stable snake_case names) instead of a table" };
 
     private static Command AddCommand()
     {
@@ -32,7 +31,7 @@ internal static class RuleCommands
         var subscription = SubscriptionArgument();
         var name = NameArgument();
         var options = new RuleOptions();
-        var json = JsonOption();
+        var json = CliValues.JsonOption();
         var command = new Command("add", "Add a rule to a subscription (no filter: every message)") { topic, subscription, name, json };
         options.AddTo(command);
         command.SetAction(async (parseResult, cancellationToken) =>
@@ -69,7 +68,7 @@ internal static class RuleCommands
         var topic = SubscriptionCommands.TopicArgument();
         var subscription = SubscriptionArgument();
         var name = NameArgument();
-        var json = JsonOption();
+        var json = CliValues.JsonOption();
         var command = new Command("show", "Show one rule of a subscription") { topic, subscription, name, json };
         command.SetAction(async (parseResult, cancellationToken) =>
         {
@@ -89,7 +88,7 @@ internal static class RuleCommands
         var subscription = SubscriptionArgument();
         var name = NameArgument();
         var options = new RuleOptions();
-        var json = JsonOption();
+        var json = CliValues.JsonOption();
         var command = new Command(
             "update",
             "Replace a rule's filter and action in one step (no filter: every message; no --action: none); messages sent afterwards see the new rule")
@@ -135,7 +134,7 @@ internal static class RuleCommands
     {
         var topic = SubscriptionCommands.TopicArgument();
         var subscription = SubscriptionArgument();
-        var json = JsonOption();
+        var json = CliValues.JsonOption();
         var command = new Command("list", "List a subscription's rules") { topic, subscription, json };
         command.SetAction(async (parseResult, cancellationToken) =>
         {

@@ -22,7 +22,6 @@ internal static class SubscriptionCommands
 
     internal static Argument<string> NameArgument() => new("NAME") { Description = "Subscription name" };
 
-    private static Option<bool> JsonOption() => new("--json") { Description = "Print JSON (stable snake_case names) instead of a table" };
 
     private static Command CreateCommand()
     {
@@ -30,7 +29,7 @@ internal static class SubscriptionCommands
         var name = NameArgument();
         var properties = SubscriptionPropertyOptions.Create();
         var rule = new RuleOptions();
-        var json = JsonOption();
+        var json = CliValues.JsonOption();
         var command = new Command(
             "create",
             $"Create a subscription; it receives messages sent after it was created. A filter or action given here becomes its first rule, named {RuleProperties.DefaultRuleName} (default: every message)")
@@ -59,7 +58,7 @@ internal static class SubscriptionCommands
     {
         var topic = TopicArgument();
         var name = NameArgument();
-        var json = JsonOption();
+        var json = CliValues.JsonOption();
         var command = new Command("show", "Show a subscription's properties, message counts and rules") { topic, name, json };
         command.SetAction(async (parseResult, cancellationToken) =>
         {
@@ -76,7 +75,7 @@ internal static class SubscriptionCommands
         var topic = TopicArgument();
         var name = NameArgument();
         var properties = SubscriptionPropertyOptions.Create();
-        var json = JsonOption();
+        var json = CliValues.JsonOption();
         var command = new Command("update", "Change some of a subscription's properties (the others keep their values); change its rules with 'farm rule'") { topic, name, json };
         properties.AddTo(command);
         command.SetAction(async (parseResult, cancellationToken) =>
@@ -115,7 +114,7 @@ internal static class SubscriptionCommands
     private static Command ListCommand()
     {
         var topic = TopicArgument();
-        var json = JsonOption();
+        var json = CliValues.JsonOption();
         var command = new Command("list", "List a topic's subscriptions with their message counts") { topic, json };
         command.SetAction(async (parseResult, cancellationToken) =>
         {
@@ -187,13 +186,7 @@ internal static class SubscriptionCommands
                 ["enable_batched_operations", CliValues.Bool(properties.EnableBatchedOperations)],
                 ["created_at", CliValues.Timestamp(properties.CreatedAt)],
                 ["updated_at", CliValues.Timestamp(properties.UpdatedAt)],
-                ["active_messages", CliValues.Number(runtime.ActiveMessageCount)],
-                ["scheduled_messages", CliValues.Number(runtime.ScheduledMessageCount)],
-                ["deferred_messages", CliValues.Number(runtime.DeferredMessageCount)],
-                ["dead_letter_messages", CliValues.Number(runtime.DeadLetterMessageCount)],
-                ["locked_messages", CliValues.Number(runtime.LockedMessageCount)],
-                ["total_messages", CliValues.Number(runtime.TotalMessageCount)],
-                ["size_in_bytes", CliValues.Number(runtime.SizeInBytes)],
+                .. MessageCountsOutput.Rows(runtime),
             ]));
         await Console.Out.WriteLineAsync();
         await Console.Out.WriteAsync(rules.Count == 0 ? "No rules: the subscription selects no message.\n" : RuleOptions.Table(rules));
@@ -218,16 +211,7 @@ internal static class SubscriptionCommands
             ["enable_batched_operations"] = properties.EnableBatchedOperations,
             ["created_at"] = CliValues.TimestampJson(properties.CreatedAt),
             ["updated_at"] = CliValues.TimestampJson(properties.UpdatedAt),
-            ["counts"] = new JsonObject
-            {
-                ["active"] = runtime.ActiveMessageCount,
-                ["scheduled"] = runtime.ScheduledMessageCount,
-                ["deferred"] = runtime.DeferredMessageCount,
-                ["dead_letter"] = runtime.DeadLetterMessageCount,
-                ["locked"] = runtime.LockedMessageCount,
-                ["total"] = runtime.TotalMessageCount,
-                ["size_in_bytes"] = runtime.SizeInBytes,
-            },
+            ["counts"] = MessageCountsOutput.ToJson(runtime),
         };
         if (rules is not null)
         {

@@ -79,8 +79,27 @@ public sealed class QueueProperties : QueueSettings
     public DateTimeOffset UpdatedAt { get; internal set; }
 }
 
+/// <summary>The message counts queues and subscriptions both report.</summary>
+public interface IMessageCounts
+{
+    long ActiveMessageCount { get; }
+
+    long ScheduledMessageCount { get; }
+
+    long DeferredMessageCount { get; }
+
+    long DeadLetterMessageCount { get; }
+
+    /// <summary>Messages currently locked by receivers (a Farm addition).</summary>
+    long LockedMessageCount { get; }
+
+    long TotalMessageCount { get; }
+
+    long SizeInBytes { get; }
+}
+
 /// <summary>Message counts of a queue, like Azure's QueueRuntimeProperties.</summary>
-public sealed class QueueRuntimeProperties
+public sealed class QueueRuntimeProperties : IMessageCounts
 {
     internal QueueRuntimeProperties(string name) => Name = name;
 

@@ -65,7 +65,7 @@ public sealed class SubscriptionProperties : SubscriptionSettings
 }
 
 /// <summary>Message counts of a subscription, like Azure's SubscriptionRuntimeProperties.</summary>
-public sealed class SubscriptionRuntimeProperties
+public sealed class SubscriptionRuntimeProperties : IMessageCounts
 {
     internal SubscriptionRuntimeProperties(string topicName, string subscriptionName)
     {
