@@ -51,7 +51,7 @@ builder.Services.AddHostedService(services => services.GetRequiredService<Broker
 builder.Services.AddSingleton<MessagingService>();
 builder.Services.AddSingleton<EntityAdministration>();
 builder.Services.AddSingleton<OwnerChannels>();
-builder.Services.AddSingleton<IOwnerDirectory>(services => services.GetRequiredService<BrokerNode>());
+builder.Services.AddSingleton<IOwnerDirectory, OwnerDirectory>();
 builder.Services.AddSingleton(options.Forwarding);
 builder.Services.AddSingleton<OwnerRouting>();
 builder.Services.AddSingleton<MessagingRouter>();

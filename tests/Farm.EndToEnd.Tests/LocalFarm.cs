@@ -199,6 +199,7 @@ internal sealed class LocalFarm : IAsyncDisposable
             KillIfOurs(pid);
         }
 
+        KeepLogs();
         try
         {
             Directory.Delete(DataDirectory, recursive: true);
@@ -209,6 +210,21 @@ internal sealed class LocalFarm : IAsyncDisposable
         }
 
         await Task.CompletedTask;
+    }
+
+    /// <summary>With FARM_TEST_KEEP_LOGS=DIR, the nodes' logs are copied to DIR/&lt;data directory name&gt;/ before the data goes: for chasing a failure after the run.</summary>
+    private void KeepLogs()
+    {
+        var logs = Path.Combine(DataDirectory, "logs");
+        if (Environment.GetEnvironmentVariable("FARM_TEST_KEEP_LOGS") is not { Length: > 0 } keep || !Directory.Exists(logs))
+        {
+            return;
+        }
+        var target = Directory.CreateDirectory(Path.Combine(keep, Path.GetFileName(DataDirectory))).FullName;
+        foreach (var file in Directory.EnumerateFiles(logs))
+        {
+            File.Copy(file, Path.Combine(target, Path.GetFileName(file)), overwrite: true);
+        }
     }
 
     /// <summary>True while the process runs (a zombie whose parent does not reap it counts as gone).</summary>

@@ -16,6 +16,68 @@ public sealed class StandardGrpcTests(SdkFarmFixture fixture) : IClassFixture<Sd
 {
     private static readonly TimeSpan Patience = TimeSpan.FromSeconds(10);
 
+    /// <summary>
+    /// A receive stream the node ends (its queue deleted) while the client still holds its request
+    /// side open leaves no read of that request stream behind: Kestrel reuses the HTTP/2 stream for
+    /// the next calls on the connection, and a leftover read failed one of them with INTERNAL
+    /// "Reading is already in progress" (a send failing during a drain, now and then).
+    /// </summary>
+    [Fact]
+    public async Task AReceiveStreamEndedByTheNode_LeavesNoReadBehind_ForTheNextCallsOnTheConnection()
+    {
+        using var admin = new Farm.Client.FarmAdministrationClient(fixture.Farm.ConnectionString);
+        var gone = "gone-" + Guid.NewGuid().ToString("N")[..8];
+        var kept = "kept-" + Guid.NewGuid().ToString("N")[..8];
+        await admin.CreateQueueAsync(new Farm.Client.CreateQueueOptions(gone));
+        await admin.CreateQueueAsync(new Farm.Client.CreateQueueOptions(kept));
+        using var channel = FarmChannels.Create(new Uri(fixture.Farm.Address));
+        var messaging = new Farm.Contracts.V1.Messaging.MessagingClient(channel);
+
+        for (var round = 0; round < 5; round++)
+        {
+            var name = $"{gone}-{round}";
+            await admin.CreateQueueAsync(new Farm.Client.CreateQueueOptions(name));
+            await messaging.SendAsync(new Farm.Contracts.V1.SendRequest { Entity = name, Messages = { new Farm.Contracts.V1.Message() } });
+            using var stream = messaging.Receive(deadline: DateTime.UtcNow + Patience);
+            await stream.RequestStream.WriteAsync(new Farm.Contracts.V1.ReceiveRequest
+            {
+                Open = new Farm.Contracts.V1.ReceiveOpen { Entity = name, Credit = 1, Mode = Farm.Contracts.V1.ReceiveMode.PeekLock },
+            });
+            // The stream is open on the node once its one message came. Credit keeps coming while
+            // the node ends the stream, so its reader is in the middle of reading when it ends.
+            Assert.True(await stream.ResponseStream.MoveNext());
+            using var stopCredit = new CancellationTokenSource();
+            var credit = Task.Run(async () =>
+            {
+                while (!stopCredit.IsCancellationRequested)
+                {
+                    await stream.RequestStream.WriteAsync(new Farm.Contracts.V1.ReceiveRequest { Credit = 1 });
+                }
+            });
+            await admin.DeleteQueueAsync(name);
+            var ended = await Assert.ThrowsAsync<RpcException>(async () => await stream.ResponseStream.MoveNext());
+            Assert.Equal(StatusCode.NotFound, ended.StatusCode);
+            await stopCredit.CancelAsync();
+            await credit.ContinueWith(_ => { }); // the stream is over: its writes may fail
+
+            // The request side is still open; the next calls on this connection must all work.
+            for (var i = 0; i < 20; i++)
+            {
+                var sent = await messaging.SendAsync(new Farm.Contracts.V1.SendRequest
+                {
+                    Entity = kept,
+                    Messages = { new Farm.Contracts.V1.Message { Body = Google.Protobuf.ByteString.CopyFromUtf8($"{round}-{i}") } },
+                }, deadline: DateTime.UtcNow + Patience);
+                Assert.Single(sent.SequenceNumbers);
+            }
+        }
+
+        // And no read of an ended call's request stream happened at all (grpc-dotnet logs each as
+        // "Error reading message" with the disposed request stream).
+        var log = await File.ReadAllTextAsync(Path.Combine(fixture.Farm.DataDirectory, "logs", "node-1.log"));
+        Assert.DoesNotContain("Object name: 'HttpRequestStream'", log, StringComparison.Ordinal);
+    }
+
     [Fact]
     public async Task ReflectionV1_ListsFarmServices_AndDescribesTheirFiles()
     {

@@ -36,7 +36,7 @@ public sealed partial class BrokerNode
         _owners.TryGetValue(containerId, out var owner) ? owner.Address : null;
 
     /// <summary>The container's epoch as this node last saw it (its own when it serves it).</summary>
-    internal long EpochOf(long containerId) =>
+    public long EpochOf(long containerId) =>
         _containers.TryGetValue(containerId, out var host) ? host.Epoch
         : _owners.TryGetValue(containerId, out var owner) ? owner.Epoch : 0;
 

@@ -13,7 +13,7 @@ namespace Farm.Broker.Node;
 /// owns, fences them with their epochs and serves their entities. Single-node farms own every
 /// container; spreading containers over several nodes comes with the farm issue.
 /// </summary>
-public sealed partial class BrokerNode : IAsyncDisposable, IOwnerDirectory
+public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
 {
     private readonly ConcurrentDictionary<long, ContainerHost> _containers = new();
     private readonly ConcurrentDictionary<string, EntityRecord> _entityIndex = new(StringComparer.OrdinalIgnoreCase);
@@ -339,15 +339,6 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnerDirectory
 
     /// <summary>Forgets what this node cached about an entity (it was deleted or changed elsewhere).</summary>
     internal void ForgetEntity(string name) => _entityIndex.TryRemove(name, out _);
-
-    async Task<EntityLocation> IOwnerDirectory.LocateAsync(string entityName, CancellationToken cancellationToken)
-    {
-        var record = await FindEntityAsync(entityName, cancellationToken).ConfigureAwait(false);
-        var servedHere = IsLocal(record);
-        return new EntityLocation(record.Name, record.ContainerId, servedHere, servedHere ? _address : OwnerAddressOf(record.ContainerId), EpochOf(record.ContainerId));
-    }
-
-    void IOwnerDirectory.Forget(string entityName) => ForgetEntity(entityName);
 
     /// <summary>True when this node serves the container the entity lives in.</summary>
     internal bool IsLocal(EntityRecord record) => _containers.ContainsKey(record.ContainerId);

@@ -12,7 +12,7 @@ namespace Farm.Gateway.Management;
 /// run on the node that owns its container: this class finds the record and routes the call by
 /// the same policy messaging uses (<see cref="OwnerRouting"/>). Everything else runs here.
 /// </summary>
-internal sealed partial class ManagementService(EntityAdministration admin, OwnerRouting routing)
+internal sealed partial class ManagementService(EntityAdministration admin, OwnerRouting routing, IOwnerDirectory directory)
     : Farm.Contracts.V1.Management.ManagementBase
 {
     /// <summary>
@@ -50,8 +50,15 @@ internal sealed partial class ManagementService(EntityAdministration admin, Owne
             await admin.DeleteQueueAsync(record, ct);
             return new DeleteQueueResponse();
         });
-        admin.Forget(record.Name);
+        Forget(record.Name);
         return response;
+    }
+
+    /// <summary>A deleted entity: neither the broker nor the routing here keeps what it knew of it.</summary>
+    private void Forget(string name)
+    {
+        admin.Forget(name);
+        directory.Forget(name);
     }
 
     public override async Task<ListQueuesResponse> ListQueues(ListQueuesRequest request, ServerCallContext context)

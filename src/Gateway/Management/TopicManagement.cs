@@ -36,7 +36,7 @@ internal sealed partial class ManagementService
             await admin.DeleteTopicAsync(record, ct);
             return new DeleteTopicResponse();
         });
-        admin.Forget(record.Name);
+        Forget(record.Name);
         return response;
     }
 
@@ -89,7 +89,7 @@ internal sealed partial class ManagementService
             await admin.DeleteSubscriptionAsync(record, ct);
             return new DeleteSubscriptionResponse();
         });
-        admin.Forget(record.Name);
+        Forget(record.Name);
         return response;
     }
 

@@ -46,7 +46,9 @@ internal sealed partial class MessagingRouter(MessagingService local, OwnerRouti
     public override async Task Receive(IAsyncStreamReader<ReceiveRequest> requestStream, IServerStreamWriter<ReceiveResponse> responseStream, ServerCallContext context)
     {
         var cancellationToken = context.CancellationToken;
-        var requests = requestStream.ReadAllAsync(cancellationToken);
+        // Disposed (its pending read cancelled and awaited) before this handler returns; see CallScopedRequestStream.
+        await using var requestReads = new CallScopedRequestStream<ReceiveRequest>(requestStream, cancellationToken);
+        var requests = requestReads.ReadAllAsync(cancellationToken);
         var responses = new ServerStreamAdapter<ReceiveResponse>(responseStream);
         // Not disposed here: the task that reads it last disposes it (see MessagingService.ReceiveAsync).
         var incoming = requests.GetAsyncEnumerator(cancellationToken);

@@ -1,0 +1,57 @@
+using System.Runtime.CompilerServices;
+using Grpc.Core;
+
+namespace Farm.Gateway.Grpc;
+
+/// <summary>
+/// Reads a streaming call's requests so that no read outlives the call. Kestrel reuses an HTTP/2
+/// stream's request pipe for a later call: a read still pending when a handler returns (a
+/// background task reading credit) failed that later call with "Reading is already in progress"
+/// (seen as a send failing with INTERNAL while a node drained). Disposing cancels the pending read
+/// and waits for it, so a handler that disposes this before it returns leaves the pipe idle.
+/// </summary>
+internal sealed class CallScopedRequestStream<T>(IAsyncStreamReader<T> reader, CancellationToken callToken) : IAsyncDisposable
+{
+    private readonly CancellationTokenSource _stop = CancellationTokenSource.CreateLinkedTokenSource(callToken);
+    private Task _pending = Task.CompletedTask;
+
+    /// <summary>The requests; one reader at a time, as for any request stream.</summary>
+    public async IAsyncEnumerable<T> ReadAllAsync([EnumeratorCancellation] CancellationToken cancellationToken = default)
+    {
+        while (!_stop.IsCancellationRequested)
+        {
+            var next = reader.MoveNext(_stop.Token);
+            Volatile.Write(ref _pending, next);
+            bool more;
+            try
+            {
+                more = await next.ConfigureAwait(false);
+            }
+            catch (Exception) when (_stop.IsCancellationRequested)
+            {
+                // The call is over: no more requests.
+                yield break;
+            }
+            if (!more)
+            {
+                yield break;
+            }
+            yield return reader.Current;
+        }
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        await _stop.CancelAsync().ConfigureAwait(false);
+        try
+        {
+            await Volatile.Read(ref _pending).ConfigureAwait(false);
+        }
+        catch (Exception)
+        {
+            // Cancelled, or the stream broke: either way no read is pending any more.
+        }
+        // _stop is not disposed: a reader racing this may still ask for its token; it is linked to
+        // the call's token only, which goes with the call.
+    }
+}

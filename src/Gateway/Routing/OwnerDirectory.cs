@@ -1,0 +1,63 @@
+using System.Collections.Concurrent;
+using Farm.Broker;
+using Farm.Broker.Entities;
+using Farm.Broker.Node;
+
+namespace Farm.Gateway.Routing;
+
+/// <summary>Where an entity lives, as this node knows it now.</summary>
+/// <param name="ContainerId">The container the entity (or, for a subscription, its topic) is in.</param>
+/// <param name="ServedHere">This node owns and serves that container.</param>
+/// <param name="OwnerAddress">The live owner's address (this node's own when served here); null while the container is between owners.</param>
+/// <param name="Epoch">The container's epoch as this node last saw it.</param>
+internal readonly record struct EntityLocation(string Name, long ContainerId, bool ServedHere, string? OwnerAddress, long Epoch);
+
+/// <summary>What routing needs to know: which node serves an entity.</summary>
+internal interface IOwnerDirectory
+{
+    /// <summary>This node's own address.</summary>
+    string Address { get; }
+
+    /// <summary>Where <paramref name="entityName"/> lives; MESSAGING_ENTITY_NOT_FOUND when it does not exist.</summary>
+    Task<EntityLocation> LocateAsync(string entityName, CancellationToken cancellationToken);
+
+    /// <summary>Forgets what is cached about an entity (deleted, or re-created elsewhere).</summary>
+    void Forget(string entityName);
+}
+
+/// <summary>
+/// The gateway's owner directory: entity → container from the farm database (cached by name, so
+/// routing costs no query per call; forgotten when the owner says the entity is gone), container →
+/// owner from the broker's <see cref="IOwnershipView"/>, which its ownership pass refreshes every
+/// heartbeat.
+/// </summary>
+internal sealed class OwnerDirectory(BrokerNode node) : IOwnerDirectory
+{
+    private readonly ConcurrentDictionary<string, (string Name, long ContainerId)> _containers = new(StringComparer.OrdinalIgnoreCase);
+
+    private IOwnershipView Ownership => node;
+
+    public string Address => Ownership.Address;
+
+    public async Task<EntityLocation> LocateAsync(string entityName, CancellationToken cancellationToken)
+    {
+        if (!_containers.TryGetValue(entityName, out var entity))
+        {
+            var record = await node.Farm.GetEntityAsync(entityName, cancellationToken).ConfigureAwait(false) ?? throw FarmErrors.EntityNotFound(entityName);
+            entity = _containers[entityName] = (record.Name, record.ContainerId);
+        }
+        var servedHere = Ownership.ServesContainer(entity.ContainerId);
+        return new EntityLocation(entity.Name, entity.ContainerId, servedHere,
+            servedHere ? Ownership.Address : Ownership.OwnerAddressOf(entity.ContainerId), Ownership.EpochOf(entity.ContainerId));
+    }
+
+    /// <summary>Forgets the entity, and for a topic its subscriptions.</summary>
+    public void Forget(string entityName)
+    {
+        _containers.TryRemove(entityName, out _);
+        foreach (var key in _containers.Keys.Where(k => k.StartsWith(entityName + EntityNames.SubscriptionsSegment, StringComparison.OrdinalIgnoreCase)))
+        {
+            _containers.TryRemove(key, out _);
+        }
+    }
+}
