@@ -22,6 +22,7 @@ internal sealed record PerfOptions
         usage: Farm.Perf single-queue [options]
                Farm.Perf topics [options]
                Farm.Perf failover [--kills 20] [--redirect] [--seed N] [--out FILE]
+               Farm.Perf deep-backlog [options]
         single-queue:
           --connection CS     farm to drive (default: start a single node on a temporary data directory)
           --duration 20s      measured time (units ms, s, m), after the warm-up
@@ -64,10 +65,18 @@ internal sealed record PerfOptions
           --redirect          clients use EnableRedirect=true (default: forward through the gateways)
           --seed N            seed of the random choice of node to kill (default: from the clock)
           --out FILE          JSON result (default perf/results/failover.json, failover-redirect.json with --redirect)
+        deep-backlog (starts its own 3-node farm on SQLite; see DeepBacklog/DeepBacklogScenario.cs):
+          --messages 10000000 messages queued in the deep queue
+          --shallow 200000    messages of the shallow queue whose drain rate is the peer
+          --drain 1000000     messages drained off the deep queue for its rate
+          --size 1024  --senders 4  --batch 100  --receivers 4  --prefetch 500
+          --out FILE          JSON result (default perf/results/deep-backlog.json)
         """;
 
     /// <summary>The options each scenario takes.</summary>
     private static readonly HashSet<string> FailoverOptions = ["--kills", "--redirect", "--seed", "--out"];
+
+    private static readonly HashSet<string> DeepBacklogOptions = ["--messages", "--shallow", "--drain", "--size", "--senders", "--batch", "--receivers", "--prefetch", "--out"];
 
     private static readonly HashSet<string> SingleQueueOptions =
     [
@@ -118,6 +127,13 @@ internal sealed record PerfOptions
     public bool RunPeer { get; init; } = true;
 
     public string? Out { get; init; }
+
+    /// <summary>deep-backlog: messages in the deep queue, in the shallow one, and drained off the deep one.</summary>
+    public long Messages { get; init; } = 10_000_000;
+
+    public long Shallow { get; init; } = 200_000;
+
+    public long Drain { get; init; } = 1_000_000;
 
     /// <summary>failover: how many nodes to kill.</summary>
     public int Kills { get; init; } = 20;
@@ -172,19 +188,25 @@ internal sealed record PerfOptions
     {
         if (args.Count == 0 || args[0].StartsWith('-'))
         {
-            throw new ArgumentException("name a scenario first: single-queue, topics or failover");
+            throw new ArgumentException("name a scenario first: single-queue, topics, failover or deep-backlog");
         }
 
         var options = new PerfOptions { Scenario = args[0] };
-        if (options.Scenario is not ("single-queue" or "failover" or "topics"))
+        if (options.Scenario is not ("single-queue" or "failover" or "topics" or "deep-backlog"))
         {
-            throw new ArgumentException($"unknown scenario '{options.Scenario}'; the scenarios are: single-queue, topics, failover");
+            throw new ArgumentException($"unknown scenario '{options.Scenario}'; the scenarios are: single-queue, topics, failover, deep-backlog");
+        }
+        if (options.Scenario == "deep-backlog")
+        {
+            // Its own defaults: a fill and drain that keep the node busy, not the single-queue's latency mix.
+            options = options with { Senders = 4, Batch = 100, Receivers = 4 };
         }
 
         var allowed = options.Scenario switch
         {
             "failover" => FailoverOptions,
             "topics" => TopicsOptions,
+            "deep-backlog" => DeepBacklogOptions,
             _ => SingleQueueOptions,
         };
         for (var i = 1; i < args.Count; i++)
@@ -192,7 +214,7 @@ internal sealed record PerfOptions
             var name = args[i];
             if (!allowed.Contains(name))
             {
-                var owner = new[] { ("single-queue", SingleQueueOptions), ("topics", TopicsOptions), ("failover", FailoverOptions) }
+                var owner = new[] { ("single-queue", SingleQueueOptions), ("topics", TopicsOptions), ("failover", FailoverOptions), ("deep-backlog", DeepBacklogOptions) }
                     .Where(o => o.Item2.Contains(name)).Select(o => o.Item1).ToList();
                 throw new ArgumentException(owner.Count == 0
                     ? $"unknown option '{name}'"
@@ -233,6 +255,9 @@ internal sealed record PerfOptions
                 "--complete" => options with { CompleteWithSdk = ParseComplete(value) },
                 "--peer-batch" => options with { PeerBatch = ParseInt(name, value, 1, 100_000) },
                 "--out" => options with { Out = value },
+                "--messages" => options with { Messages = ParseInt(name, value, 3, int.MaxValue) },
+                "--shallow" => options with { Shallow = ParseInt(name, value, 1, int.MaxValue) },
+                "--drain" => options with { Drain = ParseInt(name, value, 1, int.MaxValue) },
                 "--kills" => options with { Kills = ParseInt(name, value, 1, 1000) },
                 "--seed" => options with { Seed = ParseInt(name, value, int.MinValue, int.MaxValue) },
                 "--rounds" => options with { Rounds = ParseInt(name, value, 1, 100) },

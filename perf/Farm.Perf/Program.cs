@@ -49,6 +49,11 @@ if (options.Scenario == "failover")
     return await RunFailoverAsync(options, command, jsonOptions, cancel.Token);
 }
 
+if (options.Scenario == "deep-backlog")
+{
+    return await RunDeepBacklogAsync(options, command, jsonOptions, cancel.Token);
+}
+
 if (options.Scenario == "topics")
 {
     return await RunTopicsAsync(options, command, jsonOptions, cancel.Token);
@@ -158,6 +163,31 @@ static async Task<int> RunFailoverAsync(PerfOptions options, string command, Jso
         return 1;
     }
 
+    return 0;
+}
+
+// The deep-backlog scenario: runs, writes perf/results/deep-backlog.json, prints each figure against its target.
+static async Task<int> RunDeepBacklogAsync(PerfOptions options, string command, JsonSerializerOptions jsonOptions, CancellationToken cancellationToken)
+{
+    Farm.Perf.DeepBacklog.DeepBacklogReport report;
+    try
+    {
+        report = await new Farm.Perf.DeepBacklog.DeepBacklogScenario(options).RunAsync(command, cancellationToken);
+    }
+    catch (Exception e) when (e is InvalidOperationException or TimeoutException or Farm.Client.FarmException or OperationCanceledException)
+    {
+        Console.Error.WriteLine($"perf: the deep-backlog run failed: {e.Message}");
+        return 1;
+    }
+
+    var output = options.Out ?? DefaultOutput("deep-backlog");
+    await WriteJsonAsync(output, JsonSerializer.Serialize(report, jsonOptions));
+    var f = report.Farm;
+    var inv = CultureInfo.InvariantCulture;
+    Console.WriteLine(string.Create(inv, $"deep-backlog: {report.Messages} x {report.MessageBytes} B queued -> {output}"));
+    Console.WriteLine(string.Create(inv, $"  owner RSS filled {f.RssFilledMib:0} MiB, after failover {f.RssAfterFailoverMib:0} MiB, after restart {f.RssAfterRestartMib:0} MiB (target < 512: {(report.Targets.RssUnder512Mib ? "met" : "missed")})"));
+    Console.WriteLine(string.Create(inv, $"  first message {f.FirstMessageAfterServingSeconds:0.00} s after the restarted farm served ({f.StartToFirstMessageSeconds:0.00} s from start; target <= 1 s: {(report.Targets.FirstMessageWithin1SecondOfServing ? "met" : "missed")}); {f.SigkillToFirstMessageSeconds:0.00} s after a SIGKILL of the owner"));
+    Console.WriteLine(string.Create(inv, $"  drain {f.MsgsPerSec:0} msg/s vs {report.Peer.MsgsPerSec:0} for the shallow queue: ratio {report.Ratio:0.00} (target >= 0.8: {(report.Targets.DrainAtLeast08OfShallow ? "met" : "missed")})"));
     return 0;
 }
 

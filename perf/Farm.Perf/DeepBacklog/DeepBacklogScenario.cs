@@ -1,0 +1,207 @@
+using System.Diagnostics;
+using Farm.Client;
+using Grpc.Health.V1;
+
+namespace Farm.Perf.DeepBacklog;
+
+/// <summary>
+/// The issue "Bounded memory" measured: a 3-node farm of its own, one queue filled with
+/// --messages 1 KB messages (10,000,000 by default) and a shallow queue in the same container.
+/// It reports the owner's RSS when filled; the time from SIGKILLing the owner to the first message
+/// received through the survivors, and their new owner's RSS; the time from starting every node
+/// again (all killed) to the first message; and the rate of draining --drain messages off the
+/// deep queue as a ratio to draining the shallow queue (--shallow messages) in the same run.
+/// </summary>
+internal sealed class DeepBacklogScenario(PerfOptions options)
+{
+    private const string Deep = "deep";
+    private const string Shallow = "shallow";
+
+    public async Task<DeepBacklogReport> RunAsync(string command, CancellationToken cancellationToken)
+    {
+        await using var farm = await LocalFarm.StartAsync(3, cancellationToken).ConfigureAwait(false);
+        var connection = farm.ConnectionString(redirect: false);
+        using var admin = new FarmAdministrationClient(connection);
+        var deep = await admin.CreateQueueAsync(new CreateQueueOptions(Deep) { MaxSizeInMegabytes = 81920 }, cancellationToken).ConfigureAwait(false);
+        await admin.CreateQueueAsync(new CreateQueueOptions(Shallow) { ContainerId = deep.ContainerId }, cancellationToken).ConfigureAwait(false);
+        await using var client = new FarmClient(connection);
+
+        var fill = Stopwatch.StartNew();
+        await FillAsync(client, Deep, options.Messages, cancellationToken).ConfigureAwait(false);
+        var fillSeconds = fill.Elapsed.TotalSeconds;
+        var owner = await OwnerAsync(admin, deep.ContainerId, cancellationToken).ConfigureAwait(false);
+        var rssFilled = RssMib(farm.Node(owner).ProcessId);
+        Console.Error.WriteLine($"perf: deep-backlog: {options.Messages} messages in {fillSeconds:0} s; owner node {owner} RSS {rssFilled:0} MiB");
+
+        await FillAsync(client, Shallow, options.Shallow, cancellationToken).ConfigureAwait(false);
+        var shallowRate = await DrainAsync(client, Shallow, options.Shallow, cancellationToken).ConfigureAwait(false);
+        Console.Error.WriteLine($"perf: deep-backlog: the shallow queue drains at {shallowRate:0} msg/s");
+
+        // SIGKILL the owner: how long until a survivor hands out the deep queue's first message.
+        var killed = Stopwatch.StartNew();
+        farm.Kill(owner);
+        var failoverToFirst = await FirstMessageAsync(client, cancellationToken).ConfigureAwait(false);
+        var failoverSeconds = killed.Elapsed.TotalSeconds;
+        var newOwner = await OwnerAsync(admin, deep.ContainerId, cancellationToken).ConfigureAwait(false);
+        var rssTakenOver = RssMib(farm.Node(newOwner).ProcessId);
+        Console.Error.WriteLine($"perf: deep-backlog: SIGKILL of node {owner} -> first message after {failoverSeconds:0.00} s from node {newOwner} (RSS {rssTakenOver:0} MiB)");
+        await farm.RestartAsync(owner, cancellationToken).ConfigureAwait(false);
+
+        // Every node killed and started again: from the start to serving, and to the first message.
+        foreach (var id in farm.NodeIds)
+        {
+            farm.Kill(id);
+        }
+        var restarted = Stopwatch.StartNew();
+        await Task.WhenAll(farm.NodeIds.Select(id => farm.RestartAsync(id, cancellationToken))).ConfigureAwait(false);
+        var serving = restarted.Elapsed.TotalSeconds;
+        await FirstMessageAsync(client, cancellationToken).ConfigureAwait(false);
+        var upToFirst = restarted.Elapsed.TotalSeconds;
+        var restartOwner = await OwnerAsync(admin, deep.ContainerId, cancellationToken).ConfigureAwait(false);
+        var rssRestarted = RssMib(farm.Node(restartOwner).ProcessId);
+        Console.Error.WriteLine($"perf: deep-backlog: all nodes restarted: serving after {serving:0.00} s, first message after {upToFirst:0.00} s (owner RSS {rssRestarted:0} MiB)");
+
+        var drain = Math.Min(options.Drain, options.Messages - 2);
+        var deepRate = await DrainAsync(client, Deep, drain, cancellationToken).ConfigureAwait(false);
+        var rssDrained = RssMib(farm.Node(restartOwner).ProcessId);
+        Console.Error.WriteLine($"perf: deep-backlog: the deep queue drains at {deepRate:0} msg/s ({deepRate / shallowRate:0.00} of the shallow queue)");
+
+        return new DeepBacklogReport(
+            Scenario: "deep-backlog",
+            Command: command,
+            Machine: MachineInfo.Current(),
+            Messages: options.Messages,
+            MessageBytes: options.Size,
+            FillSeconds: Math.Round(fillSeconds, 1),
+            Farm: new DeepBacklogFigures(
+                MsgsPerSec: Math.Round(deepRate),
+                RssFilledMib: rssFilled,
+                RssAfterFailoverMib: rssTakenOver,
+                RssAfterRestartMib: rssRestarted,
+                RssAfterDrainMib: rssDrained,
+                SigkillToFirstMessageSeconds: Math.Round(failoverSeconds, 2),
+                StartToServingSeconds: Math.Round(serving, 2),
+                StartToFirstMessageSeconds: Math.Round(upToFirst, 2),
+                FirstMessageAfterServingSeconds: Math.Round(upToFirst - serving, 2),
+                FailoverFirstReceiveSeconds: Math.Round(failoverToFirst, 2)),
+            Peer: new DeepBacklogPeer("shallow-queue-drain", Math.Round(shallowRate), options.Shallow),
+            Ratio: Math.Round(deepRate / shallowRate, 3),
+            Targets: new DeepBacklogTargets(
+                RssUnder512Mib: Math.Max(rssFilled, Math.Max(rssTakenOver, rssRestarted)) < 512,
+                FirstMessageWithin1SecondOfServing: upToFirst - serving <= 1,
+                DrainAtLeast08OfShallow: deepRate / shallowRate >= 0.8));
+    }
+
+    /// <summary>Sends <paramref name="count"/> messages in batches from --senders senders; the farm acknowledges each batch durably.</summary>
+    private async Task FillAsync(FarmClient client, string queue, long count, CancellationToken cancellationToken)
+    {
+        var body = new byte[options.Size];
+        Random.Shared.NextBytes(body);
+        long next = 0;
+        var clock = Stopwatch.StartNew();
+        var reported = 0L;
+        await Task.WhenAll(Enumerable.Range(0, options.Senders).Select(async _ =>
+        {
+            await using var sender = client.CreateSender(queue);
+            while (true)
+            {
+                var start = Interlocked.Add(ref next, options.Batch) - options.Batch;
+                if (start >= count)
+                {
+                    return;
+                }
+                var size = (int)Math.Min(options.Batch, count - start);
+                await sender.SendMessagesAsync(Enumerable.Range(0, size).Select(_ => new FarmMessage(body)), cancellationToken).ConfigureAwait(false);
+                var done = start + size;
+                if (done - Interlocked.Read(ref reported) >= 500_000 && Interlocked.Exchange(ref reported, done) < done)
+                {
+                    Console.Error.WriteLine($"perf: deep-backlog: {queue}: {done} sent ({done / clock.Elapsed.TotalSeconds:0}/s)");
+                }
+            }
+        })).ConfigureAwait(false);
+    }
+
+    /// <summary>Receives and completes <paramref name="count"/> messages with --receivers receivers; returns messages per second.</summary>
+    private async Task<double> DrainAsync(FarmClient client, string queue, long count, CancellationToken cancellationToken)
+    {
+        long taken = 0;
+        var clock = Stopwatch.StartNew();
+        await Task.WhenAll(Enumerable.Range(0, options.Receivers).Select(async _ =>
+        {
+            await using var receiver = client.CreateReceiver(queue, new FarmReceiverOptions { PrefetchCount = options.Prefetch });
+            while (Interlocked.Read(ref taken) < count)
+            {
+                var batch = await receiver.ReceiveMessagesAsync(options.Batch, TimeSpan.FromSeconds(5), cancellationToken).ConfigureAwait(false);
+                await Task.WhenAll(batch.Select(m => receiver.CompleteMessageAsync(m, cancellationToken))).ConfigureAwait(false);
+                Interlocked.Add(ref taken, batch.Count);
+            }
+        })).ConfigureAwait(false);
+        return Interlocked.Read(ref taken) / clock.Elapsed.TotalSeconds;
+    }
+
+    /// <summary>Seconds until one message of the deep queue is received (and completed), retrying through failovers.</summary>
+    private static async Task<double> FirstMessageAsync(FarmClient client, CancellationToken cancellationToken)
+    {
+        var clock = Stopwatch.StartNew();
+        await using var receiver = client.CreateReceiver(Deep);
+        while (clock.Elapsed < TimeSpan.FromMinutes(5))
+        {
+            try
+            {
+                if (await receiver.ReceiveMessageAsync(TimeSpan.FromSeconds(1), cancellationToken).ConfigureAwait(false) is { } message)
+                {
+                    await receiver.CompleteMessageAsync(message, cancellationToken).ConfigureAwait(false);
+                    return clock.Elapsed.TotalSeconds;
+                }
+            }
+            catch (FarmException e) when (e.IsTransient)
+            {
+                // Between owners: the SDK gave up its retries; keep asking.
+            }
+        }
+        throw new TimeoutException("no message of the deep queue was received within 5 minutes");
+    }
+
+    private static async Task<long> OwnerAsync(FarmAdministrationClient admin, long containerId, CancellationToken cancellationToken)
+    {
+        var clock = Stopwatch.StartNew();
+        while (clock.Elapsed < TimeSpan.FromMinutes(2))
+        {
+            var container = (await admin.GetContainersAsync(cancellationToken).ConfigureAwait(false)).Single(c => c.Id == containerId);
+            if (container.OwnerNode is { } owner)
+            {
+                return owner;
+            }
+            await Task.Delay(100, cancellationToken).ConfigureAwait(false);
+        }
+        throw new TimeoutException($"container {containerId} has no owner");
+    }
+
+    /// <summary>The resident set of a process, in MiB (Linux /proc).</summary>
+    private static double RssMib(int pid)
+    {
+        foreach (var line in File.ReadLines($"/proc/{pid}/status"))
+        {
+            if (line.StartsWith("VmRSS:", StringComparison.Ordinal))
+            {
+                return Math.Round(long.Parse(line.Split(' ', StringSplitOptions.RemoveEmptyEntries)[1], System.Globalization.CultureInfo.InvariantCulture) / 1024.0, 1);
+            }
+        }
+        return 0;
+    }
+}
+
+internal sealed record DeepBacklogReport(
+    string Scenario, string Command, MachineInfo Machine, long Messages, int MessageBytes, double FillSeconds,
+    DeepBacklogFigures Farm, DeepBacklogPeer Peer, double Ratio, DeepBacklogTargets Targets);
+
+/// <param name="MsgsPerSec">Receive-and-complete rate while draining the deep queue.</param>
+/// <param name="FailoverFirstReceiveSeconds">Of <paramref name="SigkillToFirstMessageSeconds"/>, the part spent in the receive loop.</param>
+internal sealed record DeepBacklogFigures(
+    double MsgsPerSec, double RssFilledMib, double RssAfterFailoverMib, double RssAfterRestartMib, double RssAfterDrainMib,
+    double SigkillToFirstMessageSeconds, double StartToServingSeconds, double StartToFirstMessageSeconds,
+    double FirstMessageAfterServingSeconds, double FailoverFirstReceiveSeconds);
+
+internal sealed record DeepBacklogPeer(string Name, double MsgsPerSec, long Messages);
+
+internal sealed record DeepBacklogTargets(bool RssUnder512Mib, bool FirstMessageWithin1SecondOfServing, bool DrainAtLeast08OfShallow);
