@@ -360,6 +360,11 @@ internal sealed class ReceiveLink : IAsyncDisposable
                 // the pump reopens it; only cancellation by the receiver ends the pump.
                 var error = e switch
                 {
+                    // Cancelled though this receiver did not ask: the call was torn down under the
+                    // stream ("gRPC call disposed." when its connection failed over), a broken
+                    // stream like any other, not an error to hand the application.
+                    RpcException { StatusCode: StatusCode.Cancelled } rpc =>
+                        new FarmException($"The receive stream was cut off: {rpc.Status.Detail}", FarmFailureReason.ServiceCommunicationProblem, _entityPath, rpc),
                     RpcException rpc => FarmErrors.FromRpc(rpc, _entityPath),
                     FarmException farm => farm,
                     _ => new FarmException($"The receive stream failed: {e.Message}", FarmFailureReason.ServiceCommunicationProblem, _entityPath, e),
