@@ -17,7 +17,7 @@ internal sealed partial class QueueEntity
     /// </summary>
     private bool AdmitLocked(SubQueueState sub, StoredMessage message)
     {
-        if (message.SequenceNumber > sub.Frontier && (sub.StoredCount > 0 || sub.SizeInBytes + message.PayloadSize > _cacheBytes))
+        if (message.SequenceNumber > sub.Frontier && (sub.StoredCount > 0 || sub.TailPending || sub.SizeInBytes + message.PayloadSize > _cacheBytes))
         {
             sub.StoredCount++;
             sub.StoredBytes += message.PayloadSize;
@@ -25,7 +25,7 @@ internal sealed partial class QueueEntity
         }
         sub.Add(message);
         sub.Available.Add(message.SequenceNumber);
-        if (sub.StoredCount == 0)
+        if (sub.StoredCount == 0 && !sub.TailPending)
         {
             sub.Frontier = Math.Max(sub.Frontier, message.SequenceNumber);
         }
@@ -39,7 +39,7 @@ internal sealed partial class QueueEntity
     /// <summary>Starts reading stored messages back once the cache is down to half its budget.</summary>
     private void MaybeRefillLocked(SubQueueState sub)
     {
-        if (sub.StoredCount <= 0 || sub.Refilling || _unloaded is not null || sub.SizeInBytes > _cacheBytes / 2)
+        if ((sub.StoredCount <= 0 && !sub.TailPending) || sub.Refilling || _unloaded is not null || sub.SizeInBytes > _cacheBytes / 2)
         {
             return;
         }
@@ -116,7 +116,7 @@ internal sealed partial class QueueEntity
                 }
                 arrived = true;
             }
-            if (rows.Count == 0 && sub.StoredCount != 0)
+            if (rows.Count == 0 && sub.StoredCount != 0 && !sub.TailPending)
             {
                 // Read between two commits, nothing follows the frontier: the count drifted; the database is right.
                 sub.StoredCount = 0;
@@ -124,6 +124,42 @@ internal sealed partial class QueueEntity
             }
         }
         return arrived;
+    }
+
+    /// <summary>
+    /// Counts the stored tail of a queue just taken over, while it serves: a deep queue's count takes
+    /// seconds, which must not delay its first message. The count covers the sequence numbers handed
+    /// out before the load, so it adds up with what arrived (counted as stored) and what was read
+    /// back (taken off the count) meanwhile. Sends wait for it: MaxSizeInMegabytes needs the total.
+    /// </summary>
+    private async Task CountTailAsync(SubQueueState sub, long after, long through)
+    {
+        while (true)
+        {
+            try
+            {
+                var (count, bytes) = await _commits.Database.CountActiveAsync(Id, sub.Kind, after, through).ConfigureAwait(false);
+                lock (_gate)
+                {
+                    sub.StoredCount += count;
+                    sub.StoredBytes += bytes;
+                    sub.TailPending = false;
+                    MaybeRefillLocked(sub);
+                }
+                _tailsCounted.TrySetResult();
+                return;
+            }
+            catch (Exception) when (_unloaded is null)
+            {
+                // The database did not answer: try again shortly.
+                await Task.Delay(_options.SweepInterval, _time).ConfigureAwait(false);
+            }
+            catch (Exception)
+            {
+                _tailsCounted.TrySetResult();
+                return;
+            }
+        }
     }
 
     /// <summary>

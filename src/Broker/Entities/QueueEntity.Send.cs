@@ -17,6 +17,11 @@ internal sealed partial class QueueEntity
     public async Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null)
     {
         var payloads = SendValidation.Payloads(messages, _options);
+        if (!_tailsCounted.Task.IsCompleted)
+        {
+            // Just taken over: MaxSizeInMegabytes needs the stored tail's size.
+            await Task.WhenAny(_tailsCounted.Task, Unloaded).ConfigureAwait(false);
+        }
         while (true)
         {
             var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource);

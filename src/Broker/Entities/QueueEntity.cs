@@ -60,6 +60,16 @@ internal sealed partial class QueueEntity : ISendTarget
 
     private readonly long _cacheBytes;
 
+    /// <summary>Completes once every stored tail is counted: at once, unless a paged load left one to count.</summary>
+    private TaskCompletionSource _tailsCounted = Completed();
+
+    private static TaskCompletionSource Completed()
+    {
+        var done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        done.SetResult();
+        return done;
+    }
+
     /// <summary>For a subscription: finds the topic's stored copy of a row written without a payload.</summary>
     private Func<long, byte[]?>? _sharedCopy;
 
@@ -107,8 +117,20 @@ internal sealed partial class QueueEntity : ISendTarget
                 // A paged load: the active messages after the head stay in the database until read back.
                 var sub = SubQueueOf(tail.SubQueue == SubQueue.DeadLetter);
                 sub.Frontier = tail.AfterSequence;
-                sub.StoredCount = tail.Count;
-                sub.StoredBytes = tail.Bytes;
+                if (tail.Count is { } count)
+                {
+                    sub.StoredCount = count;
+                    sub.StoredBytes = tail.Bytes ?? 0;
+                }
+                else
+                {
+                    sub.TailPending = true;
+                    if (_tailsCounted.Task.IsCompleted)
+                    {
+                        _tailsCounted = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+                    }
+                    _ = CountTailAsync(sub, tail.AfterSequence, tail.ThroughSequence);
+                }
             }
             _nextSequence = Math.Max(load.NextSequenceNumber, 1);
             foreach (var record in load.Messages)

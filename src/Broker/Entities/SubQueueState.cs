@@ -21,6 +21,12 @@ internal sealed class SubQueueState(SubQueue kind)
 
     public long StoredBytes { get; set; }
 
+    /// <summary>
+    /// Taken over with a tail not counted yet (the count runs while the queue serves): stored
+    /// messages may follow the frontier though <see cref="StoredCount"/> does not show them yet.
+    /// </summary>
+    public bool TailPending { get; set; }
+
     /// <summary>A read-back of stored messages is queued or running.</summary>
     public bool Refilling { get; set; }
 

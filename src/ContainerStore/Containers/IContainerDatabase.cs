@@ -22,8 +22,9 @@ public interface IContainerDatabase : IAsyncDisposable
     /// <summary>
     /// Loads what the broker keeps in memory of a queue or subscription: every scheduled and
     /// deferred message, and per sub-queue its active messages in sequence order up to
-    /// <paramref name="cacheBytes"/> of payload (at least one). The active messages after those are
-    /// only counted (<see cref="EntityLoad.Tails"/>): they stay in the database until read back.
+    /// <paramref name="cacheBytes"/> of payload (at least one). The active messages after those stay
+    /// in the database until read back (<see cref="EntityLoad.Tails"/>); the dead-letter queue's are
+    /// counted here, the queue's are not (see <see cref="StoredTail"/>).
     /// </summary>
     Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, CancellationToken cancellationToken = default);
 
@@ -32,6 +33,9 @@ public interface IContainerDatabase : IAsyncDisposable
     /// <paramref name="maxRows"/>, and no more once <paramref name="maxBytes"/> of payload are read (at least one).
     /// </summary>
     Task<IReadOnlyList<MessageRecord>> ReadActiveAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, CancellationToken cancellationToken = default);
+
+    /// <summary>How many active messages of a sub-queue have a sequence number in (<paramref name="afterSequence"/>, <paramref name="throughSequence"/>], and their payload bytes.</summary>
+    Task<(long Count, long Bytes)> CountActiveAsync(long entityId, SubQueue subQueue, long afterSequence, long throughSequence, CancellationToken cancellationToken = default);
 
     /// <summary>Reads payloads of the given messages (for a cache that dropped them).</summary>
     Task<IReadOnlyDictionary<long, byte[]>> ReadPayloadsAsync(long entityId, IReadOnlyCollection<long> sequenceNumbers, CancellationToken cancellationToken = default);

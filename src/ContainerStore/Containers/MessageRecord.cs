@@ -66,5 +66,10 @@ public sealed record EntityLoad(
     IReadOnlyList<DuplicateRecord> DuplicateHistory,
     IReadOnlyList<StoredTail>? Tails = null);
 
-/// <summary>The active messages of a sub-queue after <paramref name="AfterSequence"/>: how many, and their payload bytes.</summary>
-public sealed record StoredTail(SubQueue SubQueue, long AfterSequence, long Count, long Bytes);
+/// <summary>
+/// The active messages of a sub-queue after <paramref name="AfterSequence"/> (up to
+/// <paramref name="ThroughSequence"/>, the last sequence number handed out when it was loaded): how
+/// many, and their payload bytes; null when not counted at load (a deep queue's count takes seconds:
+/// the broker counts it with <see cref="IContainerDatabase.CountActiveAsync"/> while it serves).
+/// </summary>
+public sealed record StoredTail(SubQueue SubQueue, long AfterSequence, long ThroughSequence, long? Count, long? Bytes);

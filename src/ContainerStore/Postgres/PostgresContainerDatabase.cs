@@ -177,18 +177,26 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
                 new NpgsqlCommand(PostgresSql.ContainerDb.LoadHeldMessages, connection, transaction) { Parameters = { Parameter(entityId) } },
                 int.MaxValue, long.MaxValue, cancellationToken).ConfigureAwait(false);
             var tails = new List<StoredTail>();
+            // Every sequence number handed out so far: the counter, or the rows themselves if it lags.
+            long stored;
+            await using (var command = new NpgsqlCommand(PostgresSql.ContainerDb.MaxSequence, connection, transaction) { Parameters = { Parameter(entityId) } })
+            {
+                stored = (long)(await command.ExecuteScalarAsync(cancellationToken).ConfigureAwait(false))!;
+            }
+            var through = Math.Max((next ?? 1) - 1, stored);
             foreach (var subQueue in new[] { SubQueue.Main, SubQueue.DeadLetter })
             {
                 var head = await ReadMessagesAsync(ReadActiveCommand(connection, transaction, entityId, subQueue, 0, int.MaxValue), int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
                 messages.AddRange(head);
                 var after = head.Count > 0 ? head[^1].SequenceNumber : 0;
-                await using var count = new NpgsqlCommand(PostgresSql.ContainerDb.CountActiveAfter, connection, transaction)
+                if (subQueue == SubQueue.Main)
                 {
-                    Parameters = { Parameter(entityId), Parameter((int)subQueue), Parameter(after) },
-                };
-                await using var reader = await count.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
-                await reader.ReadAsync(cancellationToken).ConfigureAwait(false);
-                tails.Add(new StoredTail(subQueue, after, reader.GetInt64(0), reader.GetInt64(1)));
+                    // Counted by the broker while it serves: a deep queue's count takes seconds.
+                    tails.Add(new StoredTail(subQueue, after, through, null, null));
+                    continue;
+                }
+                var (count, bytes) = await CountAsync(connection, transaction, entityId, subQueue, after, through, cancellationToken).ConfigureAwait(false);
+                tails.Add(new StoredTail(subQueue, after, through, count, bytes));
             }
             var duplicates = new List<DuplicateRecord>();
             await using (var command = new NpgsqlCommand(PostgresSql.ContainerDb.LoadDuplicates, connection, transaction) { Parameters = { Parameter(entityId), Parameter(nowMs) } })
@@ -200,8 +208,23 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
                 }
             }
             await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
-            return new EntityLoad(entityId, next ?? 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails);
+            return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails);
         }, cancellationToken);
+
+    public Task<(long Count, long Bytes)> CountActiveAsync(long entityId, SubQueue subQueue, long afterSequence, long throughSequence, CancellationToken cancellationToken = default) =>
+        RunAsync("count messages", connection => CountAsync(connection, null, entityId, subQueue, afterSequence, throughSequence, cancellationToken), cancellationToken);
+
+    private static async Task<(long Count, long Bytes)> CountAsync(
+        NpgsqlConnection connection, NpgsqlTransaction? transaction, long entityId, SubQueue subQueue, long after, long through, CancellationToken cancellationToken)
+    {
+        await using var count = new NpgsqlCommand(PostgresSql.ContainerDb.CountActiveAfter, connection, transaction)
+        {
+            Parameters = { Parameter(entityId), Parameter((int)subQueue), Parameter(after), Parameter(through) },
+        };
+        await using var reader = await count.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
+        await reader.ReadAsync(cancellationToken).ConfigureAwait(false);
+        return (reader.GetInt64(0), reader.GetInt64(1));
+    }
 
     public Task<IReadOnlyList<MessageRecord>> ReadActiveAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, CancellationToken cancellationToken = default) =>
         RunAsync<IReadOnlyList<MessageRecord>>("read messages", async connection =>

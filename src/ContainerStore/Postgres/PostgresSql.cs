@@ -264,6 +264,9 @@ internal static class PostgresSql
             ORDER BY sequence_number
             """;
 
+        /// <summary>The highest sequence number stored for an entity (0: none), from the primary key.</summary>
+        public const string MaxSequence = "SELECT COALESCE(MAX(sequence_number), 0) FROM messages WHERE entity_id = $1";
+
         /// <summary>The scheduled and deferred messages (state 1 and 2), which a paged load keeps in memory whatever their number.</summary>
         public const string LoadHeldMessages = """
             SELECT entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
@@ -285,11 +288,11 @@ internal static class PostgresSql
             LIMIT $4
             """;
 
-        /// <summary>How many active messages of a sub-queue follow a sequence number, and their bytes (an index-only scan).</summary>
+        /// <summary>How many active messages of a sub-queue have a sequence number in (after, through], and their bytes (an index-only scan).</summary>
         public const string CountActiveAfter = """
             SELECT COUNT(*), COALESCE(SUM(payload_size), 0)::bigint
             FROM messages
-            WHERE entity_id = $1 AND sub_queue = $2 AND state = 0 AND sequence_number > $3
+            WHERE entity_id = $1 AND sub_queue = $2 AND state = 0 AND sequence_number > $3 AND sequence_number <= $4
             """;
 
         public const string LoadDuplicates = """

@@ -102,21 +102,34 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
                 SqliteSql.ContainerDb.ReadNextSequence, new { EntityId = entityId }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
             var messages = await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.LoadHeldMessages, entityId, null, 0, int.MaxValue, long.MaxValue, cancellationToken).ConfigureAwait(false);
             var tails = new List<StoredTail>();
+            // Every sequence number handed out so far: the counter, or the rows themselves if it lags.
+            var through = Math.Max((next ?? 1) - 1, await connection.ExecuteScalarAsync<long>(new CommandDefinition(
+                SqliteSql.ContainerDb.MaxSequence, new { EntityId = entityId }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false));
             foreach (var subQueue in new[] { SubQueue.Main, SubQueue.DeadLetter })
             {
                 var head = await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.ReadActive, entityId, subQueue, 0, int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
                 messages.AddRange(head);
                 var after = head.Count > 0 ? head[^1].SequenceNumber : 0;
+                if (subQueue == SubQueue.Main)
+                {
+                    // Counted by the broker while it serves: a deep queue's count takes seconds.
+                    tails.Add(new StoredTail(subQueue, after, through, null, null));
+                    continue;
+                }
                 var (count, bytes) = await connection.QuerySingleAsync<(long, long)>(new CommandDefinition(
-                    SqliteSql.ContainerDb.CountActiveAfter, new { EntityId = entityId, SubQueue = (int)subQueue, After = after }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
-                tails.Add(new StoredTail(subQueue, after, count, bytes));
+                    SqliteSql.ContainerDb.CountActiveAfter, new { EntityId = entityId, SubQueue = (int)subQueue, After = after, Through = through }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+                tails.Add(new StoredTail(subQueue, after, through, count, bytes));
             }
 
             var duplicates = await connection.QueryAsync<DuplicateRecord>(new CommandDefinition(
                 SqliteSql.ContainerDb.LoadDuplicates, new { EntityId = entityId, NowMs = nowMs }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
             transaction.Commit();
-            return new EntityLoad(entityId, next ?? 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates.AsList(), tails);
+            return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates.AsList(), tails);
         }, cancellationToken);
+
+    public Task<(long Count, long Bytes)> CountActiveAsync(long entityId, SubQueue subQueue, long afterSequence, long throughSequence, CancellationToken cancellationToken = default) =>
+        ReadAsync(connection => connection.QuerySingleAsync<(long, long)>(new CommandDefinition(
+            SqliteSql.ContainerDb.CountActiveAfter, new { EntityId = entityId, SubQueue = (int)subQueue, After = afterSequence, Through = throughSequence }, cancellationToken: cancellationToken)), cancellationToken);
 
     public Task<IReadOnlyList<MessageRecord>> ReadActiveAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, CancellationToken cancellationToken = default) =>
         ReadAsync<IReadOnlyList<MessageRecord>>(async connection =>

@@ -208,6 +208,9 @@ internal static class SqliteSql
             ORDER BY sequence_number
             """;
 
+        /// <summary>The highest sequence number stored for an entity (0: none), from the primary key.</summary>
+        public const string MaxSequence = "SELECT COALESCE(MAX(sequence_number), 0) FROM messages WHERE entity_id = @EntityId";
+
         /// <summary>The scheduled and deferred messages (state 1 and 2), which a paged load keeps in memory whatever their number.</summary>
         public const string LoadHeldMessages = """
             SELECT entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
@@ -229,11 +232,11 @@ internal static class SqliteSql
             LIMIT @Limit
             """;
 
-        /// <summary>How many active messages of a sub-queue follow a sequence number, and their bytes (from the index alone).</summary>
+        /// <summary>How many active messages of a sub-queue have a sequence number in (after, through], and their bytes (from the index alone).</summary>
         public const string CountActiveAfter = """
             SELECT COUNT(*), COALESCE(SUM(payload_size), 0)
             FROM messages
-            WHERE entity_id = @EntityId AND sub_queue = @SubQueue AND state = 0 AND sequence_number > @After
+            WHERE entity_id = @EntityId AND sub_queue = @SubQueue AND state = 0 AND sequence_number > @After AND sequence_number <= @Through
             """;
 
         public const string LoadDuplicates = """
