@@ -211,14 +211,17 @@ internal static class SqliteSql
         /// <summary>The highest sequence number stored for an entity (0: none), from the primary key.</summary>
         public const string MaxSequence = "SELECT COALESCE(MAX(sequence_number), 0) FROM messages WHERE entity_id = @EntityId";
 
-        /// <summary>The scheduled and deferred messages (state 1 and 2), which a paged load keeps in memory whatever their number.</summary>
+        /// <summary>
+        /// The scheduled and deferred messages (state 1 and 2), which a paged load keeps in memory
+        /// whatever their number. Unordered on purpose: ORDER BY sequence_number made SQLite walk the
+        /// primary key, every row of the queue (4.6 s for 10,000,000), instead of messages_by_sub_queue.
+        /// </summary>
         public const string LoadHeldMessages = """
             SELECT entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
                    scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
                    payload, payload_size
             FROM messages
             WHERE entity_id = @EntityId AND sub_queue IN (0, 1) AND state IN (1, 2)
-            ORDER BY sequence_number
             """;
 
         /// <summary>A sub-queue's active messages after a sequence number, in order (index messages_by_sub_queue).</summary>
