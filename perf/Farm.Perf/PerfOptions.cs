@@ -256,7 +256,7 @@ internal sealed record PerfOptions
                 "--peer-batch" => options with { PeerBatch = ParseInt(name, value, 1, 100_000) },
                 "--out" => options with { Out = value },
                 "--messages" => options with { Messages = ParseInt(name, value, 3, int.MaxValue) },
-                "--shallow" => options with { Shallow = ParseInt(name, value, 1, int.MaxValue) },
+                "--shallow" => options with { Shallow = ParseInt(name, value, 3, int.MaxValue) },
                 "--drain" => options with { Drain = ParseInt(name, value, 1, int.MaxValue) },
                 "--kills" => options with { Kills = ParseInt(name, value, 1, 1000) },
                 "--seed" => options with { Seed = ParseInt(name, value, int.MinValue, int.MaxValue) },
