@@ -128,6 +128,22 @@ public sealed class DeepQueueTests : IAsyncLifetime
         Assert.Equal(0, queue.GetCounts().Total);
     }
 
+    /// <summary>
+    /// Completed messages do not stay behind in the lock-expiry and TTL heaps until their times
+    /// come (a minute, or days): 1.8 GB was held after draining a million 1 KB messages.
+    /// </summary>
+    [Fact]
+    public async Task DrainedMessages_AreNotKeptByTheDueTimeHeaps()
+    {
+        var queue = await FillAsync(new QueueSettings { DefaultMessageTimeToLive = TimeSpan.FromDays(1) }, count: 3000);
+
+        await DrainAsync(queue, 3000);
+        queue.Sweep();
+
+        // Each heap keeps at most 1,024 stale entries beyond twice its live ones (none are live here); 6,000 before.
+        Assert.InRange(queue.DueTimeEntries, 0, 3 * 1024);
+    }
+
     [Fact]
     public async Task DeepQueue_AbandonLockExpiryAndDefer_LoseNothing_AndKeepTheOrder()
     {

@@ -24,9 +24,9 @@ internal sealed partial class QueueEntity : ISendTarget
     private readonly SubQueueState _main = new(SubQueue.Main);
     private readonly SubQueueState _deadLetter = new(SubQueue.DeadLetter);
     private readonly Dictionary<Guid, StoredMessage> _locks = [];
-    private readonly PriorityQueue<StoredMessage, long> _lockExpiry = new();
-    private readonly PriorityQueue<StoredMessage, long> _scheduled = new();
-    private readonly PriorityQueue<StoredMessage, long> _timeToLive = new();
+    private PriorityQueue<StoredMessage, long> _lockExpiry = new();
+    private PriorityQueue<StoredMessage, long> _scheduled = new();
+    private PriorityQueue<StoredMessage, long> _timeToLive = new();
     private readonly DuplicateHistory _duplicates = new();
     private readonly InFlightIds _inFlightIds = new();
     private long _nextSequence;
@@ -75,6 +75,18 @@ internal sealed partial class QueueEntity : ISendTarget
 
     /// <summary>Bytes of every message the queue holds, in memory or only in the database.</summary>
     private long TotalBytes => _main.SizeInBytes + _main.StoredBytes + _deadLetter.SizeInBytes + _deadLetter.StoredBytes;
+
+    /// <summary>Entries of the due-time heaps, for tests that they do not keep settled messages.</summary>
+    internal int DueTimeEntries
+    {
+        get
+        {
+            lock (_gate)
+            {
+                return _lockExpiry.Count + _timeToLive.Count + _scheduled.Count;
+            }
+        }
+    }
 
     /// <summary>Messages in memory, for tests of the cache bound.</summary>
     internal int CachedMessageCount
@@ -351,8 +363,34 @@ internal sealed partial class QueueEntity : ISendTarget
         }
         MaybeRefillLocked(_main);
         MaybeRefillLocked(_deadLetter);
+        CompactDueTimesLocked();
         _duplicates.Prune(now);
         return arrived;
+    }
+
+    /// <summary>
+    /// The due-time heaps (lock expiry, scheduled time, TTL) keep an entry when its message leaves
+    /// early (completed, received): it is skipped when it comes due. Such entries hold their
+    /// message's bytes, and a busy queue completes tens of thousands of messages a second, each
+    /// with a lock expiry a minute away (1.8 GB held after draining a million). So each heap is
+    /// rebuilt from its live entries once it holds more than twice as many (amortised O(1)).
+    /// </summary>
+    private void CompactDueTimesLocked()
+    {
+        if (_lockExpiry.Count > (2L * _locks.Count) + 1024)
+        {
+            _lockExpiry = new PriorityQueue<StoredMessage, long>(_locks.Values.Select(m => (m, m.LockedUntilMs)));
+        }
+        if (_timeToLive.Count > (2L * _main.Messages.Count) + 1024)
+        {
+            _timeToLive = new PriorityQueue<StoredMessage, long>(
+                _main.Messages.Values.Where(m => m.ExpiresAtMs is not null).Select(m => (m, m.ExpiresAtMs!.Value)));
+        }
+        if (_scheduled.Count > (2L * _main.Messages.Count) + 1024)
+        {
+            _scheduled = new PriorityQueue<StoredMessage, long>(
+                _main.Messages.Values.Where(m => m.State == StoredMessageState.Scheduled && m.ScheduledAtMs is not null).Select(m => (m, m.ScheduledAtMs!.Value)));
+        }
     }
 
     private static Timestamp ToTimestamp(long ms) => Timestamp.FromDateTimeOffset(DateTimeOffset.FromUnixTimeMilliseconds(ms));
