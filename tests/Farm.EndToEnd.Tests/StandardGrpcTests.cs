@@ -25,12 +25,14 @@ public sealed class StandardGrpcTests(SdkFarmFixture fixture) : IClassFixture<Sd
     [Fact]
     public async Task AReceiveStreamEndedByTheNode_LeavesNoReadBehind_ForTheNextCallsOnTheConnection()
     {
-        using var admin = new Farm.Client.FarmAdministrationClient(fixture.Farm.ConnectionString);
+        // A farm of its own: its log then holds only this test's calls.
+        await using var farm = await LocalFarm.StartAsync();
+        using var admin = new Farm.Client.FarmAdministrationClient(farm.ConnectionString);
         var gone = "gone-" + Guid.NewGuid().ToString("N")[..8];
         var kept = "kept-" + Guid.NewGuid().ToString("N")[..8];
         await admin.CreateQueueAsync(new Farm.Client.CreateQueueOptions(gone));
         await admin.CreateQueueAsync(new Farm.Client.CreateQueueOptions(kept));
-        using var channel = FarmChannels.Create(new Uri(fixture.Farm.Address));
+        using var channel = FarmChannels.Create(new Uri(farm.Address));
         var messaging = new Farm.Contracts.V1.Messaging.MessagingClient(channel);
 
         for (var round = 0; round < 5; round++)
@@ -74,7 +76,7 @@ public sealed class StandardGrpcTests(SdkFarmFixture fixture) : IClassFixture<Sd
 
         // And no read of an ended call's request stream happened at all (grpc-dotnet logs each as
         // "Error reading message" with the disposed request stream).
-        var log = await File.ReadAllTextAsync(Path.Combine(fixture.Farm.DataDirectory, "logs", "node-1.log"));
+        var log = await File.ReadAllTextAsync(Path.Combine(farm.DataDirectory, "logs", "node-1.log"));
         Assert.DoesNotContain("Object name: 'HttpRequestStream'", log, StringComparison.Ordinal);
     }
 

@@ -265,21 +265,70 @@ public static class UpCommand
     }
 
     /// <summary>
-    /// <paramref name="count"/> ports free right now, held open together so they differ. A node
-    /// that still finds its port taken when it starts (a race with another program) fails, and
-    /// 'farm up' says so with its log.
+    /// <paramref name="count"/> ports free right now, for the nodes of a `--port 0` farm. They are
+    /// taken below the kernel's ephemeral range (Linux: /proc/sys/net/ipv4/ip_local_port_range):
+    /// a port from that range, released here and bound by the node a moment later, could meanwhile
+    /// be handed to any outgoing connection or port-0 listener, another node's among them (it
+    /// happened: "address already in use"). Below the range only an explicit bind can take it.
     /// </summary>
     private static int[] PickFreePorts(int count)
     {
-        var listeners = Enumerable.Range(0, count).Select(_ => new TcpListener(IPAddress.Loopback, 0)).ToList();
+        var (low, _) = EphemeralRange();
+        const int lowest = 10000;
+        var ports = new List<int>();
+        for (var attempt = 0; attempt < 1000 && ports.Count < count && low - lowest > 100; attempt++)
+        {
+            var candidate = Random.Shared.Next(lowest, low);
+            if (!ports.Contains(candidate) && IsFree(candidate))
+            {
+                ports.Add(candidate);
+            }
+        }
+
+        if (ports.Count < count)
+        {
+            // No room below the range: the OS's free ports, held together so they differ.
+            var listeners = Enumerable.Range(0, count - ports.Count).Select(_ => new TcpListener(IPAddress.Loopback, 0)).ToList();
+            try
+            {
+                listeners.ForEach(l => l.Start());
+                ports.AddRange(listeners.Select(l => ((IPEndPoint)l.LocalEndpoint).Port));
+            }
+            finally
+            {
+                listeners.ForEach(l => l.Stop());
+            }
+        }
+
+        return [.. ports];
+    }
+
+    private static (int Low, int High) EphemeralRange()
+    {
         try
         {
-            listeners.ForEach(l => l.Start());
-            return [.. listeners.Select(l => ((IPEndPoint)l.LocalEndpoint).Port)];
+            var parts = File.ReadAllText("/proc/sys/net/ipv4/ip_local_port_range").Split((char[])['\t', ' ', '\n'], StringSplitOptions.RemoveEmptyEntries);
+            return (int.Parse(parts[0], CultureInfo.InvariantCulture), int.Parse(parts[1], CultureInfo.InvariantCulture));
         }
-        finally
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException or FormatException or IndexOutOfRangeException)
         {
-            listeners.ForEach(l => l.Stop());
+            // Not Linux, or not readable: the range IANA suggests.
+            return (49152, 65535);
+        }
+    }
+
+    private static bool IsFree(int port)
+    {
+        try
+        {
+            var listener = new TcpListener(IPAddress.Loopback, port);
+            listener.Start();
+            listener.Stop();
+            return true;
+        }
+        catch (SocketException)
+        {
+            return false;
         }
     }
 
