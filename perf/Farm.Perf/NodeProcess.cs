@@ -54,10 +54,7 @@ internal sealed class NodeProcess : IDisposable
         // starts; it serves once its standard gRPC health service says SERVING.
         if (port == 0)
         {
-            var probe = new System.Net.Sockets.TcpListener(System.Net.IPAddress.Loopback, 0);
-            probe.Start();
-            port = ((System.Net.IPEndPoint)probe.LocalEndpoint).Port;
-            probe.Stop();
+            port = FreePortBelowEphemeralRange();
         }
 
         var address = $"http://127.0.0.1:{port}";
@@ -177,6 +174,43 @@ internal sealed class NodeProcess : IDisposable
                 _log.Dequeue();
             }
         }
+    }
+
+    /// <summary>
+    /// A free port below the kernel's ephemeral range: one from that range, released here and bound
+    /// by the node a moment later, could meanwhile go to any outgoing connection (as `farm up` found).
+    /// </summary>
+    private static int FreePortBelowEphemeralRange()
+    {
+        var low = 32768;
+        try
+        {
+            low = int.Parse(File.ReadAllText("/proc/sys/net/ipv4/ip_local_port_range").Split((char[])['\t', ' ', '\n'], StringSplitOptions.RemoveEmptyEntries)[0], System.Globalization.CultureInfo.InvariantCulture);
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException or FormatException)
+        {
+            // Not Linux: the usual lower bound.
+        }
+        for (var attempt = 0; attempt < 1000 && low > 10100; attempt++)
+        {
+            var candidate = Random.Shared.Next(10000, low);
+            try
+            {
+                var listener = new System.Net.Sockets.TcpListener(System.Net.IPAddress.Loopback, candidate);
+                listener.Start();
+                listener.Stop();
+                return candidate;
+            }
+            catch (System.Net.Sockets.SocketException)
+            {
+                // Taken: try another.
+            }
+        }
+        var probe = new System.Net.Sockets.TcpListener(System.Net.IPAddress.Loopback, 0);
+        probe.Start();
+        var port = ((System.Net.IPEndPoint)probe.LocalEndpoint).Port;
+        probe.Stop();
+        return port;
     }
 
     private static async Task<bool> IsServingAsync(string address, CancellationToken cancellationToken)
