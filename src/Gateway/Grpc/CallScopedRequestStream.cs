@@ -12,6 +12,8 @@ namespace Farm.Gateway.Grpc;
 /// </summary>
 internal sealed class CallScopedRequestStream<T>(IAsyncStreamReader<T> reader, CancellationToken callToken) : IAsyncDisposable
 {
+    private static readonly TimeSpan ReadStopTimeout = TimeSpan.FromSeconds(5);
+
     private readonly CancellationTokenSource _stop = CancellationTokenSource.CreateLinkedTokenSource(callToken);
     private Task _pending = Task.CompletedTask;
 
@@ -45,7 +47,8 @@ internal sealed class CallScopedRequestStream<T>(IAsyncStreamReader<T> reader, C
         await _stop.CancelAsync().ConfigureAwait(false);
         try
         {
-            await Volatile.Read(ref _pending).ConfigureAwait(false);
+            // Bounded, so a read that ignored its cancellation cannot hold the call open for ever.
+            await Volatile.Read(ref _pending).WaitAsync(ReadStopTimeout).ConfigureAwait(false);
         }
         catch (Exception)
         {
