@@ -180,7 +180,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             var settings = QueueSettings.FromJson(record.PropertiesJson);
             var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options, _options.MessageCacheSizePerEntity) { Resolve = _resolve };
             // The head only: a deep queue's takeover reads what the cache holds, not the backlog.
-            var load = await Database.LoadEntityHeadAsync(record.Id, _time.GetUtcNow().ToUnixTimeMilliseconds(), _options.MessageCacheSizePerEntity, cancellationToken).ConfigureAwait(false);
+            var load = await Database.LoadEntityHeadAsync(record.Id, _time.GetUtcNow().ToUnixTimeMilliseconds(), _options.MessageCacheSizePerEntity, cancellationToken: cancellationToken).ConfigureAwait(false);
             entity.Load(load);
             _entities[record.Id] = entity;
             LogEntityLoaded(_logger, record.Name, Id, load.Messages.Count, load.Tails?.Sum(t => t.Count) ?? 0);
@@ -262,26 +262,24 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             }
             var nowMs = _time.GetUtcNow().ToUnixTimeMilliseconds();
             var topic = new TopicEntity(record.Id, record.Name, TopicSettings.FromJson(record.PropertiesJson), Commits, _time, _options);
-            var topicLoad = await Database.LoadEntityAsync(record.Id, nowMs, cancellationToken).ConfigureAwait(false);
+            // The topic's copies stay in the database; each subscription reads its head with the copies it points at.
+            var topicLoad = await Database.LoadEntityStateAsync(record.Id, nowMs, cancellationToken).ConfigureAwait(false);
             var children = await _farm.ListChildEntitiesAsync(record.Id, cancellationToken).ConfigureAwait(false);
             var rules = (await _farm.ListRulesOfTopicAsync(record.Id, cancellationToken).ConfigureAwait(false)).ToLookup(r => r.SubscriptionId);
             var subscriptions = new List<(TopicEntity.Subscription, EntityLoad)>();
             foreach (var child in children)
             {
-                var subscription = NewSubscription(child, rules[child.Id]);
-                subscriptions.Add((subscription, await Database.LoadEntityAsync(child.Id, nowMs, cancellationToken).ConfigureAwait(false)));
+                var subscription = NewSubscription(child, record.Id, rules[child.Id]);
+                var load = await Database.LoadEntityHeadAsync(child.Id, nowMs, _options.MessageCacheSizePerEntity, copiesOf: record.Id, cancellationToken).ConfigureAwait(false);
+                subscriptions.Add((subscription, load));
             }
-            var garbage = topic.Load(topicLoad, subscriptions);
-            if (garbage.Count > 0)
-            {
-                await Commits.CommitAsync(batch => batch.Deletes.AddRange(garbage)).ConfigureAwait(false);
-            }
+            topic.Load(topicLoad, subscriptions);
             foreach (var (subscription, _) in subscriptions)
             {
                 _entities[subscription.Id] = subscription.Queue;
             }
             _topics[record.Id] = topic;
-            LogTopicLoaded(_logger, record.Name, Id, subscriptions.Count, topic.GetCounts().Count);
+            LogTopicLoaded(_logger, record.Name, Id, subscriptions.Count);
             return topic;
         }
         finally
@@ -308,10 +306,14 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             ?? throw FarmErrors.EntityNotFound(record.Name);
     }
 
-    private TopicEntity.Subscription NewSubscription(EntityRecord record, IEnumerable<RuleRecord> rules)
+    private TopicEntity.Subscription NewSubscription(EntityRecord record, long topicId, IEnumerable<RuleRecord> rules)
     {
         var settings = SubscriptionSettings.FromJson(record.PropertiesJson);
-        var queue = new QueueEntity(record.Id, record.Name, settings.ToQueueSettings(), Commits, _time, _options) { Resolve = _resolve };
+        var queue = new QueueEntity(record.Id, record.Name, settings.ToQueueSettings(), Commits, _time, _options, _options.MessageCacheSizePerEntity)
+        {
+            Resolve = _resolve,
+            CopiesOf = topicId,
+        };
         EntityNames.TrySplitSubscriptionPath(record.Name, out _, out var shortName);
         return new TopicEntity.Subscription(record.Id, shortName, queue, ToRuleSet(rules), settings);
     }
@@ -337,7 +339,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
                 return existing.Queue;
             }
             var rules = await _farm.ListRulesAsync(record.Id, cancellationToken).ConfigureAwait(false);
-            var subscription = NewSubscription(record, rules);
+            var subscription = NewSubscription(record, topicId, rules);
             _entities[record.Id] = subscription.Queue;
             topic.AddSubscription(subscription);
             return subscription.Queue;
@@ -348,16 +350,14 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         }
     }
 
-    /// <summary>A subscription was deleted: stop serving it, purge its rows, release the copies it pointed at.</summary>
+    /// <summary>A subscription was deleted: stop serving it, purge its rows; the topic then looks for copies nothing points at any more.</summary>
     public async Task RemoveSubscriptionAsync(long topicId, long subscriptionId)
     {
         _entities.TryRemove(subscriptionId, out _);
         var topic = _topics.GetValueOrDefault(topicId);
-        var removed = topic?.RemoveSubscription(subscriptionId);
-        // Taken once, under the subscription's lock: a settlement of it still queued releases nothing more.
-        var held = removed?.Queue.TakeHeldForRelease() ?? [];
+        topic?.RemoveSubscription(subscriptionId);
         await Commits.CommitAsync(batch => batch.PurgedEntities.Add(subscriptionId)).ConfigureAwait(false);
-        topic?.ReleaseAll(held);
+        topic?.RescanCopies();
     }
 
     /// <summary>Re-reads a loaded subscription's rules after one was added or removed (serialised, so the last read wins).</summary>
@@ -473,8 +473,8 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     [LoggerMessage(Level = LogLevel.Information, Message = "Loaded {Entity} from container {ContainerId}: {Count} messages in memory, {Stored} more in the database")]
     private static partial void LogEntityLoaded(ILogger logger, string entity, long containerId, int count, long stored);
 
-    [LoggerMessage(Level = LogLevel.Information, Message = "Loaded topic {Entity} from container {ContainerId}: {Subscriptions} subscriptions, {Count} stored messages")]
-    private static partial void LogTopicLoaded(ILogger logger, string entity, long containerId, int subscriptions, long count);
+    [LoggerMessage(Level = LogLevel.Information, Message = "Loaded topic {Entity} from container {ContainerId}: {Subscriptions} subscriptions")]
+    private static partial void LogTopicLoaded(ILogger logger, string entity, long containerId, int subscriptions);
 
     [LoggerMessage(Level = LogLevel.Warning, Message = "Container {ContainerId}: its lease was not renewed by {Deadline:O}; this broker stops serving it")]
     private static partial void LogLeaseDeadlinePassed(ILogger logger, long containerId, DateTimeOffset deadline);

@@ -60,7 +60,7 @@ internal sealed partial class QueueEntity
                     after = sub.Frontier;
                     room = Math.Max(_cacheBytes - sub.SizeInBytes, 1);
                 }
-                var rows = await database.ReadActiveAsync(Id, sub.Kind, after, _options.MaxMessagesPerRefill, room).ConfigureAwait(false);
+                var rows = await database.ReadActiveAsync(Id, sub.Kind, after, _options.MaxMessagesPerRefill, room, CopiesOf).ConfigureAwait(false);
                 arrived = ApplyRefill(sub, rows);
             }).ConfigureAwait(false);
         }
@@ -86,6 +86,7 @@ internal sealed partial class QueueEntity
     {
         // A read-back message that expired while it waited in the database expires when taken (TryTakeAsync).
         var arrived = false;
+        var dangling = new List<MessageKey>();
         lock (_gate)
         {
             if (_unloaded is not null)
@@ -102,12 +103,12 @@ internal sealed partial class QueueEntity
                 }
                 sub.StoredCount--;
                 sub.StoredBytes -= row.PayloadSize;
-                var payload = row.Payload ?? _sharedCopy?.Invoke(row.SequenceNumber);
-                if (payload is null)
+                if (row.Payload is null)
                 {
+                    dangling.Add(new MessageKey(Id, row.SequenceNumber));
                     continue;
                 }
-                var message = StoredMessage.FromRecord(row, payload);
+                var message = StoredMessage.FromRecord(row);
                 sub.Add(message);
                 sub.Available.Add(message.SequenceNumber);
                 if (message.ExpiresAtMs is { } expires && sub.Kind == SubQueue.Main)
@@ -123,7 +124,21 @@ internal sealed partial class QueueEntity
                 sub.StoredBytes = 0;
             }
         }
+        DeleteDangling(dangling);
         return arrived;
+    }
+
+    /// <summary>
+    /// Deletes subscription rows whose topic copy is gone: an older version could crash between
+    /// deleting a copy and its last pointer. Nothing can be delivered from them.
+    /// </summary>
+    private void DeleteDangling(List<MessageKey> dangling)
+    {
+        if (dangling.Count > 0)
+        {
+            _ = _commits.CommitAsync(batch => batch.Deletes.AddRange(dangling))
+                .ContinueWith(static t => _ = t.Exception, TaskContinuationOptions.OnlyOnFaulted);
+        }
     }
 
     /// <summary>
@@ -183,7 +198,7 @@ internal sealed partial class QueueEntity
         {
             return cached;
         }
-        var rows = await _commits.Database.ReadActiveAsync(Id, sub.Kind, Math.Max(fromSequenceNumber - 1, frontier), maxMessages, _options.MaxReceiveResponseBytes).ConfigureAwait(false);
+        var rows = await _commits.Database.ReadActiveAsync(Id, sub.Kind, Math.Max(fromSequenceNumber - 1, frontier), maxMessages, _options.MaxReceiveResponseBytes, CopiesOf).ConfigureAwait(false);
         var merged = new SortedDictionary<long, ReceivedMessage>();
         foreach (var message in cached)
         {
@@ -191,9 +206,9 @@ internal sealed partial class QueueEntity
         }
         foreach (var row in rows)
         {
-            if (!merged.ContainsKey(row.SequenceNumber) && (row.Payload ?? _sharedCopy?.Invoke(row.SequenceNumber)) is { } payload)
+            if (!merged.ContainsKey(row.SequenceNumber) && row.Payload is not null)
             {
-                merged[row.SequenceNumber] = ToReceived(StoredMessage.FromRecord(row, payload), withLock: false);
+                merged[row.SequenceNumber] = ToReceived(StoredMessage.FromRecord(row), withLock: false);
             }
         }
         var result = new List<ReceivedMessage>();

@@ -9,26 +9,16 @@ internal sealed partial class QueueEntity
     /// <summary>
     /// Called (under this entity's lock, after the commit) with the sequence number of every message
     /// that left the entity for good: completed, received-and-deleted, expired, forwarded, cancelled.
-    /// A topic uses it to drop its stored copy once no subscription points at it any more.
+    /// A topic uses it to look for stored copies no subscription points at any more.
     /// </summary>
     public Action<long>? MessageRemoved { get; set; }
-
-    /// <summary>
-    /// Set (under <see cref="_gate"/>) once a deleted subscription handed the sequence numbers it
-    /// still held to its topic: from then on a settlement that commits late removes its message
-    /// without releasing the topic's copy a second time.
-    /// </summary>
-    private bool _heldReleased;
 
     private void RemoveStored(SubQueueState sub, StoredMessage message)
     {
         if (sub.Messages.ContainsKey(message.SequenceNumber))
         {
             sub.Remove(message);
-            if (!_heldReleased)
-            {
-                MessageRemoved?.Invoke(message.SequenceNumber);
-            }
+            MessageRemoved?.Invoke(message.SequenceNumber);
         }
     }
 
@@ -108,34 +98,6 @@ internal sealed partial class QueueEntity
             StartForwarding();
         }
         return FanOutOutcome.Accepted;
-    }
-
-    /// <summary>Every message this entity holds, main and dead-letter.</summary>
-    public IReadOnlyList<long> HeldSequenceNumbers()
-    {
-        lock (_gate)
-        {
-            return [.. _main.Messages.Keys, .. _deadLetter.Messages.Keys];
-        }
-    }
-
-    /// <summary>
-    /// For a deleted subscription: every message it still holds, handed over once, so its topic
-    /// releases each copy exactly once. A settlement of this subscription still in the commit queue
-    /// either removed its message before this (and released it itself) or removes it after (and
-    /// releases nothing, see <see cref="RemoveStored"/>). A second call returns nothing.
-    /// </summary>
-    public IReadOnlyList<long> TakeHeldForRelease()
-    {
-        lock (_gate)
-        {
-            if (_heldReleased)
-            {
-                return [];
-            }
-            _heldReleased = true;
-            return [.. _main.Messages.Keys, .. _deadLetter.Messages.Keys];
-        }
     }
 
     /// <summary>

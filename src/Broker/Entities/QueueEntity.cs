@@ -70,8 +70,8 @@ internal sealed partial class QueueEntity : ISendTarget
         return done;
     }
 
-    /// <summary>For a subscription: finds the topic's stored copy of a row written without a payload.</summary>
-    private Func<long, byte[]?>? _sharedCopy;
+    /// <summary>For a subscription, its topic: the rows it stores without a payload point at the topic's copy (0 for a queue).</summary>
+    public long CopiesOf { get; init; }
 
     /// <summary>Bytes of every message the queue holds, in memory or only in the database.</summary>
     private long TotalBytes => _main.SizeInBytes + _main.StoredBytes + _deadLetter.SizeInBytes + _deadLetter.StoredBytes;
@@ -115,15 +115,15 @@ internal sealed partial class QueueEntity : ISendTarget
 
     /// <summary>
     /// Fills the cache from the container database (the broker just took the container). A
-    /// subscription's rows without a payload point at the topic's stored copy, which
-    /// <paramref name="sharedCopy"/> finds by sequence number; rows it cannot find are skipped.
+    /// subscription's rows come with the topic's copy they point at; a row whose copy is gone
+    /// (left by a crash of an older version) is deleted.
     /// </summary>
-    public void Load(EntityLoad load, Func<long, byte[]?>? sharedCopy = null)
+    public void Load(EntityLoad load)
     {
         var now = NowMs;
+        var dangling = new List<MessageKey>();
         lock (_gate)
         {
-            _sharedCopy = sharedCopy;
             foreach (var tail in load.Tails ?? [])
             {
                 // A paged load: the active messages after the head stay in the database until read back.
@@ -147,12 +147,12 @@ internal sealed partial class QueueEntity : ISendTarget
             _nextSequence = Math.Max(load.NextSequenceNumber, 1);
             foreach (var record in load.Messages)
             {
-                byte[]? shared = null;
-                if (record.Payload is null && (shared = sharedCopy?.Invoke(record.SequenceNumber)) is null)
+                if (record.Payload is null)
                 {
+                    dangling.Add(new MessageKey(Id, record.SequenceNumber));
                     continue;
                 }
-                var message = StoredMessage.FromRecord(record, shared);
+                var message = StoredMessage.FromRecord(record);
                 _nextSequence = Math.Max(_nextSequence, message.SequenceNumber + 1);
                 if (message.SubQueue == SubQueue.DeadLetter)
                 {
@@ -177,6 +177,7 @@ internal sealed partial class QueueEntity : ISendTarget
             }
             _duplicates.Load(load.DuplicateHistory);
         }
+        DeleteDangling(dangling);
     }
 
     /// <summary>Set when the entity stops taking new work before a planned move; settlements still run.</summary>

@@ -46,11 +46,11 @@ internal sealed class StoredMessage
     public MessageUpdate ToUpdate(long entityId, byte[]? payload = null) => new(
         entityId, SequenceNumber, SubQueue, State, DeliveryCount, DeadLetterReason, DeadLetterDescription, DeadLetterSource, payload);
 
-    /// <summary><paramref name="shared"/>: the topic's copy, for a subscription row stored without a payload.</summary>
-    public static StoredMessage FromRecord(MessageRecord record, byte[]? shared = null) => new()
+    /// <summary>A subscription's row comes with its topic's copy (IContainerDatabase reads it along).</summary>
+    public static StoredMessage FromRecord(MessageRecord record) => new()
     {
         SequenceNumber = record.SequenceNumber,
-        Payload = shared ?? record.Payload ?? [],
+        Payload = record.Payload ?? [],
         EnqueuedAtMs = record.EnqueuedAtMs,
         PayloadSize = record.PayloadSize,
         SubQueue = record.SubQueue,

@@ -27,6 +27,11 @@ internal sealed partial class TopicEntity
     public async Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null)
     {
         var payloads = SendValidation.Payloads(messages, _options);
+        if (!_copiesCounted.Task.IsCompleted)
+        {
+            // Just taken over: MaxSizeInMegabytes needs the stored copies' size.
+            await Task.WhenAny(_copiesCounted.Task, _unloadedSignal.Task).ConfigureAwait(false);
+        }
         while (true)
         {
             var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource);
@@ -234,15 +239,15 @@ internal sealed partial class TopicEntity
     /// <param name="reserved">The bytes the send counted against MaxSizeInMegabytes until it commits or fails.</param>
     private Task Commit(List<Accepted> accepted, Subscription[] subscriptions, FanOut fanOut, List<DuplicateRecord> duplicates, InFlightIds.Outcome? outcome, long reserved)
     {
-        var references = new Dictionary<long, int>();
+        var wanted = new HashSet<long>();
         foreach (var rows in fanOut.Rows)
         {
             foreach (var row in rows ?? [])
             {
-                references[row.SequenceNumber] = references.GetValueOrDefault(row.SequenceNumber) + 1;
+                wanted.Add(row.SequenceNumber);
             }
         }
-        var copies = accepted.Where(a => references.ContainsKey(a.SequenceNumber)).ToList();
+        var copies = accepted.Where(a => wanted.Contains(a.SequenceNumber)).ToList();
         if (accepted.Count == 0)
         {
             lock (_sendGate)
@@ -284,14 +289,7 @@ internal sealed partial class TopicEntity
                     _sendingBytes -= reserved;
                     _inFlightIds.Complete(outcome);
                 }
-                lock (_copiesGate)
-                {
-                    foreach (var copy in copies)
-                    {
-                        _copies[copy.SequenceNumber] = new StoredCopy(copy.Payload) { References = references[copy.SequenceNumber] };
-                        _copiesBytes += copy.Payload.Length;
-                    }
-                }
+                CopiesStored(copies.Count, copies.Sum(c => (long)c.Payload.Length));
                 for (var s = 0; s < subscriptions.Length; s++)
                 {
                     // Deleted since the fan-out read it: its rows must not outlive it. Only unloaded
@@ -302,6 +300,11 @@ internal sealed partial class TopicEntity
                     {
                         DropRows(subscriptions[s].Queue.Id, deliveries);
                     }
+                }
+                if (Volatile.Read(ref _deleted))
+                {
+                    // The topic was deleted while this send waited: its purge may have run first.
+                    DropCopies(copies.Select(c => c.SequenceNumber));
                 }
             },
             onFailed: _ =>
@@ -317,12 +320,18 @@ internal sealed partial class TopicEntity
             reserved);
     }
 
+    private void DropCopies(IEnumerable<long> sequenceNumbers)
+    {
+        var keys = sequenceNumbers.Select(s => new MessageKey(Id, s)).ToList();
+        _ = _commits.CommitAsync(batch => batch.Deletes.AddRange(keys))
+            .ContinueWith(static t => _ = t.Exception, TaskContinuationOptions.OnlyOnFaulted);
+    }
+
     private void DropRows(long subscriptionId, List<StoredMessage> deliveries)
     {
         var keys = deliveries.Select(d => new MessageKey(subscriptionId, d.SequenceNumber)).ToList();
-        _ = _commits.CommitAsync(batch => batch.Deletes.AddRange(keys))
+        _ = _commits.CommitAsync(batch => batch.Deletes.AddRange(keys), onCommitted: () => deliveries.ForEach(d => OnCopyReleased(d.SequenceNumber)))
             .ContinueWith(static t => _ = t.Exception, TaskContinuationOptions.OnlyOnFaulted);
-        ReleaseAll(deliveries.Select(d => d.SequenceNumber));
     }
 
     /// <summary>
@@ -335,14 +344,13 @@ internal sealed partial class TopicEntity
         {
             ThrowIfNotServing();
         }
-        lock (_copiesGate)
+        // The copies live in the database only: one indexed read tells which exist.
+        var stored = await _commits.Database.ReadPayloadsAsync(Id, [.. sequenceNumbers]).ConfigureAwait(false);
+        foreach (var sequence in sequenceNumbers)
         {
-            foreach (var sequence in sequenceNumbers)
+            if (!stored.ContainsKey(sequence))
             {
-                if (!_copies.ContainsKey(sequence))
-                {
-                    throw FarmErrors.MessageNotFound(Name, sequence, "does not exist");
-                }
+                throw FarmErrors.MessageNotFound(Name, sequence, "does not exist");
             }
         }
         var cancelled = 0;

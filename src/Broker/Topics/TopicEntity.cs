@@ -9,11 +9,13 @@ namespace Farm.Broker.Topics;
 
 /// <summary>
 /// One topic as its owning broker serves it. A message sent to the topic is stored once, as the
-/// topic's row with the payload; each subscription whose rules match gets a row of its own that
-/// points at it (no payload, unless a rule action changed the message for that subscription) and a
-/// <see cref="StoredMessage"/> sharing the topic's in-memory copy. Subscriptions are served by
-/// <see cref="QueueEntity"/>, so every receive and settle operation of queues works on them. The
-/// topic counts the rows that point at each copy and deletes the copy when the last one goes.
+/// topic's row with the payload (its copy); each subscription whose rules match gets a row of its
+/// own that points at it (no payload, unless a rule action changed the message for that
+/// subscription) and, when its message cache has room, a <see cref="StoredMessage"/> sharing the
+/// sent bytes. Subscriptions are served by <see cref="QueueEntity"/>, paged like queues, so every
+/// receive and settle operation of queues works on them; what they read back from the database
+/// comes with the copy its rows point at. The topic keeps no copies in memory: it deletes the ones
+/// nothing points at any more by an indexed query between two commits (TopicEntity.Copies.cs).
 /// <para>
 /// SupportOrdering on: sequence numbers, rule evaluation and queuing the commit happen under one
 /// lock, so commits, and with them every subscription's messages, follow the order the topic
@@ -29,21 +31,7 @@ internal sealed partial class TopicEntity : ISendTarget
 
     public const string FilterEvaluationFailed = "FilterEvaluationException";
 
-    /// <summary>The topic's stored copy of a message (its serialized bytes, shared with the subscriptions' cached messages) and how many subscription rows point at it.</summary>
-    private sealed class StoredCopy(byte[] payload)
-    {
-        public byte[] Payload { get; } = payload;
-        public int Size => Payload.Length;
-        public int References { get; set; }
-    }
-
     private readonly object _sendGate = new();
-    // Taken last and never held while calling out: subscriptions release copies from inside their own lock.
-    private readonly object _copiesGate = new();
-    private readonly Dictionary<long, StoredCopy> _copies = [];
-    private readonly List<long> _copiesToDelete = [];
-    private bool _copyDeleteQueued;
-    private long _copiesBytes;
 
     /// <summary>Bytes of sends accepted whose commit has not finished (guarded by the send lock): counted against MaxSizeInMegabytes.</summary>
     private long _sendingBytes;
@@ -55,6 +43,7 @@ internal sealed partial class TopicEntity : ISendTarget
     private Subscription[] _subscriptions = [];
     private BrokerException? _unloaded;
     private BrokerException? _stopping;
+    private bool _deleted;
     private readonly InFlightIds _inFlightIds = new();
 
     /// <summary>Completes when the topic is unloaded: a send waiting for another's outcome stops waiting.</summary>
@@ -101,75 +90,33 @@ internal sealed partial class TopicEntity : ISendTarget
         return subscription is not null;
     }
 
-    /// <summary>Messages stored once for all subscriptions, and their bytes.</summary>
-    public (long Count, long Bytes) GetCounts()
-    {
-        lock (_copiesGate)
-        {
-            return (_copies.Count, _copiesBytes);
-        }
-    }
-
     /// <summary>
-    /// Fills the topic from the container database: its stored copies, sequence counter and duplicate
-    /// history, then each subscription's rows (pointer rows find their copy here). Returns the rows
-    /// nothing points at any more (a crash came between a subscription's delete and the copy's), for
-    /// the caller to delete.
+    /// Fills the topic from the container database: its sequence counter and duplicate history (its
+    /// stored copies stay in the database, counted while it serves), then each subscription's head,
+    /// read with the copies its rows point at.
     /// </summary>
-    public List<MessageKey> Load(EntityLoad topic, IEnumerable<(Subscription Subscription, EntityLoad Load)> subscriptions)
+    public void Load(EntityLoad topic, IEnumerable<(Subscription Subscription, EntityLoad Load)> subscriptions)
     {
-        var garbage = new List<MessageKey>();
         lock (_sendGate)
         {
             _nextSequence = Math.Max(topic.NextSequenceNumber, 1);
-            foreach (var record in topic.Messages)
-            {
-                _nextSequence = Math.Max(_nextSequence, record.SequenceNumber + 1);
-                _copies[record.SequenceNumber] = new StoredCopy(record.Payload ?? []);
-            }
             _duplicates.Load(topic.DuplicateHistory);
         }
         var loaded = new List<Subscription>();
         foreach (var (subscription, load) in subscriptions)
         {
-            var dangling = new List<long>();
-            subscription.Queue.Load(load, sequence =>
-            {
-                if (_copies.TryGetValue(sequence, out var copy))
-                {
-                    return copy.Payload;
-                }
-                dangling.Add(sequence);
-                return null;
-            });
-            foreach (var sequence in subscription.Queue.HeldSequenceNumbers())
-            {
-                if (_copies.TryGetValue(sequence, out var copy))
-                {
-                    copy.References++;
-                }
-            }
-            garbage.AddRange(dangling.Select(s => new MessageKey(subscription.Id, s)));
-            subscription.Queue.MessageRemoved = Release;
+            subscription.Queue.Load(load);
+            subscription.Queue.MessageRemoved = OnCopyReleased;
             loaded.Add(subscription);
         }
-        lock (_copiesGate)
-        {
-            foreach (var (sequence, copy) in _copies.Where(c => c.Value.References == 0).ToList())
-            {
-                _copies.Remove(sequence);
-                garbage.Add(new MessageKey(Id, sequence));
-            }
-            _copiesBytes = _copies.Values.Sum(c => (long)c.Size);
-        }
         Volatile.Write(ref _subscriptions, [.. loaded]);
-        return garbage;
+        StartCountingCopies(topic.NextSequenceNumber - 1);
     }
 
     /// <summary>Starts serving a new subscription (idempotent: an id already here is left alone).</summary>
     public void AddSubscription(Subscription subscription)
     {
-        subscription.Queue.MessageRemoved = Release;
+        subscription.Queue.MessageRemoved = OnCopyReleased;
         lock (_sendGate)
         {
             var current = _subscriptions;
@@ -183,7 +130,7 @@ internal sealed partial class TopicEntity : ISendTarget
 
     /// <summary>
     /// Stops fanning out to a subscription and stops serving it (NotFound from then on). Returns it,
-    /// so the caller can purge its rows and release the copies it pointed at.
+    /// so the caller can purge its rows (and then <see cref="RescanCopies"/>).
     /// </summary>
     public Subscription? RemoveSubscription(long id)
     {
@@ -199,49 +146,6 @@ internal sealed partial class TopicEntity : ISendTarget
         }
         removed.Queue.MarkDeleted();
         return removed;
-    }
-
-    /// <summary>After a deleted subscription's rows are purged: the copies it pointed at lose a reference each.</summary>
-    public void ReleaseAll(IEnumerable<long> sequenceNumbers)
-    {
-        foreach (var sequence in sequenceNumbers)
-        {
-            Release(sequence);
-        }
-    }
-
-    /// <summary>One subscription row pointing at a copy is gone; the copy goes with the last one.</summary>
-    private void Release(long sequence)
-    {
-        lock (_copiesGate)
-        {
-            if (!_copies.TryGetValue(sequence, out var copy) || --copy.References > 0)
-            {
-                return;
-            }
-            _copies.Remove(sequence);
-            _copiesBytes -= copy.Size;
-            _copiesToDelete.Add(sequence);
-            if (_copyDeleteQueued)
-            {
-                return;
-            }
-            _copyDeleteQueued = true;
-        }
-        // One queued write takes every copy released until the commit loop gets to it. A failed
-        // delete leaves the row behind; the next load finds nothing points at it and deletes it.
-        _ = _commits.CommitAsync(batch =>
-        {
-            lock (_copiesGate)
-            {
-                foreach (var released in _copiesToDelete)
-                {
-                    batch.Deletes.Add(new MessageKey(Id, released));
-                }
-                _copiesToDelete.Clear();
-                _copyDeleteQueued = false;
-            }
-        }).ContinueWith(static t => _ = t.Exception, TaskContinuationOptions.OnlyOnFaulted);
     }
 
     /// <summary>First step of a planned move: no more sends; the subscriptions stop on their own.</summary>
@@ -273,6 +177,7 @@ internal sealed partial class TopicEntity : ISendTarget
     /// </summary>
     public void MarkDeleted()
     {
+        Volatile.Write(ref _deleted, true);
         Unload(FarmErrors.EntityNotFound(Name));
         foreach (var subscription in Volatile.Read(ref _subscriptions))
         {
@@ -292,7 +197,7 @@ internal sealed partial class TopicEntity : ISendTarget
         }
     }
 
-    /// <summary>Forgets duplicate-detection history past its window.</summary>
+    /// <summary>Forgets duplicate-detection history past its window; deletes the copies nothing points at any more.</summary>
     public void Sweep()
     {
         var now = NowMs;
@@ -300,5 +205,6 @@ internal sealed partial class TopicEntity : ISendTarget
         {
             _duplicates.Prune(now);
         }
+        MaybeCollectCopies();
     }
 }

@@ -26,13 +26,28 @@ public interface IContainerDatabase : IAsyncDisposable
     /// in the database until read back (<see cref="EntityLoad.Tails"/>); the dead-letter queue's are
     /// counted here, the queue's are not (see <see cref="StoredTail"/>).
     /// </summary>
-    Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, CancellationToken cancellationToken = default);
+    /// <param name="copiesOf">For a subscription, its topic: a row stored without a payload comes back with the topic's copy (null when the copy is gone).</param>
+    Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, long copiesOf = 0, CancellationToken cancellationToken = default);
 
     /// <summary>
     /// A sub-queue's active messages after <paramref name="afterSequence"/>, in sequence order: at most
     /// <paramref name="maxRows"/>, and no more once <paramref name="maxBytes"/> of payload are read (at least one).
     /// </summary>
-    Task<IReadOnlyList<MessageRecord>> ReadActiveAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, CancellationToken cancellationToken = default);
+    /// <param name="copiesOf">As for <see cref="LoadEntityHeadAsync"/>.</param>
+    Task<IReadOnlyList<MessageRecord>> ReadActiveAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, long copiesOf = 0, CancellationToken cancellationToken = default);
+
+    /// <summary>An entity's sequence counter (at least one past every stored row) and duplicate history, without its messages: what a topic keeps in memory.</summary>
+    Task<EntityLoad> LoadEntityStateAsync(long entityId, long nowMs, CancellationToken cancellationToken = default);
+
+    /// <summary>
+    /// Finds a topic's stored copies that no row of <paramref name="subscriptionIds"/> points at any
+    /// more: among the copies in (<paramref name="afterSequence"/>, <paramref name="throughSequence"/>]
+    /// (at most <paramref name="maxRows"/> of them, and none at or past the lowest active message of a
+    /// subscription's main queue, which its copies still need), and among <paramref name="recheck"/>.
+    /// </summary>
+    Task<CopyScan> ScanCopiesAsync(
+        long topicId, IReadOnlyCollection<long> subscriptionIds, long afterSequence, long throughSequence, int maxRows, IReadOnlyCollection<long> recheck,
+        CancellationToken cancellationToken = default);
 
     /// <summary>How many active messages of a sub-queue have a sequence number in (<paramref name="afterSequence"/>, <paramref name="throughSequence"/>], and their payload bytes.</summary>
     Task<(long Count, long Bytes)> CountActiveAsync(long entityId, SubQueue subQueue, long afterSequence, long throughSequence, CancellationToken cancellationToken = default);

@@ -73,3 +73,12 @@ public sealed record EntityLoad(
 /// the broker counts it with <see cref="IContainerDatabase.CountActiveAsync"/> while it serves).
 /// </summary>
 public sealed record StoredTail(SubQueue SubQueue, long AfterSequence, long ThroughSequence, long? Count, long? Bytes);
+
+/// <summary>A topic's stored copy that nothing points at any more: its sequence number and payload bytes.</summary>
+public readonly record struct UnreferencedCopy(long SequenceNumber, long PayloadSize);
+
+/// <summary>
+/// What <see cref="IContainerDatabase.ScanCopiesAsync"/> found: the copies to delete, and how far
+/// the range was scanned (every copy up to there is either among them or still pointed at).
+/// </summary>
+public sealed record CopyScan(IReadOnlyList<UnreferencedCopy> Unreferenced, long ScannedThrough);

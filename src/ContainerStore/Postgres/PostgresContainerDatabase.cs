@@ -163,7 +163,7 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
             return new EntityLoad(entityId, next ?? 1, OrderBySubQueue(messages), duplicates);
         }, cancellationToken);
 
-    public Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, CancellationToken cancellationToken = default) =>
+    public Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, long copiesOf = 0, CancellationToken cancellationToken = default) =>
         RunAsync("load an entity", async connection =>
         {
             // One snapshot for the counter, held messages, heads, tails and history.
@@ -174,7 +174,7 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
                 next = await command.ExecuteScalarAsync(cancellationToken).ConfigureAwait(false) is long value ? value : null;
             }
             var messages = await ReadMessagesAsync(
-                new NpgsqlCommand(PostgresSql.ContainerDb.LoadHeldMessages, connection, transaction) { Parameters = { Parameter(entityId) } },
+                new NpgsqlCommand(PostgresSql.ContainerDb.LoadHeldMessages, connection, transaction) { Parameters = { Parameter(entityId), Parameter(copiesOf) } },
                 int.MaxValue, long.MaxValue, cancellationToken).ConfigureAwait(false);
             var tails = new List<StoredTail>();
             // Every sequence number handed out so far: the counter, or the rows themselves if it lags.
@@ -186,7 +186,7 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
             var through = Math.Max((next ?? 1) - 1, stored);
             foreach (var subQueue in new[] { SubQueue.Main, SubQueue.DeadLetter })
             {
-                var head = await ReadMessagesAsync(ReadActiveCommand(connection, transaction, entityId, subQueue, 0, int.MaxValue), int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
+                var head = await ReadMessagesAsync(ReadActiveCommand(connection, transaction, entityId, copiesOf, subQueue, 0, int.MaxValue), int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
                 messages.AddRange(head);
                 var after = head.Count > 0 ? head[^1].SequenceNumber : 0;
                 if (subQueue == SubQueue.Main)
@@ -226,16 +226,110 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
         return (reader.GetInt64(0), reader.GetInt64(1));
     }
 
-    public Task<IReadOnlyList<MessageRecord>> ReadActiveAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, CancellationToken cancellationToken = default) =>
+    public Task<IReadOnlyList<MessageRecord>> ReadActiveAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, long copiesOf = 0, CancellationToken cancellationToken = default) =>
         RunAsync<IReadOnlyList<MessageRecord>>("read messages", async connection =>
-            await ReadMessagesAsync(ReadActiveCommand(connection, null, entityId, subQueue, afterSequence, maxRows), maxRows, maxBytes, cancellationToken).ConfigureAwait(false),
+            await ReadMessagesAsync(ReadActiveCommand(connection, null, entityId, copiesOf, subQueue, afterSequence, maxRows), maxRows, maxBytes, cancellationToken).ConfigureAwait(false),
             cancellationToken);
 
-    private static NpgsqlCommand ReadActiveCommand(NpgsqlConnection connection, NpgsqlTransaction? transaction, long entityId, SubQueue subQueue, long after, int limit) =>
+    private static NpgsqlCommand ReadActiveCommand(NpgsqlConnection connection, NpgsqlTransaction? transaction, long entityId, long copiesOf, SubQueue subQueue, long after, int limit) =>
         new(PostgresSql.ContainerDb.ReadActive, connection, transaction)
         {
-            Parameters = { Parameter(entityId), Parameter((int)subQueue), Parameter(after), Parameter((long)limit) },
+            Parameters = { Parameter(entityId), Parameter(copiesOf), Parameter((int)subQueue), Parameter(after), Parameter((long)limit) },
         };
+
+    public Task<EntityLoad> LoadEntityStateAsync(long entityId, long nowMs, CancellationToken cancellationToken = default) =>
+        RunAsync("load an entity", async connection =>
+        {
+            await using var transaction = await connection.BeginTransactionAsync(IsolationLevel.RepeatableRead, cancellationToken).ConfigureAwait(false);
+            long? next;
+            await using (var command = new NpgsqlCommand(PostgresSql.ContainerDb.ReadNextSequence, connection, transaction) { Parameters = { Parameter(entityId) } })
+            {
+                next = await command.ExecuteScalarAsync(cancellationToken).ConfigureAwait(false) is long value ? value : null;
+            }
+            long stored;
+            await using (var command = new NpgsqlCommand(PostgresSql.ContainerDb.MaxSequence, connection, transaction) { Parameters = { Parameter(entityId) } })
+            {
+                stored = (long)(await command.ExecuteScalarAsync(cancellationToken).ConfigureAwait(false))!;
+            }
+            var duplicates = await ReadDuplicatesAsync(connection, transaction, entityId, nowMs, cancellationToken).ConfigureAwait(false);
+            await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
+            return new EntityLoad(entityId, Math.Max(next ?? 1, stored + 1), [], duplicates);
+        }, cancellationToken);
+
+    private static async Task<List<DuplicateRecord>> ReadDuplicatesAsync(NpgsqlConnection connection, NpgsqlTransaction transaction, long entityId, long nowMs, CancellationToken cancellationToken)
+    {
+        var duplicates = new List<DuplicateRecord>();
+        await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.LoadDuplicates, connection, transaction) { Parameters = { Parameter(entityId), Parameter(nowMs) } };
+        await using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
+        while (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
+        {
+            duplicates.Add(new DuplicateRecord(reader.GetInt64(0), reader.GetString(1), reader.GetInt64(2)));
+        }
+        return duplicates;
+    }
+
+    public Task<CopyScan> ScanCopiesAsync(
+        long topicId, IReadOnlyCollection<long> subscriptionIds, long afterSequence, long throughSequence, int maxRows, IReadOnlyCollection<long> recheck,
+        CancellationToken cancellationToken = default) =>
+        RunAsync("scan a topic's copies", async connection =>
+        {
+            await using var transaction = await connection.BeginTransactionAsync(IsolationLevel.RepeatableRead, cancellationToken).ConfigureAwait(false);
+            // A subscription's lowest active message and everything after it may still be delivered:
+            // the scan stops short of the lowest over all subscriptions (one index probe each).
+            foreach (var subscription in subscriptionIds)
+            {
+                await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.LowestActive, connection, transaction) { Parameters = { Parameter(subscription) } };
+                if (await command.ExecuteScalarAsync(cancellationToken).ConfigureAwait(false) is long lowest)
+                {
+                    throughSequence = Math.Min(throughSequence, lowest - 1);
+                }
+            }
+            var subscriptions = subscriptionIds.ToArray();
+            var unreferenced = new List<UnreferencedCopy>();
+            var found = new HashSet<long>();
+            var scannedThrough = Math.Max(afterSequence, throughSequence);
+            if (throughSequence > afterSequence)
+            {
+                await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.ScanCopies, connection, transaction)
+                {
+                    Parameters = { Parameter(topicId), Parameter(subscriptions), Parameter(afterSequence), Parameter(throughSequence), Parameter((long)maxRows) },
+                };
+                var scanned = 0;
+                var last = 0L;
+                await using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
+                while (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
+                {
+                    scanned++;
+                    last = reader.GetInt64(0);
+                    if (!reader.GetBoolean(2) && found.Add(last))
+                    {
+                        unreferenced.Add(new UnreferencedCopy(last, reader.GetInt32(1)));
+                    }
+                }
+                if (scanned >= maxRows)
+                {
+                    scannedThrough = last;
+                }
+            }
+            if (recheck.Count > 0)
+            {
+                await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.CheckCopies, connection, transaction)
+                {
+                    Parameters = { Parameter(topicId), Parameter(subscriptions), Parameter(recheck.ToArray()) },
+                };
+                await using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
+                while (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
+                {
+                    var sequence = reader.GetInt64(0);
+                    if (!reader.GetBoolean(2) && found.Add(sequence))
+                    {
+                        unreferenced.Add(new UnreferencedCopy(sequence, reader.GetInt32(1)));
+                    }
+                }
+            }
+            await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
+            return new CopyScan(unreferenced, scannedThrough);
+        }, cancellationToken);
 
     /// <summary>Rows of <paramref name="command"/> in order, until <paramref name="maxRows"/> or until <paramref name="maxBytes"/> of payload are read (at least one row).</summary>
     private static async Task<List<MessageRecord>> ReadMessagesAsync(NpgsqlCommand command, int maxRows, long maxBytes, CancellationToken cancellationToken)

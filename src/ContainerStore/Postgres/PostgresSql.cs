@@ -272,23 +272,55 @@ internal static class PostgresSql
         /// whatever their number. Unordered on purpose: ORDER BY sequence_number made SQLite walk the
         /// primary key, every row of the queue (4.6 s for 10,000,000), instead of messages_by_sub_queue.
         /// </summary>
-        public const string LoadHeldMessages = """
-            SELECT entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
-                   scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
-                   payload, payload_size
+        public const string LoadHeldMessages = $"""
+            SELECT {PagedColumns}
             FROM messages
             WHERE entity_id = $1 AND sub_queue IN (0, 1) AND state IN (1, 2)
             """;
 
-        /// <summary>A sub-queue's active messages after a sequence number, in order (index messages_by_sub_queue). $1 entity, $2 sub-queue, $3 after, $4 limit.</summary>
-        public const string ReadActive = """
-            SELECT entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
-                   scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
-                   payload, payload_size
+        /// <summary>A sub-queue's active messages after a sequence number, in order (index messages_by_sub_queue). $1 entity, $2 copies-of, $3 sub-queue, $4 after, $5 limit.</summary>
+        public const string ReadActive = $"""
+            SELECT {PagedColumns}
             FROM messages
-            WHERE entity_id = $1 AND sub_queue = $2 AND state = 0 AND sequence_number > $3
+            WHERE entity_id = $1 AND sub_queue = $3 AND state = 0 AND sequence_number > $4
             ORDER BY sequence_number
-            LIMIT $4
+            LIMIT $5
+            """;
+
+        /// <summary>
+        /// The columns of <see cref="LoadMessages"/>, for the paged reads: a row stored without a payload
+        /// (a subscription's pointer at its topic's copy) gets the copy's, from the entity $2. COALESCE
+        /// evaluates only what it needs, so a queue's rows never run the lookup.
+        /// </summary>
+        private const string PagedColumns = """
+            entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
+            scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
+            COALESCE(payload, (SELECT c.payload FROM messages c WHERE c.entity_id = $2 AND c.sequence_number = messages.sequence_number)),
+            payload_size
+            """;
+
+        /// <summary>The lowest sequence number of an entity's active messages in its main queue (null: none), from messages_by_sub_queue.</summary>
+        public const string LowestActive = "SELECT MIN(sequence_number) FROM messages WHERE entity_id = $1 AND sub_queue = 0 AND state = 0";
+
+        /// <summary>
+        /// A topic's stored copies in ($3, $4], in order, at most $5, each with whether a row of one of
+        /// the subscriptions $2 still points at it: a primary-key probe per subscription.
+        /// </summary>
+        public const string ScanCopies = """
+            SELECT t.sequence_number, t.payload_size,
+                   EXISTS (SELECT 1 FROM messages s WHERE s.entity_id = ANY ($2) AND s.sequence_number = t.sequence_number)
+            FROM messages t
+            WHERE t.entity_id = $1 AND t.sequence_number > $3 AND t.sequence_number <= $4
+            ORDER BY t.sequence_number
+            LIMIT $5
+            """;
+
+        /// <summary>The same for the copies of the sequence numbers $3.</summary>
+        public const string CheckCopies = """
+            SELECT t.sequence_number, t.payload_size,
+                   EXISTS (SELECT 1 FROM messages s WHERE s.entity_id = ANY ($2) AND s.sequence_number = t.sequence_number)
+            FROM messages t
+            WHERE t.entity_id = $1 AND t.sequence_number = ANY ($3)
             """;
 
         /// <summary>How many active messages of a sub-queue have a sequence number in (after, through], and their bytes (an index-only scan).</summary>

@@ -93,21 +93,21 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             return new EntityLoad(entityId, next ?? 1, OrderBySubQueue(messages), duplicates.AsList());
         }, cancellationToken);
 
-    public Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, CancellationToken cancellationToken = default) =>
+    public Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, long copiesOf = 0, CancellationToken cancellationToken = default) =>
         ReadAsync(async connection =>
         {
             // One read transaction: counter, held messages, heads, tails and history from one snapshot.
             using var transaction = connection.BeginTransaction(deferred: true);
             var next = await connection.ExecuteScalarAsync<long?>(new CommandDefinition(
                 SqliteSql.ContainerDb.ReadNextSequence, new { EntityId = entityId }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
-            var messages = await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.LoadHeldMessages, entityId, null, 0, int.MaxValue, long.MaxValue, cancellationToken).ConfigureAwait(false);
+            var messages = await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.LoadHeldMessages, entityId, copiesOf, null, 0, int.MaxValue, long.MaxValue, cancellationToken).ConfigureAwait(false);
             var tails = new List<StoredTail>();
             // Every sequence number handed out so far: the counter, or the rows themselves if it lags.
             var through = Math.Max((next ?? 1) - 1, await connection.ExecuteScalarAsync<long>(new CommandDefinition(
                 SqliteSql.ContainerDb.MaxSequence, new { EntityId = entityId }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false));
             foreach (var subQueue in new[] { SubQueue.Main, SubQueue.DeadLetter })
             {
-                var head = await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.ReadActive, entityId, subQueue, 0, int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
+                var head = await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.ReadActive, entityId, copiesOf, subQueue, 0, int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
                 messages.AddRange(head);
                 var after = head.Count > 0 ? head[^1].SequenceNumber : 0;
                 if (subQueue == SubQueue.Main)
@@ -127,28 +127,87 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates.AsList(), tails);
         }, cancellationToken);
 
+    public Task<EntityLoad> LoadEntityStateAsync(long entityId, long nowMs, CancellationToken cancellationToken = default) =>
+        ReadAsync(async connection =>
+        {
+            using var transaction = connection.BeginTransaction(deferred: true);
+            var next = await connection.ExecuteScalarAsync<long?>(new CommandDefinition(
+                SqliteSql.ContainerDb.ReadNextSequence, new { EntityId = entityId }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            var stored = await connection.ExecuteScalarAsync<long>(new CommandDefinition(
+                SqliteSql.ContainerDb.MaxSequence, new { EntityId = entityId }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            var duplicates = await connection.QueryAsync<DuplicateRecord>(new CommandDefinition(
+                SqliteSql.ContainerDb.LoadDuplicates, new { EntityId = entityId, NowMs = nowMs }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            transaction.Commit();
+            return new EntityLoad(entityId, Math.Max(next ?? 1, stored + 1), [], duplicates.AsList());
+        }, cancellationToken);
+
+    public Task<CopyScan> ScanCopiesAsync(
+        long topicId, IReadOnlyCollection<long> subscriptionIds, long afterSequence, long throughSequence, int maxRows, IReadOnlyCollection<long> recheck,
+        CancellationToken cancellationToken = default) =>
+        ReadAsync(async connection =>
+        {
+            using var transaction = connection.BeginTransaction(deferred: true);
+            // A subscription's lowest active message and everything after it may still be delivered:
+            // the scan stops short of the lowest over all subscriptions (one index probe each).
+            foreach (var subscription in subscriptionIds)
+            {
+                var lowest = await connection.ExecuteScalarAsync<long?>(new CommandDefinition(
+                    SqliteSql.ContainerDb.LowestActive, new { EntityId = subscription }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+                if (lowest is { } sequence)
+                {
+                    throughSequence = Math.Min(throughSequence, sequence - 1);
+                }
+            }
+            var unreferenced = new List<UnreferencedCopy>();
+            var scannedThrough = Math.Max(afterSequence, throughSequence);
+            var subscriptions = subscriptionIds.Count == 0 ? [-1L] : subscriptionIds;
+            if (throughSequence > afterSequence)
+            {
+                var rows = (await connection.QueryAsync<(long Sequence, long Size, bool Referenced)>(new CommandDefinition(
+                    SqliteSql.ContainerDb.ScanCopies,
+                    new { TopicId = topicId, Subscriptions = subscriptions, After = afterSequence, Through = throughSequence, Limit = maxRows },
+                    transaction, cancellationToken: cancellationToken)).ConfigureAwait(false)).AsList();
+                unreferenced.AddRange(rows.Where(r => !r.Referenced).Select(r => new UnreferencedCopy(r.Sequence, r.Size)));
+                if (rows.Count >= maxRows)
+                {
+                    scannedThrough = rows[^1].Sequence;
+                }
+            }
+            if (recheck.Count > 0)
+            {
+                var rows = await connection.QueryAsync<(long Sequence, long Size, bool Referenced)>(new CommandDefinition(
+                    SqliteSql.ContainerDb.CheckCopies, new { TopicId = topicId, Subscriptions = subscriptions, Sequences = recheck },
+                    transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+                var found = unreferenced.Select(u => u.SequenceNumber).ToHashSet();
+                unreferenced.AddRange(rows.Where(r => !r.Referenced && found.Add(r.Sequence)).Select(r => new UnreferencedCopy(r.Sequence, r.Size)));
+            }
+            transaction.Commit();
+            return new CopyScan(unreferenced, scannedThrough);
+        }, cancellationToken);
+
     public Task<(long Count, long Bytes)> CountActiveAsync(long entityId, SubQueue subQueue, long afterSequence, long throughSequence, CancellationToken cancellationToken = default) =>
         ReadAsync(connection => connection.QuerySingleAsync<(long, long)>(new CommandDefinition(
             SqliteSql.ContainerDb.CountActiveAfter, new { EntityId = entityId, SubQueue = (int)subQueue, After = afterSequence, Through = throughSequence }, cancellationToken: cancellationToken)), cancellationToken);
 
-    public Task<IReadOnlyList<MessageRecord>> ReadActiveAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, CancellationToken cancellationToken = default) =>
+    public Task<IReadOnlyList<MessageRecord>> ReadActiveAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, long copiesOf = 0, CancellationToken cancellationToken = default) =>
         ReadAsync<IReadOnlyList<MessageRecord>>(async connection =>
         {
             using var transaction = connection.BeginTransaction(deferred: true);
-            var rows = await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.ReadActive, entityId, subQueue, afterSequence, maxRows, maxBytes, cancellationToken).ConfigureAwait(false);
+            var rows = await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.ReadActive, entityId, copiesOf, subQueue, afterSequence, maxRows, maxBytes, cancellationToken).ConfigureAwait(false);
             transaction.Commit();
             return rows;
         }, cancellationToken);
 
     /// <summary>Rows of <paramref name="sql"/> in order, until <paramref name="maxRows"/> or until <paramref name="maxBytes"/> of payload are read (at least one row).</summary>
     private static async Task<List<MessageRecord>> ReadMessagesAsync(
-        SqliteConnection connection, SqliteTransaction transaction, string sql, long entityId, SubQueue? subQueue, long after, int maxRows, long maxBytes, CancellationToken cancellationToken)
+        SqliteConnection connection, SqliteTransaction transaction, string sql, long entityId, long copiesOf, SubQueue? subQueue, long after, int maxRows, long maxBytes, CancellationToken cancellationToken)
     {
         var rows = new List<MessageRecord>();
         using var command = connection.CreateCommand();
         command.Transaction = transaction;
         command.CommandText = sql;
         command.Parameters.AddWithValue("@EntityId", entityId);
+        command.Parameters.AddWithValue("@CopiesOf", copiesOf);
         if (subQueue is { } queue)
         {
             command.Parameters.AddWithValue("@SubQueue", (int)queue);

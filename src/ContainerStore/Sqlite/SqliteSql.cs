@@ -212,23 +212,31 @@ internal static class SqliteSql
         public const string MaxSequence = "SELECT COALESCE(MAX(sequence_number), 0) FROM messages WHERE entity_id = @EntityId";
 
         /// <summary>
+        /// The columns of <see cref="LoadMessages"/>, for the paged reads: a row stored without a payload
+        /// (a subscription's pointer at its topic's copy) gets the copy's, from the entity @CopiesOf. COALESCE
+        /// stops at the first non-null argument, so a queue's rows never run the lookup.
+        /// </summary>
+        private const string PagedColumns = """
+            entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
+            scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
+            COALESCE(payload, (SELECT c.payload FROM messages c WHERE c.entity_id = @CopiesOf AND c.sequence_number = messages.sequence_number)),
+            payload_size
+            """;
+
+        /// <summary>
         /// The scheduled and deferred messages (state 1 and 2), which a paged load keeps in memory
         /// whatever their number. Unordered on purpose: ORDER BY sequence_number made SQLite walk the
         /// primary key, every row of the queue (4.6 s for 10,000,000), instead of messages_by_sub_queue.
         /// </summary>
-        public const string LoadHeldMessages = """
-            SELECT entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
-                   scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
-                   payload, payload_size
+        public const string LoadHeldMessages = $"""
+            SELECT {PagedColumns}
             FROM messages
             WHERE entity_id = @EntityId AND sub_queue IN (0, 1) AND state IN (1, 2)
             """;
 
         /// <summary>A sub-queue's active messages after a sequence number, in order (index messages_by_sub_queue).</summary>
-        public const string ReadActive = """
-            SELECT entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
-                   scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
-                   payload, payload_size
+        public const string ReadActive = $"""
+            SELECT {PagedColumns}
             FROM messages
             WHERE entity_id = @EntityId AND sub_queue = @SubQueue AND state = 0 AND sequence_number > @After
             ORDER BY sequence_number
@@ -240,6 +248,30 @@ internal static class SqliteSql
             SELECT COUNT(*), COALESCE(SUM(payload_size), 0)
             FROM messages
             WHERE entity_id = @EntityId AND sub_queue = @SubQueue AND state = 0 AND sequence_number > @After AND sequence_number <= @Through
+            """;
+
+        /// <summary>The lowest sequence number of an entity's active messages in its main queue (null: none), from messages_by_sub_queue.</summary>
+        public const string LowestActive = "SELECT MIN(sequence_number) FROM messages WHERE entity_id = @EntityId AND sub_queue = 0 AND state = 0";
+
+        /// <summary>
+        /// A topic's stored copies in (@After, @Through], in order, each with whether a row of one of
+        /// @Subscriptions (Dapper expands the list) still points at it: a primary-key probe per subscription.
+        /// </summary>
+        public const string ScanCopies = """
+            SELECT t.sequence_number, t.payload_size,
+                   EXISTS (SELECT 1 FROM messages s WHERE s.entity_id IN @Subscriptions AND s.sequence_number = t.sequence_number)
+            FROM messages t
+            WHERE t.entity_id = @TopicId AND t.sequence_number > @After AND t.sequence_number <= @Through
+            ORDER BY t.sequence_number
+            LIMIT @Limit
+            """;
+
+        /// <summary>The same for the copies of the given sequence numbers (@Sequences).</summary>
+        public const string CheckCopies = """
+            SELECT t.sequence_number, t.payload_size,
+                   EXISTS (SELECT 1 FROM messages s WHERE s.entity_id IN @Subscriptions AND s.sequence_number = t.sequence_number)
+            FROM messages t
+            WHERE t.entity_id = @TopicId AND t.sequence_number IN @Sequences
             """;
 
         public const string LoadDuplicates = """

@@ -528,6 +528,83 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Empty(await database.ReadActiveAsync(Entity, SubQueue.DeadLetter, 100, 100, long.MaxValue));
     }
 
+    /// <summary>
+    /// A subscription's rows stored without a payload come back with their topic's copy; the scan
+    /// for copies nothing points at stops short of every subscription's lowest active message,
+    /// skips copies still pointed at (a deferred row below it), and looks at the ones named again.
+    /// </summary>
+    [StoreFact]
+    public async Task SubscriptionRowsReadTheirTopicsCopy_AndScanCopiesFindsTheUnreferencedOnes()
+    {
+        const long topic = 20, fast = 21, slow = 22;
+        var database = await OpenOwnedAsync(1);
+        await CommitAsync(database, 1, b =>
+        {
+            for (var sequence = 1; sequence <= 10; sequence++)
+            {
+                b.Inserts.Add(Message(topic, sequence));
+                // slow: a pointer row for 2 (deferred) and 6-10; fast: its own payload for 10 (a rule action changed it).
+                if (sequence == 2 || sequence >= 6)
+                {
+                    b.Inserts.Add(Message(slow, sequence) with { Payload = null, State = sequence == 2 ? StoredMessageState.Deferred : StoredMessageState.Active });
+                }
+            }
+            b.Inserts.Add(Message(fast, 10) with { Payload = [1, 2, 3], PayloadSize = 3 });
+        });
+
+        var head = await database.LoadEntityHeadAsync(slow, 0, cacheBytes: 2 * 16, copiesOf: topic);
+        Assert.Equal([2L, 6, 7], head.Messages.Select(m => m.SequenceNumber));
+        Assert.All(head.Messages, m => Assert.Equal(Message(topic, m.SequenceNumber).Payload, m.Payload));
+        var next = await database.ReadActiveAsync(slow, SubQueue.Main, 7, 10, long.MaxValue, copiesOf: topic);
+        Assert.Equal([8L, 9, 10], next.Select(m => m.SequenceNumber));
+        Assert.All(next, m => Assert.Equal(Message(topic, m.SequenceNumber).Payload, m.Payload));
+        Assert.Equal([1, 2, 3], Assert.Single(await database.ReadActiveAsync(fast, SubQueue.Main, 0, 10, long.MaxValue, copiesOf: topic)).Payload);
+        // Without copiesOf a pointer row has no payload.
+        Assert.All(await database.ReadActiveAsync(slow, SubQueue.Main, 0, 10, long.MaxValue), m => Assert.Null(m.Payload));
+
+        // Up to slow's lowest active (6): 1, 3, 4, 5 go; 2 is held by the deferred row.
+        var scan = await database.ScanCopiesAsync(topic, [fast, slow], 0, 10, 100, []);
+        Assert.Equal([1L, 3, 4, 5], scan.Unreferenced.Select(c => c.SequenceNumber));
+        Assert.All(scan.Unreferenced, c => Assert.Equal(16, c.PayloadSize));
+        Assert.Equal(5, scan.ScannedThrough);
+        // A short scan says how far it got.
+        var shortScan = await database.ScanCopiesAsync(topic, [fast, slow], 0, 10, 2, []);
+        Assert.Equal(2, shortScan.ScannedThrough);
+        Assert.Equal([1L], shortScan.Unreferenced.Select(c => c.SequenceNumber));
+
+        await CommitAsync(database, 1, b =>
+        {
+            b.Deletes.AddRange(scan.Unreferenced.Select(c => new MessageKey(topic, c.SequenceNumber)));
+            b.Deletes.Add(new MessageKey(slow, 2));
+            b.Deletes.Add(new MessageKey(slow, 6));
+        });
+        // 2 is named again; the range goes on from 5 up to slow's lowest active, now 7.
+        var again = await database.ScanCopiesAsync(topic, [fast, slow], 5, 10, 100, [2, 9]);
+        Assert.Equal([6L, 2], again.Unreferenced.Select(c => c.SequenceNumber));
+        Assert.Equal(6, again.ScannedThrough);
+        // With no subscription left, every copy is unreferenced.
+        Assert.Equal([6L, 7, 8, 9, 10], (await database.ScanCopiesAsync(topic, [], 5, 10, 100, [])).Unreferenced.Select(c => c.SequenceNumber));
+    }
+
+    /// <summary>A topic's state without its messages: the counter at least one past every row, and the duplicate history.</summary>
+    [StoreFact]
+    public async Task LoadEntityState_ReadsTheCounterAndHistory_NotTheMessages()
+    {
+        var database = await OpenOwnedAsync(1);
+        await CommitAsync(database, 1, b =>
+        {
+            b.Inserts.Add(Message(Entity, 41));
+            b.SequenceCounters[Entity] = 5;
+            b.Duplicates.Add(new DuplicateRecord(Entity, "seen", 10_000));
+        });
+
+        var load = await database.LoadEntityStateAsync(Entity, nowMs: 1_000);
+
+        Assert.Equal(42, load.NextSequenceNumber);
+        Assert.Empty(load.Messages);
+        Assert.Equal(["seen"], load.DuplicateHistory.Select(d => d.MessageId));
+    }
+
     /// <summary>Opens the test's database (the same one every time within a test).</summary>
     protected async Task<IContainerDatabase> OpenAsync()
     {
