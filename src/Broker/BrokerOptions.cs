@@ -54,6 +54,13 @@ public sealed class BrokerOptions
     /// <summary>Most messages one read-back of a paged queue brings into memory (it runs between two commits of the container).</summary>
     public int MaxMessagesPerRefill { get; set; } = 1024;
 
+    /// <summary>
+    /// MessageIds duplicate detection keeps exactly in memory per entity, the newest (about 150 bytes
+    /// each with a GUID id: some 2.5 MB). Older ids of the window stay in the container database and
+    /// in Bloom filters of about 14 bits an id; a send whose id a filter may hold looks it up by key.
+    /// </summary>
+    public int DuplicateIdsInMemoryPerEntity { get; set; } = 16 * 1024;
+
     /// <summary>Most forwarding hops a message takes through ForwardTo chains (Azure allows 4).</summary>
     public int MaxForwardHops { get; set; } = 4;
 }

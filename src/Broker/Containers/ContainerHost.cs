@@ -180,7 +180,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             var settings = QueueSettings.FromJson(record.PropertiesJson);
             var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options, _options.MessageCacheSizePerEntity) { Resolve = _resolve };
             // The head only: a deep queue's takeover reads what the cache holds, not the backlog.
-            var load = await Database.LoadEntityHeadAsync(record.Id, _time.GetUtcNow().ToUnixTimeMilliseconds(), _options.MessageCacheSizePerEntity, cancellationToken: cancellationToken).ConfigureAwait(false);
+            var load = await Database.LoadEntityHeadAsync(record.Id, _time.GetUtcNow().ToUnixTimeMilliseconds(), _options.MessageCacheSizePerEntity, maxDuplicates: _options.DuplicateIdsInMemoryPerEntity, cancellationToken: cancellationToken).ConfigureAwait(false);
             entity.Load(load);
             _entities[record.Id] = entity;
             LogEntityLoaded(_logger, record.Name, Id, load.Messages.Count, load.Tails?.Sum(t => t.Count) ?? 0);
@@ -263,14 +263,14 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             var nowMs = _time.GetUtcNow().ToUnixTimeMilliseconds();
             var topic = new TopicEntity(record.Id, record.Name, TopicSettings.FromJson(record.PropertiesJson), Commits, _time, _options);
             // The topic's copies stay in the database; each subscription reads its head with the copies it points at.
-            var topicLoad = await Database.LoadEntityStateAsync(record.Id, nowMs, cancellationToken).ConfigureAwait(false);
+            var topicLoad = await Database.LoadEntityStateAsync(record.Id, nowMs, _options.DuplicateIdsInMemoryPerEntity, cancellationToken).ConfigureAwait(false);
             var children = await _farm.ListChildEntitiesAsync(record.Id, cancellationToken).ConfigureAwait(false);
             var rules = (await _farm.ListRulesOfTopicAsync(record.Id, cancellationToken).ConfigureAwait(false)).ToLookup(r => r.SubscriptionId);
             var subscriptions = new List<(TopicEntity.Subscription, EntityLoad)>();
             foreach (var child in children)
             {
                 var subscription = NewSubscription(child, record.Id, rules[child.Id]);
-                var load = await Database.LoadEntityHeadAsync(child.Id, nowMs, _options.MessageCacheSizePerEntity, copiesOf: record.Id, cancellationToken).ConfigureAwait(false);
+                var load = await Database.LoadEntityHeadAsync(child.Id, nowMs, _options.MessageCacheSizePerEntity, copiesOf: record.Id, cancellationToken: cancellationToken).ConfigureAwait(false);
                 subscriptions.Add((subscription, load));
             }
             topic.Load(topicLoad, subscriptions);

@@ -39,6 +39,9 @@ internal sealed class InFlightIds
         return null;
     }
 
+    /// <summary>Whether a send of this id is being committed.</summary>
+    public bool Contains(string messageId) => _byId.ContainsKey(messageId);
+
     /// <summary>Marks the ids of a send being committed; null when it has none.</summary>
     public Outcome? Add(List<DuplicateRecord> remembered)
     {

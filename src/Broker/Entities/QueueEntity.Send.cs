@@ -22,21 +22,36 @@ internal sealed partial class QueueEntity
             // Just taken over: MaxSizeInMegabytes needs the stored tail's size.
             await Task.WhenAny(_tailsCounted.Task, Unloaded).ConfigureAwait(false);
         }
-        while (true)
+        var lookup = new DuplicateLookup();
+        try
         {
-            var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource);
-            if (waitFor is null)
+            while (true)
             {
-                if (commit is not null)
+                var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource, lookup);
+                if (waitFor is null)
                 {
-                    await commit.ConfigureAwait(false);
-                    BrokerMetrics.RecordSent(Name, results!.Count(sequence => sequence != 0));
+                    if (commit is not null)
+                    {
+                        await commit.ConfigureAwait(false);
+                        BrokerMetrics.RecordSent(Name, results!.Count(sequence => sequence != 0));
+                    }
+                    return results!;
                 }
-                return results!;
+                // An earlier send of one of the ids, or a lookup of ids that left memory: whatever the
+                // outcome, look again from the start, so the batch stays atomic. An entity unloaded
+                // meanwhile answers the next look with its reason.
+                await Task.WhenAny(waitFor, Unloaded).ConfigureAwait(false);
             }
-            // Whatever the original's outcome, look again from the start: the batch stays atomic.
-            // An entity unloaded meanwhile answers the next look with its reason.
-            await Task.WhenAny(waitFor, Unloaded).ConfigureAwait(false);
+        }
+        finally
+        {
+            if (lookup.Stamp is not null)
+            {
+                lock (_gate)
+                {
+                    _duplicates.EndLookup(lookup);
+                }
+            }
         }
     }
 
@@ -44,7 +59,7 @@ internal sealed partial class QueueEntity
     /// Accepts the batch and queues its commit (under the lock, so commits follow sequence order),
     /// or returns the outcome of an earlier send to wait for first.
     /// </summary>
-    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads, string? deadLetterSource)
+    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads, string? deadLetterSource, DuplicateLookup lookup)
     {
         long total = payloads.Sum(p => (long)p.Length);
         var now = NowMs;
@@ -57,7 +72,7 @@ internal sealed partial class QueueEntity
         lock (_gate)
         {
             ThrowIfNotServing();
-            if (settings.RequiresDuplicateDetection && _inFlightIds.WaitingFor(messages) is { } pending)
+            if (settings.RequiresDuplicateDetection && DuplicateCheckFirst(messages, now, lookup) is { } pending)
             {
                 return (pending, null, null);
             }
@@ -68,7 +83,7 @@ internal sealed partial class QueueEntity
                 var message = messages[i];
                 if (settings.RequiresDuplicateDetection && message.MessageId.Length > 0)
                 {
-                    if (!_duplicates.TryRemember(Id, message.MessageId, now, settings.DuplicateDetectionHistoryTimeWindow, out var remembered))
+                    if (!_duplicates.TryRemember(Id, message.MessageId, now, settings.DuplicateDetectionHistoryTimeWindow, lookup, out var remembered))
                     {
                         continue;
                     }
@@ -123,6 +138,10 @@ internal sealed partial class QueueEntity
             return (null, commit, results);
         }
     }
+
+    /// <summary>What a send with duplicate detection must wait for before it is looked at again: an earlier send of one of its ids, or a database lookup of ids that left memory.</summary>
+    private Task? DuplicateCheckFirst(IReadOnlyList<Message> messages, long now, DuplicateLookup lookup) =>
+        _inFlightIds.WaitingFor(messages) ?? _duplicates.StartLookup(Id, messages, now, lookup, _commits.Database);
 
     private Task QueueCommit(List<MessageRecord> records, List<StoredMessage> stored, List<DuplicateRecord> duplicates, long nextSequence, InFlightIds.Outcome? outcome, long bytes)
     {

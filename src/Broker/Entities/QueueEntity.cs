@@ -27,7 +27,7 @@ internal sealed partial class QueueEntity : ISendTarget
     private PriorityQueue<StoredMessage, long> _lockExpiry = new();
     private PriorityQueue<StoredMessage, long> _scheduled = new();
     private PriorityQueue<StoredMessage, long> _timeToLive = new();
-    private readonly DuplicateHistory _duplicates = new();
+    private readonly DuplicateHistory _duplicates;
     private readonly InFlightIds _inFlightIds = new();
     private long _nextSequence;
 
@@ -55,6 +55,7 @@ internal sealed partial class QueueEntity : ISendTarget
         _time = time;
         _options = options;
         _cacheBytes = cacheBytes;
+        _duplicates = new DuplicateHistory(options.DuplicateIdsInMemoryPerEntity);
         _nextSequence = 1;
     }
 
@@ -84,6 +85,18 @@ internal sealed partial class QueueEntity : ISendTarget
             lock (_gate)
             {
                 return _lockExpiry.Count + _timeToLive.Count + _scheduled.Count;
+            }
+        }
+    }
+
+    /// <summary>Duplicate-detection ids kept exactly in memory, for tests of the bound.</summary>
+    internal int DuplicateIdsInMemory
+    {
+        get
+        {
+            lock (_gate)
+            {
+                return _duplicates.InMemoryCount;
             }
         }
     }
@@ -175,9 +188,13 @@ internal sealed partial class QueueEntity : ISendTarget
                     _timeToLive.Enqueue(message, expires);
                 }
             }
-            _duplicates.Load(load.DuplicateHistory);
+            _duplicates.Load(load.DuplicateHistory, load.DuplicateHistoryComplete);
         }
         DeleteDangling(dangling);
+        if (!load.DuplicateHistoryComplete)
+        {
+            _ = _duplicates.FillFiltersAsync(_commits.Database, Id, _gate, _time, _options.SweepInterval, () => _unloaded is not null);
+        }
     }
 
     /// <summary>Set when the entity stops taking new work before a planned move; settlements still run.</summary>
@@ -365,7 +382,7 @@ internal sealed partial class QueueEntity : ISendTarget
         MaybeRefillLocked(_main);
         MaybeRefillLocked(_deadLetter);
         CompactDueTimesLocked();
-        _duplicates.Prune(now);
+        _duplicates.Prune(now, _inFlightIds.Contains);
         return arrived;
     }
 

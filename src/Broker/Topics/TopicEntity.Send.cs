@@ -32,23 +32,37 @@ internal sealed partial class TopicEntity
             // Just taken over: MaxSizeInMegabytes needs the stored copies' size.
             await Task.WhenAny(_copiesCounted.Task, _unloadedSignal.Task).ConfigureAwait(false);
         }
-        while (true)
+        var lookup = new DuplicateLookup();
+        try
         {
-            var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource);
-            if (waitFor is null)
+            while (true)
             {
-                await commit!.ConfigureAwait(false);
-                BrokerMetrics.RecordSent(Name, results!.Count(sequence => sequence != 0));
-                return results!;
+                var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource, lookup);
+                if (waitFor is null)
+                {
+                    await commit!.ConfigureAwait(false);
+                    BrokerMetrics.RecordSent(Name, results!.Count(sequence => sequence != 0));
+                    return results!;
+                }
+                // A MessageId of this batch is in a send that has not committed yet, or left memory
+                // and is looked up: wait for that, then look again from the start (a duplicate of a
+                // committed message, or stored here if it failed), so the batch stays atomic.
+                await Task.WhenAny(waitFor, _unloadedSignal.Task).ConfigureAwait(false);
             }
-            // A MessageId of this batch is in a send that has not committed yet: wait for its
-            // outcome, then look again from the start (a duplicate of a committed message, or
-            // stored here if it failed), so the batch stays atomic.
-            await Task.WhenAny(waitFor, _unloadedSignal.Task).ConfigureAwait(false);
+        }
+        finally
+        {
+            if (lookup.Stamp is not null)
+            {
+                lock (_sendGate)
+                {
+                    _duplicates.EndLookup(lookup);
+                }
+            }
         }
     }
 
-    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads, string? deadLetterSource)
+    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads, string? deadLetterSource, DuplicateLookup lookup)
     {
         var total = payloads.Sum(p => (long)p.Length);
         var settings = Settings;
@@ -65,11 +79,12 @@ internal sealed partial class TopicEntity
             lock (_sendGate)
             {
                 ThrowIfNotServing();
-                if (settings.RequiresDuplicateDetection && _inFlightIds.WaitingFor(messages) is { } pending)
+                if (settings.RequiresDuplicateDetection
+                    && (_inFlightIds.WaitingFor(messages) ?? _duplicates.StartLookup(Id, messages, now, lookup, _commits.Database)) is { } pending)
                 {
                     return (pending, null, null);
                 }
-                accepted = AcceptLocked(messages, payloads, total, settings, now, results, duplicates);
+                accepted = AcceptLocked(messages, payloads, total, settings, now, results, duplicates, lookup);
                 outcome = _inFlightIds.Add(duplicates);
                 subscriptions = _subscriptions;
                 fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: false, deadLetterSource);
@@ -82,11 +97,12 @@ internal sealed partial class TopicEntity
             lock (_sendGate)
             {
                 ThrowIfNotServing();
-                if (settings.RequiresDuplicateDetection && _inFlightIds.WaitingFor(messages) is { } pending)
+                if (settings.RequiresDuplicateDetection
+                    && (_inFlightIds.WaitingFor(messages) ?? _duplicates.StartLookup(Id, messages, now, lookup, _commits.Database)) is { } pending)
                 {
                     return (pending, null, null);
                 }
-                accepted = AcceptLocked(messages, payloads, total, settings, now, results, duplicates);
+                accepted = AcceptLocked(messages, payloads, total, settings, now, results, duplicates, lookup);
                 outcome = _inFlightIds.Add(duplicates);
                 subscriptions = _subscriptions;
             }
@@ -97,7 +113,7 @@ internal sealed partial class TopicEntity
     }
 
     private List<Accepted> AcceptLocked(
-        IReadOnlyList<Message> messages, byte[][] payloads, long total, TopicSettings settings, long now, long[] results, List<DuplicateRecord> duplicates)
+        IReadOnlyList<Message> messages, byte[][] payloads, long total, TopicSettings settings, long now, long[] results, List<DuplicateRecord> duplicates, DuplicateLookup lookup)
     {
         ThrowIfNotServing();
         // Sends accepted but not committed yet count: concurrent sends cannot overshoot the limit together.
@@ -110,7 +126,7 @@ internal sealed partial class TopicEntity
             var message = messages[i];
             if (settings.RequiresDuplicateDetection && message.MessageId.Length > 0)
             {
-                if (!_duplicates.TryRemember(Id, message.MessageId, now, settings.DuplicateDetectionHistoryTimeWindow, out var remembered))
+                if (!_duplicates.TryRemember(Id, message.MessageId, now, settings.DuplicateDetectionHistoryTimeWindow, lookup, out var remembered))
                 {
                     continue;
                 }

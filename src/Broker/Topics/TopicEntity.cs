@@ -35,7 +35,7 @@ internal sealed partial class TopicEntity : ISendTarget
 
     /// <summary>Bytes of sends accepted whose commit has not finished (guarded by the send lock): counted against MaxSizeInMegabytes.</summary>
     private long _sendingBytes;
-    private readonly DuplicateHistory _duplicates = new();
+    private readonly DuplicateHistory _duplicates;
     private readonly CommitQueue _commits;
     private readonly TimeProvider _time;
     private readonly BrokerOptions _options;
@@ -57,6 +57,19 @@ internal sealed partial class TopicEntity : ISendTarget
         _commits = commits;
         _time = time;
         _options = options;
+        _duplicates = new DuplicateHistory(options.DuplicateIdsInMemoryPerEntity);
+    }
+
+    /// <summary>Duplicate-detection ids kept exactly in memory, for tests of the bound.</summary>
+    internal int DuplicateIdsInMemory
+    {
+        get
+        {
+            lock (_sendGate)
+            {
+                return _duplicates.InMemoryCount;
+            }
+        }
     }
 
     public long Id { get; }
@@ -100,7 +113,11 @@ internal sealed partial class TopicEntity : ISendTarget
         lock (_sendGate)
         {
             _nextSequence = Math.Max(topic.NextSequenceNumber, 1);
-            _duplicates.Load(topic.DuplicateHistory);
+            _duplicates.Load(topic.DuplicateHistory, topic.DuplicateHistoryComplete);
+        }
+        if (!topic.DuplicateHistoryComplete)
+        {
+            _ = _duplicates.FillFiltersAsync(_commits.Database, Id, _sendGate, _time, _options.SweepInterval, () => _unloaded is not null);
         }
         var loaded = new List<Subscription>();
         foreach (var (subscription, load) in subscriptions)
@@ -203,7 +220,7 @@ internal sealed partial class TopicEntity : ISendTarget
         var now = NowMs;
         lock (_sendGate)
         {
-            _duplicates.Prune(now);
+            _duplicates.Prune(now, _inFlightIds.Contains);
         }
         MaybeCollectCopies();
     }

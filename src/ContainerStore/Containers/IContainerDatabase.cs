@@ -27,7 +27,8 @@ public interface IContainerDatabase : IAsyncDisposable
     /// counted here, the queue's are not (see <see cref="StoredTail"/>).
     /// </summary>
     /// <param name="copiesOf">For a subscription, its topic: a row stored without a payload comes back with the topic's copy (null when the copy is gone).</param>
-    Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, long copiesOf = 0, CancellationToken cancellationToken = default);
+    /// <param name="maxDuplicates">Most duplicate-detection ids to read, the newest first (see <see cref="EntityLoad.DuplicateHistoryComplete"/>).</param>
+    Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, long copiesOf = 0, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default);
 
     /// <summary>
     /// A sub-queue's active messages after <paramref name="afterSequence"/>, in sequence order: at most
@@ -37,7 +38,13 @@ public interface IContainerDatabase : IAsyncDisposable
     Task<IReadOnlyList<MessageRecord>> ReadActiveAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, long copiesOf = 0, CancellationToken cancellationToken = default);
 
     /// <summary>An entity's sequence counter (at least one past every stored row) and duplicate history, without its messages: what a topic keeps in memory.</summary>
-    Task<EntityLoad> LoadEntityStateAsync(long entityId, long nowMs, CancellationToken cancellationToken = default);
+    Task<EntityLoad> LoadEntityStateAsync(long entityId, long nowMs, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default);
+
+    /// <summary>Which of <paramref name="messageIds"/> the entity saw within its duplicate-detection window (stored with an expiry after <paramref name="nowMs"/>).</summary>
+    Task<IReadOnlyCollection<string>> FindDuplicatesAsync(long entityId, IReadOnlyCollection<string> messageIds, long nowMs, CancellationToken cancellationToken = default);
+
+    /// <summary>The entity's duplicate-detection ids within the window after <paramref name="afterMessageId"/> in ordinal order, at most <paramref name="maxRows"/>: a scan in pages.</summary>
+    Task<IReadOnlyList<DuplicateRecord>> ReadDuplicatesAsync(long entityId, string afterMessageId, long nowMs, int maxRows, CancellationToken cancellationToken = default);
 
     /// <summary>
     /// Finds a topic's stored copies that no row of <paramref name="subscriptionIds"/> points at any

@@ -59,12 +59,14 @@ public sealed record DuplicateRecord(long EntityId, string MessageId, long Expir
 
 /// <summary>What the broker needs to serve an entity after loading its container.</summary>
 /// <param name="Tails">For a load of the head only: per sub-queue, the active messages left in the database.</param>
+/// <param name="DuplicateHistoryComplete">False when the load read only the newest ids of the window: older ones are in the database only.</param>
 public sealed record EntityLoad(
     long EntityId,
     long NextSequenceNumber,
     IReadOnlyList<MessageRecord> Messages,
     IReadOnlyList<DuplicateRecord> DuplicateHistory,
-    IReadOnlyList<StoredTail>? Tails = null);
+    IReadOnlyList<StoredTail>? Tails = null,
+    bool DuplicateHistoryComplete = true);
 
 /// <summary>
 /// The active messages of a sub-queue after <paramref name="AfterSequence"/> (up to

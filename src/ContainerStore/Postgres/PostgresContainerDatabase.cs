@@ -163,7 +163,7 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
             return new EntityLoad(entityId, next ?? 1, OrderBySubQueue(messages), duplicates);
         }, cancellationToken);
 
-    public Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, long copiesOf = 0, CancellationToken cancellationToken = default) =>
+    public Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, long copiesOf = 0, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default) =>
         RunAsync("load an entity", async connection =>
         {
             // One snapshot for the counter, held messages, heads, tails and history.
@@ -198,17 +198,9 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
                 var (count, bytes) = await CountAsync(connection, transaction, entityId, subQueue, after, through, cancellationToken).ConfigureAwait(false);
                 tails.Add(new StoredTail(subQueue, after, through, count, bytes));
             }
-            var duplicates = new List<DuplicateRecord>();
-            await using (var command = new NpgsqlCommand(PostgresSql.ContainerDb.LoadDuplicates, connection, transaction) { Parameters = { Parameter(entityId), Parameter(nowMs) } })
-            await using (var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false))
-            {
-                while (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
-                {
-                    duplicates.Add(new DuplicateRecord(reader.GetInt64(0), reader.GetString(1), reader.GetInt64(2)));
-                }
-            }
+            var duplicates = await ReadDuplicatesAsync(connection, transaction, entityId, nowMs, maxDuplicates, cancellationToken).ConfigureAwait(false);
             await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
-            return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails);
+            return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails, duplicates.Count < maxDuplicates);
         }, cancellationToken);
 
     public Task<(long Count, long Bytes)> CountActiveAsync(long entityId, SubQueue subQueue, long afterSequence, long throughSequence, CancellationToken cancellationToken = default) =>
@@ -237,7 +229,7 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
             Parameters = { Parameter(entityId), Parameter(copiesOf), Parameter((int)subQueue), Parameter(after), Parameter((long)limit) },
         };
 
-    public Task<EntityLoad> LoadEntityStateAsync(long entityId, long nowMs, CancellationToken cancellationToken = default) =>
+    public Task<EntityLoad> LoadEntityStateAsync(long entityId, long nowMs, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default) =>
         RunAsync("load an entity", async connection =>
         {
             await using var transaction = await connection.BeginTransactionAsync(IsolationLevel.RepeatableRead, cancellationToken).ConfigureAwait(false);
@@ -251,15 +243,24 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
             {
                 stored = (long)(await command.ExecuteScalarAsync(cancellationToken).ConfigureAwait(false))!;
             }
-            var duplicates = await ReadDuplicatesAsync(connection, transaction, entityId, nowMs, cancellationToken).ConfigureAwait(false);
+            var duplicates = await ReadDuplicatesAsync(connection, transaction, entityId, nowMs, maxDuplicates, cancellationToken).ConfigureAwait(false);
             await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
-            return new EntityLoad(entityId, Math.Max(next ?? 1, stored + 1), [], duplicates);
+            return new EntityLoad(entityId, Math.Max(next ?? 1, stored + 1), [], duplicates, DuplicateHistoryComplete: duplicates.Count < maxDuplicates);
         }, cancellationToken);
 
-    private static async Task<List<DuplicateRecord>> ReadDuplicatesAsync(NpgsqlConnection connection, NpgsqlTransaction transaction, long entityId, long nowMs, CancellationToken cancellationToken)
+    /// <summary>The whole window, or its newest <paramref name="maxDuplicates"/> ids.</summary>
+    private static async Task<List<DuplicateRecord>> ReadDuplicatesAsync(
+        NpgsqlConnection connection, NpgsqlTransaction transaction, long entityId, long nowMs, int maxDuplicates, CancellationToken cancellationToken)
+    {
+        await using var command = maxDuplicates == int.MaxValue
+            ? new NpgsqlCommand(PostgresSql.ContainerDb.LoadDuplicates, connection, transaction) { Parameters = { Parameter(entityId), Parameter(nowMs) } }
+            : new NpgsqlCommand(PostgresSql.ContainerDb.LoadNewestDuplicates, connection, transaction) { Parameters = { Parameter(entityId), Parameter(nowMs), Parameter((long)maxDuplicates) } };
+        return await ReadDuplicateRowsAsync(command, cancellationToken).ConfigureAwait(false);
+    }
+
+    private static async Task<List<DuplicateRecord>> ReadDuplicateRowsAsync(NpgsqlCommand command, CancellationToken cancellationToken)
     {
         var duplicates = new List<DuplicateRecord>();
-        await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.LoadDuplicates, connection, transaction) { Parameters = { Parameter(entityId), Parameter(nowMs) } };
         await using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
         while (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
         {
@@ -267,6 +268,32 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
         }
         return duplicates;
     }
+
+    public Task<IReadOnlyCollection<string>> FindDuplicatesAsync(long entityId, IReadOnlyCollection<string> messageIds, long nowMs, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyCollection<string>>("look up duplicate ids", async connection =>
+        {
+            await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.FindDuplicates, connection)
+            {
+                Parameters = { Parameter(entityId), Parameter(messageIds.ToArray()), Parameter(nowMs) },
+            };
+            var found = new List<string>();
+            await using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
+            while (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
+            {
+                found.Add(reader.GetString(0));
+            }
+            return found;
+        }, cancellationToken);
+
+    public Task<IReadOnlyList<DuplicateRecord>> ReadDuplicatesAsync(long entityId, string afterMessageId, long nowMs, int maxRows, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<DuplicateRecord>>("read duplicate ids", async connection =>
+        {
+            await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.ReadDuplicatesAfter, connection)
+            {
+                Parameters = { Parameter(entityId), Parameter(afterMessageId), Parameter(nowMs), Parameter((long)maxRows) },
+            };
+            return await ReadDuplicateRowsAsync(command, cancellationToken).ConfigureAwait(false);
+        }, cancellationToken);
 
     public Task<CopyScan> ScanCopiesAsync(
         long topicId, IReadOnlyCollection<long> subscriptionIds, long afterSequence, long throughSequence, int maxRows, IReadOnlyCollection<long> recheck,

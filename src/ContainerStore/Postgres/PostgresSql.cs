@@ -337,6 +337,30 @@ internal static class PostgresSql
             ORDER BY message_id
             """;
 
+        /// <summary>An entity's newest MessageIds within the window ($2), newest first, at most $3 (index duplicates_by_entity_expiry).</summary>
+        public const string LoadNewestDuplicates = """
+            SELECT entity_id, message_id, expires_at_ms
+            FROM duplicates
+            WHERE entity_id = $1 AND expires_at_ms > $2
+            ORDER BY expires_at_ms DESC
+            LIMIT $3
+            """;
+
+        /// <summary>Which of the MessageIds $2 entity $1 saw within the window ($3), by primary key.</summary>
+        public const string FindDuplicates = """
+            SELECT message_id FROM duplicates
+            WHERE entity_id = $1 AND message_id = ANY ($2) AND expires_at_ms > $3
+            """;
+
+        /// <summary>Entity $1's MessageIds within the window ($3) after $2, in key order, at most $4.</summary>
+        public const string ReadDuplicatesAfter = """
+            SELECT entity_id, message_id, expires_at_ms
+            FROM duplicates
+            WHERE entity_id = $1 AND message_id > $2 AND expires_at_ms > $3
+            ORDER BY message_id
+            LIMIT $4
+            """;
+
         public const string ReadPayloads = """
             SELECT sequence_number, payload FROM messages
             WHERE entity_id = $1 AND sequence_number = ANY ($2) AND payload IS NOT NULL

@@ -93,7 +93,7 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             return new EntityLoad(entityId, next ?? 1, OrderBySubQueue(messages), duplicates.AsList());
         }, cancellationToken);
 
-    public Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, long copiesOf = 0, CancellationToken cancellationToken = default) =>
+    public Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, long copiesOf = 0, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default) =>
         ReadAsync(async connection =>
         {
             // One read transaction: counter, held messages, heads, tails and history from one snapshot.
@@ -121,13 +121,12 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
                 tails.Add(new StoredTail(subQueue, after, through, count, bytes));
             }
 
-            var duplicates = await connection.QueryAsync<DuplicateRecord>(new CommandDefinition(
-                SqliteSql.ContainerDb.LoadDuplicates, new { EntityId = entityId, NowMs = nowMs }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            var duplicates = await LoadDuplicatesAsync(connection, transaction, entityId, nowMs, maxDuplicates, cancellationToken).ConfigureAwait(false);
             transaction.Commit();
-            return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates.AsList(), tails);
+            return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails, duplicates.Count < maxDuplicates);
         }, cancellationToken);
 
-    public Task<EntityLoad> LoadEntityStateAsync(long entityId, long nowMs, CancellationToken cancellationToken = default) =>
+    public Task<EntityLoad> LoadEntityStateAsync(long entityId, long nowMs, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default) =>
         ReadAsync(async connection =>
         {
             using var transaction = connection.BeginTransaction(deferred: true);
@@ -135,11 +134,27 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
                 SqliteSql.ContainerDb.ReadNextSequence, new { EntityId = entityId }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
             var stored = await connection.ExecuteScalarAsync<long>(new CommandDefinition(
                 SqliteSql.ContainerDb.MaxSequence, new { EntityId = entityId }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
-            var duplicates = await connection.QueryAsync<DuplicateRecord>(new CommandDefinition(
-                SqliteSql.ContainerDb.LoadDuplicates, new { EntityId = entityId, NowMs = nowMs }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            var duplicates = await LoadDuplicatesAsync(connection, transaction, entityId, nowMs, maxDuplicates, cancellationToken).ConfigureAwait(false);
             transaction.Commit();
-            return new EntityLoad(entityId, Math.Max(next ?? 1, stored + 1), [], duplicates.AsList());
+            return new EntityLoad(entityId, Math.Max(next ?? 1, stored + 1), [], duplicates, DuplicateHistoryComplete: duplicates.Count < maxDuplicates);
         }, cancellationToken);
+
+    /// <summary>The whole window, or its newest <paramref name="maxDuplicates"/> ids.</summary>
+    private static async Task<List<DuplicateRecord>> LoadDuplicatesAsync(
+        SqliteConnection connection, SqliteTransaction transaction, long entityId, long nowMs, int maxDuplicates, CancellationToken cancellationToken) =>
+        (await connection.QueryAsync<DuplicateRecord>(new CommandDefinition(
+            maxDuplicates == int.MaxValue ? SqliteSql.ContainerDb.LoadDuplicates : SqliteSql.ContainerDb.LoadNewestDuplicates,
+            new { EntityId = entityId, NowMs = nowMs, Limit = maxDuplicates }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false)).AsList();
+
+    public Task<IReadOnlyCollection<string>> FindDuplicatesAsync(long entityId, IReadOnlyCollection<string> messageIds, long nowMs, CancellationToken cancellationToken = default) =>
+        ReadAsync<IReadOnlyCollection<string>>(async connection => messageIds.Count == 0 ? [] : (await connection.QueryAsync<string>(new CommandDefinition(
+            SqliteSql.ContainerDb.FindDuplicates, new { EntityId = entityId, MessageIds = messageIds, NowMs = nowMs }, cancellationToken: cancellationToken)).ConfigureAwait(false)).AsList(),
+            cancellationToken);
+
+    public Task<IReadOnlyList<DuplicateRecord>> ReadDuplicatesAsync(long entityId, string afterMessageId, long nowMs, int maxRows, CancellationToken cancellationToken = default) =>
+        ReadAsync<IReadOnlyList<DuplicateRecord>>(async connection => (await connection.QueryAsync<DuplicateRecord>(new CommandDefinition(
+            SqliteSql.ContainerDb.ReadDuplicatesAfter, new { EntityId = entityId, After = afterMessageId, NowMs = nowMs, Limit = maxRows }, cancellationToken: cancellationToken)).ConfigureAwait(false)).AsList(),
+            cancellationToken);
 
     public Task<CopyScan> ScanCopiesAsync(
         long topicId, IReadOnlyCollection<long> subscriptionIds, long afterSequence, long throughSequence, int maxRows, IReadOnlyCollection<long> recheck,

@@ -281,6 +281,30 @@ internal static class SqliteSql
             ORDER BY message_id
             """;
 
+        /// <summary>An entity's newest MessageIds within the window, newest first, at most @Limit (index duplicates_by_entity_expiry).</summary>
+        public const string LoadNewestDuplicates = """
+            SELECT entity_id AS EntityId, message_id AS MessageId, expires_at_ms AS ExpiresAtMs
+            FROM duplicates
+            WHERE entity_id = @EntityId AND expires_at_ms > @NowMs
+            ORDER BY expires_at_ms DESC
+            LIMIT @Limit
+            """;
+
+        /// <summary>Which of @MessageIds (Dapper expands the list) an entity saw within the window, by primary key.</summary>
+        public const string FindDuplicates = """
+            SELECT message_id FROM duplicates
+            WHERE entity_id = @EntityId AND message_id IN @MessageIds AND expires_at_ms > @NowMs
+            """;
+
+        /// <summary>An entity's MessageIds within the window after @After, in key order, at most @Limit.</summary>
+        public const string ReadDuplicatesAfter = """
+            SELECT entity_id AS EntityId, message_id AS MessageId, expires_at_ms AS ExpiresAtMs
+            FROM duplicates
+            WHERE entity_id = @EntityId AND message_id > @After AND expires_at_ms > @NowMs
+            ORDER BY message_id
+            LIMIT @Limit
+            """;
+
         public const string ReadPayload = "SELECT payload FROM messages WHERE entity_id = $entity AND sequence_number = $sequence";
 
         // The write path below runs through prepared commands with positional '$' parameters.

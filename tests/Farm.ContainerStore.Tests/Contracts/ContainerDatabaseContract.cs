@@ -605,6 +605,48 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Equal(["seen"], load.DuplicateHistory.Select(d => d.MessageId));
     }
 
+    /// <summary>
+    /// Duplicate-detection history read in parts: the newest ids first up to a limit (saying whether
+    /// that was all), a lookup of given ids by key, and the whole window in pages of ordinal order.
+    /// </summary>
+    [StoreFact]
+    public async Task DuplicateHistory_ReadsTheNewest_LooksUpByKey_AndPagesThroughTheWindow()
+    {
+        var database = await OpenOwnedAsync(1);
+        await CommitAsync(database, 1, b =>
+        {
+            for (var i = 0; i < 10; i++)
+            {
+                b.Duplicates.Add(new DuplicateRecord(Entity, $"id-{i}", 1_000 + i));
+            }
+            b.Duplicates.Add(new DuplicateRecord(OtherEntity, "id-0", 5_000));
+        });
+
+        var head = await database.LoadEntityHeadAsync(Entity, nowMs: 1_002, cacheBytes: 100, maxDuplicates: 3);
+        Assert.Equal(["id-9", "id-8", "id-7"], head.DuplicateHistory.Select(d => d.MessageId));
+        Assert.False(head.DuplicateHistoryComplete);
+        var all = await database.LoadEntityStateAsync(Entity, nowMs: 1_002, maxDuplicates: 100);
+        Assert.Equal(7, all.DuplicateHistory.Count);
+        Assert.True(all.DuplicateHistoryComplete);
+
+        // id-1 expired at 1,001; id-x was never seen.
+        Assert.Equal(["id-3", "id-5"], (await database.FindDuplicatesAsync(Entity, ["id-1", "id-3", "id-5", "id-x"], nowMs: 1_002)).Order(StringComparer.Ordinal));
+
+        var paged = new List<string>();
+        var after = "";
+        while (true)
+        {
+            var page = await database.ReadDuplicatesAsync(Entity, after, nowMs: 1_002, maxRows: 3);
+            paged.AddRange(page.Select(d => d.MessageId));
+            if (page.Count < 3)
+            {
+                break;
+            }
+            after = page[^1].MessageId;
+        }
+        Assert.Equal(Enumerable.Range(3, 7).Select(i => $"id-{i}"), paged);
+    }
+
     /// <summary>Opens the test's database (the same one every time within a test).</summary>
     protected async Task<IContainerDatabase> OpenAsync()
     {
