@@ -1,5 +1,4 @@
 using Farm.Broker.Entities;
-using Farm.ContainerStore.Containers;
 
 namespace Farm.Broker.Tests;
 
@@ -26,7 +25,7 @@ public sealed class DuplicateHistoryTests
     [Fact]
     public void Prune_MovesTheOldestIdsPastTheBudgetIntoTheFilters_ButNotOnesStillInFlight()
     {
-        var history = new DuplicateHistory(4);
+        var history = new DuplicateHistory(4, NothingStored);
         var lookup = new DuplicateLookup();
         for (var i = 0; i < 10; i++)
         {
@@ -45,7 +44,7 @@ public sealed class DuplicateHistoryTests
     [Fact]
     public void Prune_KeepsIdsRememberedAfterALookupBegan_UntilItEnds()
     {
-        var history = new DuplicateHistory(2);
+        var history = new DuplicateHistory(2, NothingStored);
         var sender = new DuplicateLookup();
         for (var i = 0; i < 4; i++)
         {
@@ -54,7 +53,7 @@ public sealed class DuplicateHistoryTests
         history.Prune(now: 1, inFlight: _ => false);
         // A second send asks the database about an old id; meanwhile others remember new ones.
         var asking = new DuplicateLookup();
-        Assert.NotNull(history.StartLookup(1, [BrokerHarness.Text("x", "old-0")], now: 1, asking, new NoDatabase()));
+        Assert.NotNull(history.StartLookup([BrokerHarness.Text("x", "old-0")], now: 1, asking));
         for (var i = 0; i < 4; i++)
         {
             history.TryRemember(1, $"new-{i}", now: 2, Window, sender, out _);
@@ -68,23 +67,6 @@ public sealed class DuplicateHistoryTests
         Assert.Equal(2, history.InMemoryCount);
     }
 
-    /// <summary>Answers every lookup with "not stored".</summary>
-    private sealed class NoDatabase : IContainerDatabase
-    {
-        public string ConnectionString => "";
-        public Task<IReadOnlyCollection<string>> FindDuplicatesAsync(long entityId, IReadOnlyCollection<string> messageIds, long nowMs, CancellationToken cancellationToken = default) =>
-            Task.FromResult<IReadOnlyCollection<string>>([]);
-        public Task<long> ReadEpochAsync(CancellationToken cancellationToken = default) => throw new NotSupportedException();
-        public Task<bool> RaiseEpochAsync(long newEpoch, CancellationToken cancellationToken = default) => throw new NotSupportedException();
-        public Task<EntityLoad> LoadEntityAsync(long entityId, long nowMs, CancellationToken cancellationToken = default) => throw new NotSupportedException();
-        public Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, long copiesOf = 0, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default) => throw new NotSupportedException();
-        public Task<IReadOnlyList<MessageRecord>> ReadActiveAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, long copiesOf = 0, CancellationToken cancellationToken = default) => throw new NotSupportedException();
-        public Task<EntityLoad> LoadEntityStateAsync(long entityId, long nowMs, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default) => throw new NotSupportedException();
-        public Task<IReadOnlyList<DuplicateRecord>> ReadDuplicatesAsync(long entityId, string afterMessageId, long nowMs, int maxRows, CancellationToken cancellationToken = default) => throw new NotSupportedException();
-        public Task<CopyScan> ScanCopiesAsync(long topicId, IReadOnlyCollection<long> subscriptionIds, long afterSequence, long throughSequence, int maxRows, IReadOnlyCollection<long> recheck, CancellationToken cancellationToken = default) => throw new NotSupportedException();
-        public Task<(long Count, long Bytes)> CountActiveAsync(long entityId, SubQueue subQueue, long afterSequence, long throughSequence, CancellationToken cancellationToken = default) => throw new NotSupportedException();
-        public Task<IReadOnlyDictionary<long, byte[]>> ReadPayloadsAsync(long entityId, IReadOnlyCollection<long> sequenceNumbers, CancellationToken cancellationToken = default) => throw new NotSupportedException();
-        public Task CommitAsync(long expectedEpoch, ContainerWriteBatch batch, CancellationToken cancellationToken = default) => throw new NotSupportedException();
-        public ValueTask DisposeAsync() => ValueTask.CompletedTask;
-    }
+    /// <summary>A database that holds none of the ids it is asked about.</summary>
+    private static Task<IReadOnlyCollection<string>> NothingStored(IReadOnlyCollection<string> ids, long now) => Task.FromResult<IReadOnlyCollection<string>>([]);
 }

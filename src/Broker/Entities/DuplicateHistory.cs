@@ -14,7 +14,8 @@ namespace Farm.Broker.Entities;
 /// until it is done every id not in memory is looked up.
 /// Guarded by its entity's lock (the queue's, or the topic's send lock).
 /// </summary>
-internal sealed class DuplicateHistory(int capacity)
+/// <param name="findStored">Which of the given ids the database holds within the window at the given time (Unix ms).</param>
+internal sealed class DuplicateHistory(int capacity, Func<IReadOnlyCollection<string>, long, Task<IReadOnlyCollection<string>>> findStored)
 {
     /// <summary>The largest filter: past this many ids a new one starts (each filter goes once its last id expired).</summary>
     private const int MaxFilterCapacity = 4 * 1024 * 1024;
@@ -92,7 +93,7 @@ internal sealed class DuplicateHistory(int capacity)
     /// registered: until <see cref="EndLookup"/>, no id remembered after it started leaves memory,
     /// so one sent meanwhile by another send is seen in memory when the batch is accepted.
     /// </summary>
-    public Task? StartLookup(long entityId, IReadOnlyList<Message> messages, long now, DuplicateLookup lookup, IContainerDatabase database)
+    public Task? StartLookup(IReadOnlyList<Message> messages, long now, DuplicateLookup lookup)
     {
         if (lookup.Failure is { } failure)
         {
@@ -117,14 +118,14 @@ internal sealed class DuplicateHistory(int capacity)
             lookup.Stamp = _stamp;
             _lookupStamps.Add(_stamp);
         }
-        return LookUpAsync(database, entityId, ask, now, lookup);
+        return LookUpAsync(ask, now, lookup);
     }
 
-    private static async Task LookUpAsync(IContainerDatabase database, long entityId, List<string> ids, long now, DuplicateLookup lookup)
+    private async Task LookUpAsync(List<string> ids, long now, DuplicateLookup lookup)
     {
         try
         {
-            var stored = await database.FindDuplicatesAsync(entityId, ids, now).ConfigureAwait(false);
+            var stored = await findStored(ids, now).ConfigureAwait(false);
             lookup.Stored.UnionWith(stored);
             lookup.Checked.UnionWith(ids);
         }

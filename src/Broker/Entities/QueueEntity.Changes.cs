@@ -57,6 +57,7 @@ internal sealed partial class QueueEntity
                 lock (_gate)
                 {
                     _main.Remove(message);
+                    ForgetDeferredLocked(message);
                     message.SubQueue = SubQueue.DeadLetter;
                     message.State = StoredMessageState.Active;
                     message.DeadLetterReason = reason;

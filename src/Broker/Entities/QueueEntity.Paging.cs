@@ -17,7 +17,7 @@ internal sealed partial class QueueEntity
     /// </summary>
     private bool AdmitLocked(SubQueueState sub, StoredMessage message)
     {
-        if (message.SequenceNumber > sub.Frontier && (sub.StoredCount > 0 || sub.TailPending || sub.SizeInBytes + message.PayloadSize > _cacheBytes))
+        if (message.SequenceNumber > sub.Frontier && (sub.StoredCount > 0 || sub.TailPending || ActiveBytesLocked(sub) + message.PayloadSize > _cacheBytes))
         {
             sub.StoredCount++;
             sub.StoredBytes += message.PayloadSize;
@@ -36,10 +36,13 @@ internal sealed partial class QueueEntity
         return true;
     }
 
+    /// <summary>Bytes of a sub-queue's messages in memory that count against its active budget: scheduled and deferred ones have budgets of their own.</summary>
+    private long ActiveBytesLocked(SubQueueState sub) => sub.Kind == SubQueue.Main ? sub.SizeInBytes - _scheduledBytes - _deferredBytes : sub.SizeInBytes;
+
     /// <summary>Starts reading stored messages back once the cache is down to half its budget.</summary>
     private void MaybeRefillLocked(SubQueueState sub)
     {
-        if ((sub.StoredCount <= 0 && !sub.TailPending) || sub.Refilling || _unloaded is not null || sub.SizeInBytes > _cacheBytes / 2)
+        if ((sub.StoredCount <= 0 && !sub.TailPending) || sub.Refilling || _unloaded is not null || ActiveBytesLocked(sub) > _cacheBytes / 2)
         {
             return;
         }
@@ -58,7 +61,7 @@ internal sealed partial class QueueEntity
                 lock (_gate)
                 {
                     after = sub.Frontier;
-                    room = Math.Max(_cacheBytes - sub.SizeInBytes, 1);
+                    room = Math.Max(_cacheBytes - ActiveBytesLocked(sub), 1);
                 }
                 var rows = await database.ReadActiveAsync(Id, sub.Kind, after, _options.MaxMessagesPerRefill, room, CopiesOf).ConfigureAwait(false);
                 arrived = ApplyRefill(sub, rows);
@@ -178,50 +181,41 @@ internal sealed partial class QueueEntity
     }
 
     /// <summary>
-    /// Browses from a sequence number on: the messages in memory, then the stored ones after the
-    /// frontier, merged in sequence order.
+    /// Browses from a sequence number on. When every message of the sub-queue is in memory, from
+    /// memory; otherwise from the database (any state, in order), with what memory knows newer (a
+    /// delivery count, a scheduled message that came due) taking the row's place.
     /// </summary>
     public async Task<IReadOnlyList<ReceivedMessage>> PeekAsync(bool deadLetter, long fromSequenceNumber, int maxMessages)
     {
         var sub = SubQueueOf(deadLetter);
-        var cached = Peek(deadLetter, fromSequenceNumber, maxMessages);
-        long frontier;
         lock (_gate)
         {
-            if (sub.StoredCount <= 0)
+            ThrowIfNotServing();
+            if (sub.StoredCount <= 0 && !sub.TailPending && (deadLetter || HeldStoredCount <= 0))
             {
-                return cached;
-            }
-            frontier = sub.Frontier;
-        }
-        if (cached.Count >= maxMessages && cached[^1].SequenceNumber <= frontier)
-        {
-            return cached;
-        }
-        var rows = await _commits.Database.ReadActiveAsync(Id, sub.Kind, Math.Max(fromSequenceNumber - 1, frontier), maxMessages, _options.MaxReceiveResponseBytes, CopiesOf).ConfigureAwait(false);
-        var merged = new SortedDictionary<long, ReceivedMessage>();
-        foreach (var message in cached)
-        {
-            merged[message.SequenceNumber] = message;
-        }
-        foreach (var row in rows)
-        {
-            if (!merged.ContainsKey(row.SequenceNumber) && row.Payload is not null)
-            {
-                merged[row.SequenceNumber] = ToReceived(StoredMessage.FromRecord(row), withLock: false);
+                return Peek(deadLetter, fromSequenceNumber, maxMessages);
             }
         }
-        var result = new List<ReceivedMessage>();
+        var rows = await _commits.Database.ReadFromAsync(Id, sub.Kind, Math.Max(fromSequenceNumber - 1, 0), maxMessages, _options.MaxReceiveResponseBytes, CopiesOf).ConfigureAwait(false);
+        var result = new List<ReceivedMessage>(rows.Count);
         var bytes = 0L;
-        foreach (var message in merged.Values)
+        lock (_gate)
         {
-            var size = message.Message.CalculateSize() + 256L;
-            if (result.Count >= maxMessages || (result.Count > 0 && bytes + size > _options.MaxReceiveResponseBytes))
+            foreach (var row in rows)
             {
-                break;
+                var message = sub.Messages.GetValueOrDefault(row.SequenceNumber) ?? (row.Payload is null ? null : StoredMessage.FromRecord(row));
+                if (message is null)
+                {
+                    continue;
+                }
+                var size = ResponseSizeOf(message);
+                if (result.Count > 0 && bytes + size > _options.MaxReceiveResponseBytes)
+                {
+                    break;
+                }
+                bytes += size;
+                result.Add(ToReceived(message, withLock: false));
             }
-            bytes += size;
-            result.Add(message);
         }
         return result;
     }

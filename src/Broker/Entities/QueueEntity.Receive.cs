@@ -217,6 +217,32 @@ internal sealed partial class QueueEntity
         var now = NowMs;
         var peekLock = mode == ReceiveMode.PeekLock;
         var settings = Settings;
+        var (taken, result) = await WithStoredDeferredAsync(sequenceNumbers, () => TakeDeferred(sequenceNumbers, now, peekLock, settings)).ConfigureAwait(false);
+        if (peekLock)
+        {
+            var updates = taken.Select(m => m.ToUpdate(Id)).ToList();
+            await _commits.CommitAsync(batch => batch.Updates.AddRange(updates), onFailed: _ => ReleaseAfterFailedDelivery(taken)).ConfigureAwait(false);
+        }
+        else
+        {
+            var keys = taken.Select(m => new MessageKey(Id, m.SequenceNumber)).ToList();
+            await _commits.CommitAsync(
+                batch => batch.Deletes.AddRange(keys),
+                onCommitted: () =>
+                {
+                    lock (_gate)
+                    {
+                        taken.ForEach(m => RemoveStored(_main, m));
+                    }
+                },
+                onFailed: _ => ReleaseAfterFailedDelivery(taken)).ConfigureAwait(false);
+        }
+        return result;
+    }
+
+    /// <summary>Locks (or takes, receive-and-delete) deferred messages in memory, after checking all of them.</summary>
+    private (List<StoredMessage> Taken, List<ReceivedMessage> Result) TakeDeferred(IReadOnlyList<long> sequenceNumbers, long now, bool peekLock, QueueSettings settings)
+    {
         var taken = new List<StoredMessage>();
         var result = new List<ReceivedMessage>();
         lock (_gate)
@@ -258,26 +284,7 @@ internal sealed partial class QueueEntity
                 result.Add(ToReceived(message, peekLock));
             }
         }
-        if (peekLock)
-        {
-            var updates = taken.Select(m => m.ToUpdate(Id)).ToList();
-            await _commits.CommitAsync(batch => batch.Updates.AddRange(updates), onFailed: _ => ReleaseAfterFailedDelivery(taken)).ConfigureAwait(false);
-        }
-        else
-        {
-            var keys = taken.Select(m => new MessageKey(Id, m.SequenceNumber)).ToList();
-            await _commits.CommitAsync(
-                batch => batch.Deletes.AddRange(keys),
-                onCommitted: () =>
-                {
-                    lock (_gate)
-                    {
-                        taken.ForEach(m => RemoveStored(_main, m));
-                    }
-                },
-                onFailed: _ => ReleaseAfterFailedDelivery(taken)).ConfigureAwait(false);
-        }
-        return result;
+        return (taken, result);
     }
 
     /// <summary>Browses messages from a sequence number on, without locking or changing them.</summary>

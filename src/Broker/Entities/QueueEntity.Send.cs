@@ -141,7 +141,7 @@ internal sealed partial class QueueEntity
 
     /// <summary>What a send with duplicate detection must wait for before it is looked at again: an earlier send of one of its ids, or a database lookup of ids that left memory.</summary>
     private Task? DuplicateCheckFirst(IReadOnlyList<Message> messages, long now, DuplicateLookup lookup) =>
-        _inFlightIds.WaitingFor(messages) ?? _duplicates.StartLookup(Id, messages, now, lookup, _commits.Database);
+        _inFlightIds.WaitingFor(messages) ?? _duplicates.StartLookup(messages, now, lookup);
 
     private Task QueueCommit(List<MessageRecord> records, List<StoredMessage> stored, List<DuplicateRecord> duplicates, long nextSequence, InFlightIds.Outcome? outcome, long bytes)
     {
@@ -161,13 +161,7 @@ internal sealed partial class QueueEntity
                     {
                         if (message.State == StoredMessageState.Scheduled)
                         {
-                            // Scheduled messages stay in memory whatever the cache holds (not paged yet).
-                            _main.Add(message);
-                            _scheduled.Enqueue(message, message.ScheduledAtMs!.Value);
-                            if (message.ExpiresAtMs is { } expires)
-                            {
-                                _timeToLive.Enqueue(message, expires);
-                            }
+                            AdmitScheduledLocked(message);
                         }
                         else
                         {
@@ -202,11 +196,19 @@ internal sealed partial class QueueEntity
     {
         var now = NowMs;
         var cancelled = new List<StoredMessage>();
+        var stored = (await FindStoredScheduledAsync(sequenceNumbers, now).ConfigureAwait(false)).ToDictionary(r => r.SequenceNumber);
+        Task? storedDeleted = null;
         lock (_gate)
         {
             ThrowIfNotServing();
+            // Read back into memory since they were looked up: cancelled there, as the others.
+            stored = stored.Values.Where(r => !_main.Messages.ContainsKey(r.SequenceNumber)).ToDictionary(r => r.SequenceNumber);
             foreach (var sequence in sequenceNumbers)
             {
+                if (stored.ContainsKey(sequence))
+                {
+                    continue;
+                }
                 if (!_main.Messages.TryGetValue(sequence, out var message) || message.Settling)
                 {
                     throw FarmErrors.MessageNotFound(Name, sequence, "does not exist");
@@ -216,12 +218,24 @@ internal sealed partial class QueueEntity
                     throw FarmErrors.MessageNotFound(Name, sequence, "is not a scheduled message waiting for its time");
                 }
             }
-            foreach (var sequence in sequenceNumbers.Distinct())
+            foreach (var sequence in sequenceNumbers.Distinct().Where(s => !stored.ContainsKey(s)))
             {
                 var message = _main.Messages[sequence];
                 message.Settling = true;
                 cancelled.Add(message);
             }
+            if (stored.Count > 0)
+            {
+                storedDeleted = DeleteStoredScheduledLocked([.. stored.Values]);
+            }
+        }
+        if (storedDeleted is not null)
+        {
+            await storedDeleted.ConfigureAwait(false);
+        }
+        if (cancelled.Count == 0)
+        {
+            return;
         }
         await _commits.CommitAsync(
             batch => batch.Deletes.AddRange(cancelled.Select(m => new MessageKey(Id, m.SequenceNumber))),

@@ -180,7 +180,16 @@ internal sealed partial class QueueEntity
         var update = message.ToUpdate(Id, payload);
         writes.Add(new PendingChange(
             batch => batch.Updates.Add(update),
-            () => { },
+            () =>
+            {
+                if (state == StoredMessageState.Deferred)
+                {
+                    lock (_gate)
+                    {
+                        NoteDeferredLocked(message);
+                    }
+                }
+            },
             _ =>
             {
                 lock (_gate)

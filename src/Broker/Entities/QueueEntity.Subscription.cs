@@ -18,6 +18,8 @@ internal sealed partial class QueueEntity
         if (sub.Messages.ContainsKey(message.SequenceNumber))
         {
             sub.Remove(message);
+            ForgetScheduledLocked(message);
+            ForgetDeferredLocked(message);
             MessageRemoved?.Invoke(message.SequenceNumber);
         }
     }
@@ -72,12 +74,7 @@ internal sealed partial class QueueEntity
                 }
                 if (message.State == StoredMessageState.Scheduled)
                 {
-                    _main.Add(message);
-                    _scheduled.Enqueue(message, message.ScheduledAtMs!.Value);
-                    if (message.ExpiresAtMs is { } expires)
-                    {
-                        _timeToLive.Enqueue(message, expires);
-                    }
+                    AdmitScheduledLocked(message);
                 }
                 else
                 {
@@ -108,6 +105,8 @@ internal sealed partial class QueueEntity
     {
         var now = NowMs;
         var cancelled = new List<StoredMessage>();
+        var stored = await FindStoredScheduledAsync(sequenceNumbers, now).ConfigureAwait(false);
+        Task? storedDeleted = null;
         lock (_gate)
         {
             ThrowIfNotServing();
@@ -120,10 +119,20 @@ internal sealed partial class QueueEntity
                     cancelled.Add(message);
                 }
             }
+            // Read back into memory since they were looked up: cancelled there, as the others.
+            stored = [.. stored.Where(r => !_main.Messages.ContainsKey(r.SequenceNumber))];
+            if (stored.Count > 0)
+            {
+                storedDeleted = DeleteStoredScheduledLocked(stored);
+            }
+        }
+        if (storedDeleted is not null)
+        {
+            await storedDeleted.ConfigureAwait(false);
         }
         if (cancelled.Count == 0)
         {
-            return 0;
+            return stored.Count;
         }
         await _commits.CommitAsync(
             batch => batch.Deletes.AddRange(cancelled.Select(m => new MessageKey(Id, m.SequenceNumber))),
@@ -141,6 +150,6 @@ internal sealed partial class QueueEntity
                     cancelled.ForEach(m => m.Settling = false);
                 }
             }).ConfigureAwait(false);
-        return cancelled.Count;
+        return cancelled.Count + stored.Count;
     }
 }

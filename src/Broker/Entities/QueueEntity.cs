@@ -55,7 +55,7 @@ internal sealed partial class QueueEntity : ISendTarget
         _time = time;
         _options = options;
         _cacheBytes = cacheBytes;
-        _duplicates = new DuplicateHistory(options.DuplicateIdsInMemoryPerEntity);
+        _duplicates = new DuplicateHistory(options.DuplicateIdsInMemoryPerEntity, (ids, now) => commits.Database.FindDuplicatesAsync(id, ids, now));
         _nextSequence = 1;
     }
 
@@ -75,7 +75,7 @@ internal sealed partial class QueueEntity : ISendTarget
     public long CopiesOf { get; init; }
 
     /// <summary>Bytes of every message the queue holds, in memory or only in the database.</summary>
-    private long TotalBytes => _main.SizeInBytes + _main.StoredBytes + _deadLetter.SizeInBytes + _deadLetter.StoredBytes;
+    private long TotalBytes => _main.SizeInBytes + _main.StoredBytes + HeldStoredBytes + _deadLetter.SizeInBytes + _deadLetter.StoredBytes;
 
     /// <summary>Entries of the due-time heaps, for tests that they do not keep settled messages.</summary>
     internal int DueTimeEntries
@@ -158,6 +158,7 @@ internal sealed partial class QueueEntity : ISendTarget
                 }
             }
             _nextSequence = Math.Max(load.NextSequenceNumber, 1);
+            LoadHeldLocked(load.Held);
             foreach (var record in load.Messages)
             {
                 if (record.Payload is null)
@@ -173,12 +174,17 @@ internal sealed partial class QueueEntity : ISendTarget
                     _deadLetter.Available.Add(message.SequenceNumber);
                     continue;
                 }
-                _main.Add(message);
                 if (message.State == StoredMessageState.Scheduled && message.ScheduledAtMs > now)
                 {
-                    _scheduled.Enqueue(message, message.ScheduledAtMs.Value);
+                    KeepScheduledLocked(message);
+                    continue;
                 }
-                else if (message.State != StoredMessageState.Deferred)
+                _main.Add(message);
+                if (message.State == StoredMessageState.Deferred)
+                {
+                    NoteDeferredLocked(message);
+                }
+                else
                 {
                     message.State = StoredMessageState.Active;
                     _main.Available.Add(message.SequenceNumber);
@@ -308,11 +314,11 @@ internal sealed partial class QueueEntity : ISendTarget
             return new MessageCounts
             {
                 Active = _main.Messages.Count + _main.StoredCount - scheduled - deferred,
-                Scheduled = scheduled,
-                Deferred = deferred,
+                Scheduled = scheduled + _scheduledStoredCount,
+                Deferred = deferred + _deferredStoredCount,
                 DeadLetter = _deadLetter.Messages.Count + _deadLetter.StoredCount,
                 Locked = _locks.Count,
-                Total = _main.Messages.Count + _main.StoredCount + _deadLetter.Messages.Count + _deadLetter.StoredCount,
+                Total = _main.Messages.Count + _main.StoredCount + HeldStoredCount + _deadLetter.Messages.Count + _deadLetter.StoredCount,
                 SizeInBytes = TotalBytes,
             };
         }
@@ -360,8 +366,9 @@ internal sealed partial class QueueEntity : ISendTarget
         while (_scheduled.TryPeek(out var due, out var at) && at <= now)
         {
             _scheduled.Dequeue();
-            if (due.State == StoredMessageState.Scheduled && !due.Settling && _main.Messages.ContainsKey(due.SequenceNumber))
+            if (due.State == StoredMessageState.Scheduled && !due.Settling && IsInMemory(_main, due))
             {
+                ForgetScheduledLocked(due);
                 // Visible from now on; the stored row stays "scheduled" with a time in the past,
                 // which a reload reads as active, so this needs no write.
                 due.State = StoredMessageState.Active;
@@ -374,17 +381,26 @@ internal sealed partial class QueueEntity : ISendTarget
             _timeToLive.Dequeue();
             // A locked message belongs to its receiver until the lock goes; it expires when taken next.
             if (!expiring.IsLocked && !expiring.Settling && expiring.SubQueue == SubQueue.Main
-                && expiring.State != StoredMessageState.Scheduled && _main.Messages.ContainsKey(expiring.SequenceNumber))
+                && expiring.State != StoredMessageState.Scheduled && IsInMemory(_main, expiring))
             {
                 ExpireLocked(expiring, writes);
             }
         }
         MaybeRefillLocked(_main);
         MaybeRefillLocked(_deadLetter);
+        MaybeRefillScheduledLocked();
+        EvictDeferredLocked();
         CompactDueTimesLocked();
         _duplicates.Prune(now, _inFlightIds.Contains);
         return arrived;
     }
+
+    /// <summary>
+    /// Whether this very message is in memory: a heap may still hold an object that left memory (a
+    /// scheduled or deferred message past the cache) and was read back later as a new one.
+    /// </summary>
+    private static bool IsInMemory(SubQueueState sub, StoredMessage message) =>
+        sub.Messages.TryGetValue(message.SequenceNumber, out var current) && ReferenceEquals(current, message);
 
     /// <summary>
     /// The due-time heaps (lock expiry, scheduled time, TTL) keep an entry when its message leaves

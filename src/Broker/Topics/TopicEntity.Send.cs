@@ -80,7 +80,7 @@ internal sealed partial class TopicEntity
             {
                 ThrowIfNotServing();
                 if (settings.RequiresDuplicateDetection
-                    && (_inFlightIds.WaitingFor(messages) ?? _duplicates.StartLookup(Id, messages, now, lookup, _commits.Database)) is { } pending)
+                    && (_inFlightIds.WaitingFor(messages) ?? _duplicates.StartLookup(messages, now, lookup)) is { } pending)
                 {
                     return (pending, null, null);
                 }
@@ -98,7 +98,7 @@ internal sealed partial class TopicEntity
             {
                 ThrowIfNotServing();
                 if (settings.RequiresDuplicateDetection
-                    && (_inFlightIds.WaitingFor(messages) ?? _duplicates.StartLookup(Id, messages, now, lookup, _commits.Database)) is { } pending)
+                    && (_inFlightIds.WaitingFor(messages) ?? _duplicates.StartLookup(messages, now, lookup)) is { } pending)
                 {
                     return (pending, null, null);
                 }

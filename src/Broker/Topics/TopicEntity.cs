@@ -57,7 +57,7 @@ internal sealed partial class TopicEntity : ISendTarget
         _commits = commits;
         _time = time;
         _options = options;
-        _duplicates = new DuplicateHistory(options.DuplicateIdsInMemoryPerEntity);
+        _duplicates = new DuplicateHistory(options.DuplicateIdsInMemoryPerEntity, (ids, now) => commits.Database.FindDuplicatesAsync(id, ids, now));
     }
 
     /// <summary>Duplicate-detection ids kept exactly in memory, for tests of the bound.</summary>

@@ -20,11 +20,13 @@ public interface IContainerDatabase : IAsyncDisposable
     Task<EntityLoad> LoadEntityAsync(long entityId, long nowMs, CancellationToken cancellationToken = default);
 
     /// <summary>
-    /// Loads what the broker keeps in memory of a queue or subscription: every scheduled and
-    /// deferred message, and per sub-queue its active messages in sequence order up to
-    /// <paramref name="cacheBytes"/> of payload (at least one). The active messages after those stay
-    /// in the database until read back (<see cref="EntityLoad.Tails"/>); the dead-letter queue's are
-    /// counted here, the queue's are not (see <see cref="StoredTail"/>).
+    /// Loads what the broker keeps in memory of a queue or subscription: per sub-queue its active
+    /// messages in sequence order up to <paramref name="cacheBytes"/> of payload (at least one), and
+    /// up to as many bytes each of the main queue's scheduled messages (the first to come due) and
+    /// deferred ones. The active messages after those stay in the database until read back
+    /// (<see cref="EntityLoad.Tails"/>); the dead-letter queue's are counted here, the queue's are
+    /// not (see <see cref="StoredTail"/>). The scheduled and deferred ones left are counted
+    /// (<see cref="EntityLoad.Held"/>).
     /// </summary>
     /// <param name="copiesOf">For a subscription, its topic: a row stored without a payload comes back with the topic's copy (null when the copy is gone).</param>
     /// <param name="maxDuplicates">Most duplicate-detection ids to read, the newest first (see <see cref="EntityLoad.DuplicateHistoryComplete"/>).</param>
@@ -36,6 +38,19 @@ public interface IContainerDatabase : IAsyncDisposable
     /// </summary>
     /// <param name="copiesOf">As for <see cref="LoadEntityHeadAsync"/>.</param>
     Task<IReadOnlyList<MessageRecord>> ReadActiveAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, long copiesOf = 0, CancellationToken cancellationToken = default);
+
+    /// <summary>
+    /// Scheduled messages of the main queue from due time <paramref name="fromAtMs"/> and sequence
+    /// number <paramref name="fromSequence"/> on, in that order: at most <paramref name="maxRows"/>,
+    /// and no more once <paramref name="maxBytes"/> of payload are read (at least one).
+    /// </summary>
+    Task<IReadOnlyList<MessageRecord>> ReadScheduledAsync(long entityId, long fromAtMs, long fromSequence, int maxRows, long maxBytes, long copiesOf = 0, CancellationToken cancellationToken = default);
+
+    /// <summary>An entity's messages of the given sequence numbers, in any state (those that exist), in sequence order.</summary>
+    Task<IReadOnlyList<MessageRecord>> ReadByKeyAsync(long entityId, IReadOnlyCollection<long> sequenceNumbers, long copiesOf = 0, CancellationToken cancellationToken = default);
+
+    /// <summary>A sub-queue's messages in any state after <paramref name="afterSequence"/>, in order, limited as <see cref="ReadActiveAsync"/> is: what peek shows.</summary>
+    Task<IReadOnlyList<MessageRecord>> ReadFromAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, long copiesOf = 0, CancellationToken cancellationToken = default);
 
     /// <summary>An entity's sequence counter (at least one past every stored row) and duplicate history, without its messages: what a topic keeps in memory.</summary>
     Task<EntityLoad> LoadEntityStateAsync(long entityId, long nowMs, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default);

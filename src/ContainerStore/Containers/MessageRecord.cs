@@ -66,7 +66,15 @@ public sealed record EntityLoad(
     IReadOnlyList<MessageRecord> Messages,
     IReadOnlyList<DuplicateRecord> DuplicateHistory,
     IReadOnlyList<StoredTail>? Tails = null,
-    bool DuplicateHistoryComplete = true);
+    bool DuplicateHistoryComplete = true,
+    HeldTail? Held = null);
+
+/// <summary>
+/// What a paged load left in the database of the main queue's scheduled and deferred messages: the
+/// scheduled ones from (<paramref name="ScheduledFromAtMs"/>, <paramref name="ScheduledFromSequence"/>)
+/// on in due-time order (long.MaxValue: none), and any deferred ones; how many and their bytes.
+/// </summary>
+public sealed record HeldTail(long ScheduledFromAtMs, long ScheduledFromSequence, long ScheduledCount, long ScheduledBytes, long DeferredCount, long DeferredBytes);
 
 /// <summary>
 /// The active messages of a sub-queue after <paramref name="AfterSequence"/> (up to
@@ -84,3 +92,35 @@ public readonly record struct UnreferencedCopy(long SequenceNumber, long Payload
 /// the range was scanned (every copy up to there is either among them or still pointed at).
 /// </summary>
 public sealed record CopyScan(IReadOnlyList<UnreferencedCopy> Unreferenced, long ScannedThrough);
+
+public static class HeldTails
+{
+    /// <summary>
+    /// What a paged load left in the database, from the scheduled and deferred rows it read (the
+    /// scheduled ones in due-time order) and the main queue's totals per state.
+    /// </summary>
+    public static HeldTail Of(IReadOnlyList<MessageRecord> scheduled, IReadOnlyList<MessageRecord> deferred, IEnumerable<(StoredMessageState State, long Count, long Bytes)> totals)
+    {
+        long scheduledCount = 0, scheduledBytes = 0, deferredCount = 0, deferredBytes = 0;
+        foreach (var (state, count, bytes) in totals)
+        {
+            if (state == StoredMessageState.Scheduled)
+            {
+                (scheduledCount, scheduledBytes) = (count, bytes);
+            }
+            else if (state == StoredMessageState.Deferred)
+            {
+                (deferredCount, deferredBytes) = (count, bytes);
+            }
+        }
+        scheduledCount -= scheduled.Count;
+        scheduledBytes -= scheduled.Sum(m => (long)m.PayloadSize);
+        deferredCount -= deferred.Count;
+        deferredBytes -= deferred.Sum(m => (long)m.PayloadSize);
+        // The next scheduled message in the database comes right after the last one read.
+        var (fromAt, fromSequence) = scheduledCount > 0 && scheduled.Count > 0
+            ? (scheduled[^1].ScheduledAtMs ?? 0, scheduled[^1].SequenceNumber + 1)
+            : scheduledCount > 0 ? (long.MinValue, long.MinValue) : (long.MaxValue, long.MaxValue);
+        return new HeldTail(fromAt, fromSequence, scheduledCount, scheduledBytes, deferredCount, deferredBytes);
+    }
+}

@@ -173,9 +173,25 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
             {
                 next = await command.ExecuteScalarAsync(cancellationToken).ConfigureAwait(false) is long value ? value : null;
             }
-            var messages = await ReadMessagesAsync(
-                new NpgsqlCommand(PostgresSql.ContainerDb.LoadHeldMessages, connection, transaction) { Parameters = { Parameter(entityId), Parameter(copiesOf) } },
-                int.MaxValue, long.MaxValue, cancellationToken).ConfigureAwait(false);
+            // The first scheduled messages to come due and some deferred ones, each up to the cache's bytes; the rest are counted.
+            var scheduled = await ReadMessagesAsync(
+                ReadScheduledCommand(connection, transaction, entityId, copiesOf, long.MinValue, long.MinValue, int.MaxValue), int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
+            var deferred = await ReadMessagesAsync(
+                new NpgsqlCommand(PostgresSql.ContainerDb.ReadDeferred, connection, transaction) { Parameters = { Parameter(entityId), Parameter(copiesOf), Parameter((long)int.MaxValue) } },
+                int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
+            var held = new List<(StoredMessageState, long, long)>();
+            await using (var command = new NpgsqlCommand(PostgresSql.ContainerDb.CountHeld, connection, transaction) { Parameters = { Parameter(entityId) } })
+            await using (var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false))
+            {
+                while (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
+                {
+                    held.Add(((StoredMessageState)reader.GetInt32(0), reader.GetInt64(1), reader.GetInt64(2)));
+                }
+            }
+            var heldTail = HeldTails.Of(scheduled, deferred, held);
+            var messages = new List<MessageRecord>(scheduled.Count + deferred.Count);
+            messages.AddRange(scheduled);
+            messages.AddRange(deferred);
             var tails = new List<StoredTail>();
             // Every sequence number handed out so far: the counter, or the rows themselves if it lags.
             long stored;
@@ -200,7 +216,7 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
             }
             var duplicates = await ReadDuplicatesAsync(connection, transaction, entityId, nowMs, maxDuplicates, cancellationToken).ConfigureAwait(false);
             await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
-            return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails, duplicates.Count < maxDuplicates);
+            return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails, duplicates.Count < maxDuplicates, heldTail);
         }, cancellationToken);
 
     public Task<(long Count, long Bytes)> CountActiveAsync(long entityId, SubQueue subQueue, long afterSequence, long throughSequence, CancellationToken cancellationToken = default) =>
@@ -228,6 +244,34 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
         {
             Parameters = { Parameter(entityId), Parameter(copiesOf), Parameter((int)subQueue), Parameter(after), Parameter((long)limit) },
         };
+
+    private static NpgsqlCommand ReadScheduledCommand(NpgsqlConnection connection, NpgsqlTransaction? transaction, long entityId, long copiesOf, long fromAt, long fromSequence, int limit) =>
+        new(PostgresSql.ContainerDb.ReadScheduled, connection, transaction)
+        {
+            Parameters = { Parameter(entityId), Parameter(copiesOf), Parameter(fromAt), Parameter(fromSequence), Parameter((long)limit) },
+        };
+
+    public Task<IReadOnlyList<MessageRecord>> ReadScheduledAsync(long entityId, long fromAtMs, long fromSequence, int maxRows, long maxBytes, long copiesOf = 0, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<MessageRecord>>("read scheduled messages", async connection =>
+            await ReadMessagesAsync(ReadScheduledCommand(connection, null, entityId, copiesOf, fromAtMs, fromSequence, maxRows), maxRows, maxBytes, cancellationToken).ConfigureAwait(false),
+            cancellationToken);
+
+    public Task<IReadOnlyList<MessageRecord>> ReadByKeyAsync(long entityId, IReadOnlyCollection<long> sequenceNumbers, long copiesOf = 0, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<MessageRecord>>("read messages", async connection =>
+            await ReadMessagesAsync(
+                new NpgsqlCommand(PostgresSql.ContainerDb.ReadByKey, connection) { Parameters = { Parameter(entityId), Parameter(copiesOf), Parameter(sequenceNumbers.ToArray()) } },
+                int.MaxValue, long.MaxValue, cancellationToken).ConfigureAwait(false),
+            cancellationToken);
+
+    public Task<IReadOnlyList<MessageRecord>> ReadFromAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, long copiesOf = 0, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<MessageRecord>>("read messages", async connection =>
+            await ReadMessagesAsync(
+                new NpgsqlCommand(PostgresSql.ContainerDb.ReadFrom, connection)
+                {
+                    Parameters = { Parameter(entityId), Parameter(copiesOf), Parameter((int)subQueue), Parameter(afterSequence), Parameter((long)maxRows) },
+                },
+                maxRows, maxBytes, cancellationToken).ConfigureAwait(false),
+            cancellationToken);
 
     public Task<EntityLoad> LoadEntityStateAsync(long entityId, long nowMs, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default) =>
         RunAsync("load an entity", async connection =>

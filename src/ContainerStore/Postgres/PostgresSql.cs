@@ -268,14 +268,49 @@ internal static class PostgresSql
         public const string MaxSequence = "SELECT COALESCE(MAX(sequence_number), 0) FROM messages WHERE entity_id = $1";
 
         /// <summary>
-        /// The scheduled and deferred messages (state 1 and 2), which a paged load keeps in memory
-        /// whatever their number. Unordered on purpose: ORDER BY sequence_number made SQLite walk the
-        /// primary key, every row of the queue (4.6 s for 10,000,000), instead of messages_by_sub_queue.
+        /// Scheduled messages (state 2, main queue only) from the due time and sequence number ($3, $4)
+        /// on, in that order, at most $5 (index messages_by_due_time). $2 copies-of.
         /// </summary>
-        public const string LoadHeldMessages = $"""
+        public const string ReadScheduled = $"""
             SELECT {PagedColumns}
             FROM messages
-            WHERE entity_id = $1 AND sub_queue IN (0, 1) AND state IN (1, 2)
+            WHERE entity_id = $1 AND state = 2 AND (scheduled_at_ms, sequence_number) >= ($3, $4)
+            ORDER BY scheduled_at_ms, sequence_number
+            LIMIT $5
+            """;
+
+        /// <summary>Deferred messages (state 1) of the main queue, in sequence order, at most $3 (index messages_by_sub_queue). $2 copies-of.</summary>
+        public const string ReadDeferred = $"""
+            SELECT {PagedColumns}
+            FROM messages
+            WHERE entity_id = $1 AND sub_queue = 0 AND state = 1
+            ORDER BY sequence_number
+            LIMIT $3
+            """;
+
+        /// <summary>How many deferred (1) and scheduled (2) messages the main queue holds, and their bytes (an index-only scan).</summary>
+        public const string CountHeld = """
+            SELECT state, COUNT(*), COALESCE(SUM(payload_size), 0)::bigint
+            FROM messages
+            WHERE entity_id = $1 AND sub_queue = 0 AND state IN (1, 2)
+            GROUP BY state
+            """;
+
+        /// <summary>Messages by sequence number ($3), any state. $2 copies-of.</summary>
+        public const string ReadByKey = $"""
+            SELECT {PagedColumns}
+            FROM messages
+            WHERE entity_id = $1 AND sequence_number = ANY ($3)
+            ORDER BY sequence_number
+            """;
+
+        /// <summary>A sub-queue ($3) of messages in any state after $4, in order, at most $5, for peek. $2 copies-of.</summary>
+        public const string ReadFrom = $"""
+            SELECT {PagedColumns}
+            FROM messages
+            WHERE entity_id = $1 AND sub_queue = $3 AND sequence_number > $4
+            ORDER BY sequence_number
+            LIMIT $5
             """;
 
         /// <summary>A sub-queue's active messages after a sequence number, in order (index messages_by_sub_queue). $1 entity, $2 copies-of, $3 sub-queue, $4 after, $5 limit.</summary>

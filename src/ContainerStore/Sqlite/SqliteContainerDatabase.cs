@@ -100,14 +100,23 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             using var transaction = connection.BeginTransaction(deferred: true);
             var next = await connection.ExecuteScalarAsync<long?>(new CommandDefinition(
                 SqliteSql.ContainerDb.ReadNextSequence, new { EntityId = entityId }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
-            var messages = await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.LoadHeldMessages, entityId, copiesOf, null, 0, int.MaxValue, long.MaxValue, cancellationToken).ConfigureAwait(false);
+            // The first scheduled messages to come due and some deferred ones, each up to the cache's bytes; the rest are counted.
+            var scheduled = await ReadScheduledRowsAsync(connection, transaction, entityId, copiesOf, long.MinValue, long.MinValue, int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
+            var deferred = await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.ReadDeferred, int.MaxValue, cacheBytes, cancellationToken,
+                ("@EntityId", entityId), ("@CopiesOf", copiesOf), ("@Limit", int.MaxValue)).ConfigureAwait(false);
+            var held = (await connection.QueryAsync<(long State, long Count, long Bytes)>(new CommandDefinition(
+                SqliteSql.ContainerDb.CountHeld, new { EntityId = entityId }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false)).ToList();
+            var heldTail = HeldTails.Of(scheduled, deferred, held.Select(h => ((StoredMessageState)h.State, h.Count, h.Bytes)));
+            var messages = new List<MessageRecord>(scheduled.Count + deferred.Count);
+            messages.AddRange(scheduled);
+            messages.AddRange(deferred);
             var tails = new List<StoredTail>();
             // Every sequence number handed out so far: the counter, or the rows themselves if it lags.
             var through = Math.Max((next ?? 1) - 1, await connection.ExecuteScalarAsync<long>(new CommandDefinition(
                 SqliteSql.ContainerDb.MaxSequence, new { EntityId = entityId }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false));
             foreach (var subQueue in new[] { SubQueue.Main, SubQueue.DeadLetter })
             {
-                var head = await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.ReadActive, entityId, copiesOf, subQueue, 0, int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
+                var head = await ReadActiveRowsAsync(connection, transaction, SqliteSql.ContainerDb.ReadActive, entityId, copiesOf, subQueue, 0, int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
                 messages.AddRange(head);
                 var after = head.Count > 0 ? head[^1].SequenceNumber : 0;
                 if (subQueue == SubQueue.Main)
@@ -123,7 +132,7 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
 
             var duplicates = await LoadDuplicatesAsync(connection, transaction, entityId, nowMs, maxDuplicates, cancellationToken).ConfigureAwait(false);
             transaction.Commit();
-            return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails, duplicates.Count < maxDuplicates);
+            return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails, duplicates.Count < maxDuplicates, heldTail);
         }, cancellationToken);
 
     public Task<EntityLoad> LoadEntityStateAsync(long entityId, long nowMs, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default) =>
@@ -208,26 +217,22 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
         ReadAsync<IReadOnlyList<MessageRecord>>(async connection =>
         {
             using var transaction = connection.BeginTransaction(deferred: true);
-            var rows = await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.ReadActive, entityId, copiesOf, subQueue, afterSequence, maxRows, maxBytes, cancellationToken).ConfigureAwait(false);
+            var rows = await ReadActiveRowsAsync(connection, transaction, SqliteSql.ContainerDb.ReadActive, entityId, copiesOf, subQueue, afterSequence, maxRows, maxBytes, cancellationToken).ConfigureAwait(false);
             transaction.Commit();
             return rows;
         }, cancellationToken);
 
     /// <summary>Rows of <paramref name="sql"/> in order, until <paramref name="maxRows"/> or until <paramref name="maxBytes"/> of payload are read (at least one row).</summary>
     private static async Task<List<MessageRecord>> ReadMessagesAsync(
-        SqliteConnection connection, SqliteTransaction transaction, string sql, long entityId, long copiesOf, SubQueue? subQueue, long after, int maxRows, long maxBytes, CancellationToken cancellationToken)
+        SqliteConnection connection, SqliteTransaction? transaction, string sql, int maxRows, long maxBytes, CancellationToken cancellationToken, params (string Name, object Value)[] parameters)
     {
         var rows = new List<MessageRecord>();
         using var command = connection.CreateCommand();
         command.Transaction = transaction;
         command.CommandText = sql;
-        command.Parameters.AddWithValue("@EntityId", entityId);
-        command.Parameters.AddWithValue("@CopiesOf", copiesOf);
-        if (subQueue is { } queue)
+        foreach (var (name, value) in parameters)
         {
-            command.Parameters.AddWithValue("@SubQueue", (int)queue);
-            command.Parameters.AddWithValue("@After", after);
-            command.Parameters.AddWithValue("@Limit", maxRows);
+            command.Parameters.AddWithValue(name, value);
         }
         using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
         var bytes = 0L;
@@ -239,6 +244,29 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
         }
         return rows;
     }
+
+    private static Task<List<MessageRecord>> ReadActiveRowsAsync(
+        SqliteConnection connection, SqliteTransaction? transaction, string sql, long entityId, long copiesOf, SubQueue subQueue, long after, int maxRows, long maxBytes, CancellationToken cancellationToken) =>
+        ReadMessagesAsync(connection, transaction, sql, maxRows, maxBytes, cancellationToken,
+            ("@EntityId", entityId), ("@CopiesOf", copiesOf), ("@SubQueue", (int)subQueue), ("@After", after), ("@Limit", maxRows));
+
+    private static Task<List<MessageRecord>> ReadScheduledRowsAsync(
+        SqliteConnection connection, SqliteTransaction? transaction, long entityId, long copiesOf, long fromAt, long fromSequence, int maxRows, long maxBytes, CancellationToken cancellationToken) =>
+        ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.ReadScheduled, maxRows, maxBytes, cancellationToken,
+            ("@EntityId", entityId), ("@CopiesOf", copiesOf), ("@At", fromAt), ("@Sequence", fromSequence), ("@Limit", maxRows));
+
+    public Task<IReadOnlyList<MessageRecord>> ReadScheduledAsync(long entityId, long fromAtMs, long fromSequence, int maxRows, long maxBytes, long copiesOf = 0, CancellationToken cancellationToken = default) =>
+        ReadAsync<IReadOnlyList<MessageRecord>>(async connection =>
+            await ReadScheduledRowsAsync(connection, null, entityId, copiesOf, fromAtMs, fromSequence, maxRows, maxBytes, cancellationToken).ConfigureAwait(false), cancellationToken);
+
+    public Task<IReadOnlyList<MessageRecord>> ReadByKeyAsync(long entityId, IReadOnlyCollection<long> sequenceNumbers, long copiesOf = 0, CancellationToken cancellationToken = default) =>
+        ReadAsync<IReadOnlyList<MessageRecord>>(async connection =>
+            await ReadMessagesAsync(connection, null, SqliteSql.ContainerDb.ReadByKey, int.MaxValue, long.MaxValue, cancellationToken,
+                ("@EntityId", entityId), ("@CopiesOf", copiesOf), ("@Sequences", "[" + string.Join(",", sequenceNumbers) + "]")).ConfigureAwait(false), cancellationToken);
+
+    public Task<IReadOnlyList<MessageRecord>> ReadFromAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, long copiesOf = 0, CancellationToken cancellationToken = default) =>
+        ReadAsync<IReadOnlyList<MessageRecord>>(async connection =>
+            await ReadActiveRowsAsync(connection, null, SqliteSql.ContainerDb.ReadFrom, entityId, copiesOf, subQueue, afterSequence, maxRows, maxBytes, cancellationToken).ConfigureAwait(false), cancellationToken);
 
     /// <summary>Rows arrive in sequence order; a stable sort groups them by sub-queue, main first.</summary>
     private static List<MessageRecord> OrderBySubQueue(List<MessageRecord> messages) =>

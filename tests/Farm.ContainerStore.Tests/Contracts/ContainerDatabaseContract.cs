@@ -647,6 +647,49 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Equal(Enumerable.Range(3, 7).Select(i => $"id-{i}"), paged);
     }
 
+    /// <summary>
+    /// A paged load reads the scheduled messages first to come due and some deferred ones, each up
+    /// to the byte budget, and counts the rest; the rest are read back in due-time order, by key,
+    /// and by peek in any state.
+    /// </summary>
+    [StoreFact]
+    public async Task LoadEntityHead_PagesScheduledAndDeferredMessages()
+    {
+        var database = await OpenOwnedAsync(1);
+        await CommitAsync(database, 1, b =>
+        {
+            for (var sequence = 1; sequence <= 30; sequence++)
+            {
+                var message = Message(Entity, sequence);
+                b.Inserts.Add(sequence switch
+                {
+                    // 1-10 scheduled, due in the reverse order of their sequence numbers (1 last); 11-20 deferred; 21-30 active.
+                    <= 10 => message with { State = StoredMessageState.Scheduled, ScheduledAtMs = 10_000 - sequence },
+                    <= 20 => message with { State = StoredMessageState.Deferred },
+                    _ => message,
+                });
+            }
+        });
+
+        var load = await database.LoadEntityHeadAsync(Entity, 0, cacheBytes: 3 * 16);
+
+        Assert.Equal([8L, 9, 10, 11, 12, 13, 21, 22, 23], load.Messages.Select(m => m.SequenceNumber));
+        var held = load.Held!;
+        Assert.Equal((9_992L, 9L), (held.ScheduledFromAtMs, held.ScheduledFromSequence));
+        Assert.Equal((7L, 7L * 16, 7L, 7L * 16), (held.ScheduledCount, held.ScheduledBytes, held.DeferredCount, held.DeferredBytes));
+
+        var next = await database.ReadScheduledAsync(Entity, held.ScheduledFromAtMs, held.ScheduledFromSequence, maxRows: 4, maxBytes: long.MaxValue);
+        Assert.Equal([7L, 6, 5, 4], next.Select(m => m.SequenceNumber));
+        Assert.Equal([3L, 2], (await database.ReadScheduledAsync(Entity, 9_996, 5, maxRows: 100, maxBytes: 2 * 16)).Select(m => m.SequenceNumber));
+
+        var byKey = await database.ReadByKeyAsync(Entity, [20, 2, 99, 25]);
+        Assert.Equal([(2L, StoredMessageState.Scheduled), (20L, StoredMessageState.Deferred), (25L, StoredMessageState.Active)], byKey.Select(m => (m.SequenceNumber, m.State)));
+        Assert.All(byKey, m => Assert.Equal(Message(Entity, m.SequenceNumber).Payload, m.Payload));
+
+        Assert.Equal([9L, 10, 11, 12], (await database.ReadFromAsync(Entity, SubQueue.Main, 8, maxRows: 4, maxBytes: long.MaxValue)).Select(m => m.SequenceNumber));
+        Assert.Empty(await database.ReadFromAsync(Entity, SubQueue.DeadLetter, 0, 10, long.MaxValue));
+    }
+
     /// <summary>Opens the test's database (the same one every time within a test).</summary>
     protected async Task<IContainerDatabase> OpenAsync()
     {
