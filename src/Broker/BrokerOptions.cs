@@ -40,16 +40,25 @@ public sealed class BrokerOptions
     public int MaxReceiveResponseBytes { get; set; } = (4 * 1024 * 1024) - (256 * 1024);
 
     /// <summary>
-    /// SBWS's MessageCacheSizePerEntity: the bytes of active messages a queue keeps in memory, for
-    /// the queue and for its dead-letter queue each (locked, scheduled and deferred messages stay in
-    /// memory besides); the rest of a deeper queue stays in its container database and is read back
-    /// in sequence order as the head drains. 8 MiB holds about
+    /// SBWS's MessageCacheSizePerEntity: the bytes of messages a queue or subscription keeps in
+    /// memory, for each of its active messages, its dead-letter queue, its scheduled messages (the
+    /// first to come due) and its deferred ones (locked messages are among the active ones); the
+    /// rest stays in its container database and is read back as it is needed. 8 MiB holds about
     /// 8,000 1 KB messages, a fifth of a second at the single-queue peak rate, which keeps receivers
     /// fed while the next part is read; SBWS's 500 MB default would let a handful of deep queues fill
-    /// a small node. Subscriptions are not paged yet: their topic counts references to its stored
-    /// copies from every subscription row in memory.
+    /// a small node. A topic keeps none of its stored copies in memory.
     /// </summary>
     public long MessageCacheSizePerEntity { get; set; } = 8L * 1024 * 1024;
+
+    /// <summary>
+    /// The bytes of messages all entities of a node keep in memory together. Past it, arriving
+    /// messages stay in the database and read-backs bring in only what each entity's floor allows
+    /// (an eighth of its own budget, at most 256 KiB), so none starves. 256 MiB keeps a node with
+    /// any number of deep entities at about 400 MiB of RSS (the runtime and the rest take some 130
+    /// MiB), under the 512 MiB the issue "Bounded memory" aims at. A topic's message shared by
+    /// several subscriptions counts once for each.
+    /// </summary>
+    public long MessageCacheSizePerNode { get; set; } = 256L * 1024 * 1024;
 
     /// <summary>Most messages one read-back of a paged queue brings into memory (it runs between two commits of the container).</summary>
     public int MaxMessagesPerRefill { get; set; } = 1024;

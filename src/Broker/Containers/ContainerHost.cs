@@ -26,6 +26,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     private int _sweeping;
     private Func<string, CancellationToken, Task<ISendTarget>> _resolve = null!;
     private IFarmStore _farm = null!;
+    private MessageCacheBudget _messageCache = null!;
 
     private readonly ITimer _leaseTimer;
     private readonly TimeSpan _leaseFence;
@@ -124,7 +125,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     /// <param name="onLost">Called once when the host must stop: another broker owns the container, the
     /// lease deadline passed, or a commit's outcome is unknown and the container must be read again.</param>
     public static async Task<ContainerHost> OpenAsync(
-        ContainerRecord record, Func<IContainerDatabase> openDatabase, TimeProvider time, BrokerOptions options,
+        ContainerRecord record, Func<IContainerDatabase> openDatabase, TimeProvider time, BrokerOptions options, MessageCacheBudget messageCache,
         Func<string, CancellationToken, Task<ISendTarget>> resolve, IFarmStore farm, Action<ContainerHost> onLost,
         DateTimeOffset leaseStartedAt, TimeSpan leaseFence, TimeProvider leaseClock, ILogger logger, CancellationToken cancellationToken)
     {
@@ -148,6 +149,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         host = new ContainerHost(record, database, commits, time, options, logger, leaseFence, leaseStartedAt, leaseClock)
         {
             _resolve = resolve,
+            _messageCache = messageCache,
             _farm = farm,
             _onLost = onLost,
         };
@@ -178,7 +180,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
                 return loaded;
             }
             var settings = QueueSettings.FromJson(record.PropertiesJson);
-            var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options, _options.MessageCacheSizePerEntity) { Resolve = _resolve };
+            var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options, _options.MessageCacheSizePerEntity, _messageCache) { Resolve = _resolve };
             // The head only: a deep queue's takeover reads what the cache holds, not the backlog.
             var load = await Database.LoadEntityHeadAsync(record.Id, _time.GetUtcNow().ToUnixTimeMilliseconds(), _options.MessageCacheSizePerEntity, maxDuplicates: _options.DuplicateIdsInMemoryPerEntity, cancellationToken: cancellationToken).ConfigureAwait(false);
             entity.Load(load);
@@ -309,7 +311,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     private TopicEntity.Subscription NewSubscription(EntityRecord record, long topicId, IEnumerable<RuleRecord> rules)
     {
         var settings = SubscriptionSettings.FromJson(record.PropertiesJson);
-        var queue = new QueueEntity(record.Id, record.Name, settings.ToQueueSettings(), Commits, _time, _options, _options.MessageCacheSizePerEntity)
+        var queue = new QueueEntity(record.Id, record.Name, settings.ToQueueSettings(), Commits, _time, _options, _options.MessageCacheSizePerEntity, _messageCache)
         {
             Resolve = _resolve,
             CopiesOf = topicId,

@@ -67,7 +67,7 @@ internal sealed partial class QueueEntity
             return;
         }
         KeepScheduledLocked(message);
-        while (_scheduledBytes > _cacheBytes && _scheduledInMemory.Count > 1)
+        while (OverBudget(_scheduledBytes) && _scheduledInMemory.Count > 1)
         {
             // The last to come due leaves memory; its row is durable already.
             var (lastKey, last) = _scheduledInMemory.Last();
@@ -103,7 +103,7 @@ internal sealed partial class QueueEntity
 
     private void MaybeRefillScheduledLocked()
     {
-        if (_scheduledStoredCount <= 0 || _scheduledRefilling || _unloaded is not null || _scheduledBytes > _cacheBytes / 2)
+        if (_scheduledStoredCount <= 0 || _scheduledRefilling || _unloaded is not null || _scheduledBytes > _cacheBytes / 2 || OverBudget(_scheduledBytes, 1))
         {
             return;
         }
@@ -122,7 +122,7 @@ internal sealed partial class QueueEntity
                 lock (_gate)
                 {
                     from = _scheduledFrom;
-                    room = Math.Max(_cacheBytes - _scheduledBytes, 1);
+                    room = RoomFor(_scheduledBytes);
                 }
                 var rows = await database.ReadScheduledAsync(Id, from.At, from.Sequence, _options.MaxMessagesPerRefill, room, CopiesOf).ConfigureAwait(false);
                 ApplyScheduledRefill(rows);
@@ -259,13 +259,13 @@ internal sealed partial class QueueEntity
     /// <summary>Deferred messages past the budget leave memory, the highest sequence numbers first; a locked one stays.</summary>
     private void EvictDeferredLocked()
     {
-        if (_deferredBytes <= _cacheBytes)
+        if (!OverBudget(_deferredBytes))
         {
             return;
         }
         foreach (var (sequence, size) in _deferredInMemory.Reverse().ToList())
         {
-            if (_deferredBytes <= _cacheBytes)
+            if (!OverBudget(_deferredBytes))
             {
                 return;
             }

@@ -17,7 +17,7 @@ internal sealed partial class QueueEntity
     /// </summary>
     private bool AdmitLocked(SubQueueState sub, StoredMessage message)
     {
-        if (message.SequenceNumber > sub.Frontier && (sub.StoredCount > 0 || sub.TailPending || ActiveBytesLocked(sub) + message.PayloadSize > _cacheBytes))
+        if (message.SequenceNumber > sub.Frontier && (sub.StoredCount > 0 || sub.TailPending || OverBudget(ActiveBytesLocked(sub), message.PayloadSize)))
         {
             sub.StoredCount++;
             sub.StoredBytes += message.PayloadSize;
@@ -42,7 +42,8 @@ internal sealed partial class QueueEntity
     /// <summary>Starts reading stored messages back once the cache is down to half its budget.</summary>
     private void MaybeRefillLocked(SubQueueState sub)
     {
-        if ((sub.StoredCount <= 0 && !sub.TailPending) || sub.Refilling || _unloaded is not null || ActiveBytesLocked(sub) > _cacheBytes / 2)
+        if ((sub.StoredCount <= 0 && !sub.TailPending) || sub.Refilling || _unloaded is not null
+            || ActiveBytesLocked(sub) > _cacheBytes / 2 || OverBudget(ActiveBytesLocked(sub), 1))
         {
             return;
         }
@@ -61,7 +62,7 @@ internal sealed partial class QueueEntity
                 lock (_gate)
                 {
                     after = sub.Frontier;
-                    room = Math.Max(_cacheBytes - ActiveBytesLocked(sub), 1);
+                    room = RoomFor(ActiveBytesLocked(sub));
                 }
                 var rows = await database.ReadActiveAsync(Id, sub.Kind, after, _options.MaxMessagesPerRefill, room, CopiesOf).ConfigureAwait(false);
                 arrived = ApplyRefill(sub, rows);

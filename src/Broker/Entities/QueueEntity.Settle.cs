@@ -144,7 +144,7 @@ internal sealed partial class QueueEntity
     /// <summary>A message that stays in its sub-queue gets a new payload: the sub-queue's size follows.</summary>
     private void ReplacePayloadLocked(StoredMessage message, byte[] payload)
     {
-        SubQueueOf(message.SubQueue == SubQueue.DeadLetter).SizeInBytes += payload.Length - message.PayloadSize;
+        SubQueueOf(message.SubQueue == SubQueue.DeadLetter).Resize(payload.Length - message.PayloadSize);
         message.ReplacePayload(payload);
     }
 

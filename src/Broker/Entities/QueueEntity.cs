@@ -21,8 +21,9 @@ internal sealed partial class QueueEntity : ISendTarget
     private readonly CommitQueue _commits;
     private readonly TimeProvider _time;
     private readonly BrokerOptions _options;
-    private readonly SubQueueState _main = new(SubQueue.Main);
-    private readonly SubQueueState _deadLetter = new(SubQueue.DeadLetter);
+    private readonly SubQueueState _main;
+    private readonly SubQueueState _deadLetter;
+    private readonly MessageCacheBudget _nodeCache;
     private readonly Dictionary<Guid, StoredMessage> _locks = [];
     private PriorityQueue<StoredMessage, long> _lockExpiry = new();
     private PriorityQueue<StoredMessage, long> _scheduled = new();
@@ -46,8 +47,13 @@ internal sealed partial class QueueEntity : ISendTarget
     public Task<BrokerException> Unloaded => _unloadedSignal.Task;
 
     /// <param name="cacheBytes">The message cache's budget per sub-queue: past it, arriving active messages stay in the database until read back (long.MaxValue: all in memory).</param>
-    public QueueEntity(long id, string name, QueueSettings settings, CommitQueue commits, TimeProvider time, BrokerOptions options, long cacheBytes = long.MaxValue)
+    /// <param name="nodeCache">The node's budget, shared by its entities (null: none).</param>
+    public QueueEntity(long id, string name, QueueSettings settings, CommitQueue commits, TimeProvider time, BrokerOptions options, long cacheBytes = long.MaxValue, MessageCacheBudget? nodeCache = null)
     {
+        _nodeCache = nodeCache ?? MessageCacheBudget.Unlimited;
+        _main = new SubQueueState(SubQueue.Main, _nodeCache);
+        _deadLetter = new SubQueueState(SubQueue.DeadLetter, _nodeCache);
+        _floorBytes = Math.Min(MessageCacheBudget.MaxFloorBytes, cacheBytes / 8);
         Id = id;
         Name = name;
         Settings = settings;
@@ -60,6 +66,16 @@ internal sealed partial class QueueEntity : ISendTarget
     }
 
     private readonly long _cacheBytes;
+
+    /// <summary>What each kind of cached message (active, scheduled, deferred) may hold when the node's budget is spent.</summary>
+    private readonly long _floorBytes;
+
+    /// <summary>Whether <paramref name="held"/> bytes of one kind are past what this entity may keep: its own budget, or its floor while the node's is spent.</summary>
+    private bool OverBudget(long held, long adding = 0) =>
+        held + adding > _cacheBytes || (held + adding > _floorBytes && !_nodeCache.HasRoomFor(adding));
+
+    /// <summary>Room for one kind's read-back: up to its own budget, and to its floor (at least) while the node's is spent.</summary>
+    private long RoomFor(long held) => Math.Max(Math.Min(_cacheBytes - held, Math.Max(_nodeCache.RoomBytes, _floorBytes - held)), 1);
 
     /// <summary>Completes once every stored tail is counted: at once, unless a paged load left one to count.</summary>
     private TaskCompletionSource _tailsCounted = Completed();
@@ -253,6 +269,8 @@ internal sealed partial class QueueEntity : ISendTarget
         lock (_gate)
         {
             _unloaded ??= reason;
+            _main.Detach();
+            _deadLetter.Detach();
         }
         _unloadedSignal.TrySetResult(reason);
         _main.SignalArrived();

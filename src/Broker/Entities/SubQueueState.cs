@@ -9,8 +9,11 @@ namespace Farm.Broker.Entities;
 /// container database only (<see cref="StoredCount"/> of them), and every other message is here.
 /// Guarded by the entity lock.
 /// </summary>
-internal sealed class SubQueueState(SubQueue kind)
+internal sealed class SubQueueState(SubQueue kind, MessageCacheBudget nodeCache)
 {
+    /// <summary>The node's budget these messages count against; null once the entity was unloaded (its memory is going).</summary>
+    private MessageCacheBudget? _nodeCache = nodeCache;
+
     public SubQueue Kind { get; } = kind;
 
     /// <summary>The highest sequence number read into memory in order; active messages after it are stored only.</summary>
@@ -41,13 +44,13 @@ internal sealed class SubQueueState(SubQueue kind)
     public SortedSet<long> Available { get; } = [];
 
     /// <summary>Bytes of the messages in memory.</summary>
-    public long SizeInBytes { get; set; }
+    public long SizeInBytes { get; private set; }
 
     public void Add(StoredMessage message)
     {
         Messages[message.SequenceNumber] = message;
         Ordered.Add(message.SequenceNumber);
-        SizeInBytes += message.PayloadSize;
+        Resize(message.PayloadSize);
     }
 
     public void Remove(StoredMessage message)
@@ -56,8 +59,22 @@ internal sealed class SubQueueState(SubQueue kind)
         {
             Ordered.Remove(message.SequenceNumber);
             Available.Remove(message.SequenceNumber);
-            SizeInBytes -= message.PayloadSize;
+            Resize(-message.PayloadSize);
         }
+    }
+
+    /// <summary>A message in memory grew or shrank by <paramref name="bytes"/> (a settlement replaced its payload).</summary>
+    public void Resize(long bytes)
+    {
+        SizeInBytes += bytes;
+        _nodeCache?.Add(bytes);
+    }
+
+    /// <summary>The entity is unloaded: its messages no longer count against the node's budget.</summary>
+    public void Detach()
+    {
+        _nodeCache?.Add(-SizeInBytes);
+        _nodeCache = null;
     }
 
     /// <summary>A task that completes the next time messages become available.</summary>

@@ -46,6 +46,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         _provider = provider;
         _nodeOptions = nodeOptions;
         Options = brokerOptions;
+        MessageCache = new MessageCacheBudget(brokerOptions.MessageCacheSizePerNode);
         _time = time;
         _leaseClock = leaseClock ?? TimeProvider.System;
         _logger = logger;
@@ -70,6 +71,9 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     public string Address => _address;
 
     public BrokerOptions Options { get; }
+
+    /// <summary>The bytes of messages this node's entities keep in memory, against MessageCacheSizePerNode.</summary>
+    internal MessageCacheBudget MessageCache { get; }
 
     public bool IsStarted => _farm is not null;
 
@@ -193,7 +197,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         try
         {
             host = await ContainerHost.OpenAsync(
-                lease, () => database, _time, Options, ResolveSendTargetAsync, farm, OnContainerLost,
+                lease, () => database, _time, Options, MessageCache, ResolveSendTargetAsync, farm, OnContainerLost,
                 leaseStartedAt, _nodeOptions.LeaseDuration - _nodeOptions.LeaseSafetyMargin, _leaseClock, _logger, cancellationToken).ConfigureAwait(false);
         }
         catch

@@ -63,6 +63,13 @@ public sealed record FarmStateRecord
     /// <summary>The farm's MessageCacheSizePerEntity in MB (farm up --message-cache-size-per-entity), given to every node; null: the nodes' default.</summary>
     public int? MessageCacheSizePerEntityMb { get; init; }
 
+    /// <summary>The farm's MessageCacheSizePerNode in MB (farm up --message-cache-size-per-node), given to every node; null: the nodes' default.</summary>
+    public int? MessageCacheSizePerNodeMb { get; init; }
+
+    /// <summary>The message cache sizes every node of the farm starts with.</summary>
+    [JsonIgnore]
+    public MessageCacheSizes MessageCache => new(MessageCacheSizePerEntityMb, MessageCacheSizePerNodeMb);
+
     /// <summary>The store every node of this farm runs with.</summary>
     [JsonIgnore]
     public NodeStore NodeStore => NodeStore.FromRecord(Store, FarmConnection);

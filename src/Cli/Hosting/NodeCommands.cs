@@ -123,7 +123,7 @@ public static partial class NodeCommands
         UpCommand.RefuseIfPortsTaken(port, 1);
         var nodeDll = NodeLauncher.FindNodeDll();
 
-        using var launched = NodeLauncher.StartDetached(nodeDll, node.Id, data, port, state.NodeStore, node.MetricsPort ?? 0, state.MessageCacheSizePerEntityMb);
+        using var launched = NodeLauncher.StartDetached(nodeDll, node.Id, data, port, state.NodeStore, node.MetricsPort ?? 0, state.MessageCache);
         try
         {
             await UpCommand.WaitUntilReadyAsync([launched], [launched], cancellationToken);

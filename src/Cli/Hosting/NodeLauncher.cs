@@ -69,7 +69,7 @@ public static class NodeLauncher
     /// terminal does not reach it, stdin from /dev/null and its output appended to its log file.
     /// The shell execs setsid, which execs dotnet, so the pid we get is the node's.
     /// </summary>
-    public static LaunchedNode StartDetached(string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort = 0, int? messageCacheMb = null)
+    public static LaunchedNode StartDetached(string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort = 0, MessageCacheSizes? messageCache = null)
     {
         if (OperatingSystem.IsWindows())
         {
@@ -90,7 +90,7 @@ public static class NodeLauncher
             : "log=$1; shift; exec \"$0\" \"$@\" </dev/null >>\"$log\" 2>&1");
         startInfo.ArgumentList.Add(setsid ?? "farm-node");
         startInfo.ArgumentList.Add(logFile);
-        AddNodeCommand(startInfo, nodeDll, nodeId, data, port, store, metricsPort, messageCacheMb);
+        AddNodeCommand(startInfo, nodeDll, nodeId, data, port, store, metricsPort, messageCache);
 
         var process = Process.Start(startInfo)
             ?? throw new CliException(ExitCodes.Error, $"Could not start node {nodeId}.");
@@ -101,7 +101,7 @@ public static class NodeLauncher
     /// Starts a node as our child in our process group (a Ctrl+C reaches it too). Its log lines go
     /// to our stderr as they come, so stdout carries only the connection string.
     /// </summary>
-    public static LaunchedNode StartForeground(string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort = 0, int? messageCacheMb = null)
+    public static LaunchedNode StartForeground(string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort = 0, MessageCacheSizes? messageCache = null)
     {
         var startInfo = new ProcessStartInfo(DotnetHost())
         {
@@ -110,7 +110,7 @@ public static class NodeLauncher
             RedirectStandardError = true,
         };
         startInfo.ArgumentList.Add(nodeDll);
-        AddNodeArguments(startInfo, nodeId, data, port, store, metricsPort, messageCacheMb);
+        AddNodeArguments(startInfo, nodeId, data, port, store, metricsPort, messageCache);
 
         var process = new Process { StartInfo = startInfo };
         process.OutputDataReceived += (_, e) => ForwardLine(e.Data);
@@ -158,14 +158,14 @@ public static class NodeLauncher
         return [.. lines];
     }
 
-    private static void AddNodeCommand(ProcessStartInfo startInfo, string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort, int? messageCacheMb)
+    private static void AddNodeCommand(ProcessStartInfo startInfo, string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort, MessageCacheSizes? messageCache)
     {
         startInfo.ArgumentList.Add(DotnetHost());
         startInfo.ArgumentList.Add(nodeDll);
-        AddNodeArguments(startInfo, nodeId, data, port, store, metricsPort, messageCacheMb);
+        AddNodeArguments(startInfo, nodeId, data, port, store, metricsPort, messageCache);
     }
 
-    private static void AddNodeArguments(ProcessStartInfo startInfo, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort, int? messageCacheMb)
+    private static void AddNodeArguments(ProcessStartInfo startInfo, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort, MessageCacheSizes? messageCache)
     {
         startInfo.ArgumentList.Add("--node-id");
         startInfo.ArgumentList.Add(nodeId.ToString(CultureInfo.InvariantCulture));
@@ -180,10 +180,15 @@ public static class NodeLauncher
             startInfo.ArgumentList.Add(metricsPort.ToString(CultureInfo.InvariantCulture));
         }
 
-        if (messageCacheMb is { } cacheMb)
+        if (messageCache?.PerEntityMb is { } perEntityMb)
         {
             startInfo.ArgumentList.Add("--message-cache-size-per-entity");
-            startInfo.ArgumentList.Add(cacheMb.ToString(CultureInfo.InvariantCulture));
+            startInfo.ArgumentList.Add(perEntityMb.ToString(CultureInfo.InvariantCulture));
+        }
+        if (messageCache?.PerNodeMb is { } perNodeMb)
+        {
+            startInfo.ArgumentList.Add("--message-cache-size-per-node");
+            startInfo.ArgumentList.Add(perNodeMb.ToString(CultureInfo.InvariantCulture));
         }
 
         // The SQLite default adds nothing, so a SQLite node's command line is what it always was.

@@ -19,7 +19,7 @@ public static class UpCommand
     /// <summary>How long the nodes get to start serving.</summary>
     public static readonly TimeSpan StartTimeout = TimeSpan.FromSeconds(60);
 
-    /// <summary>The largest --message-cache-size-per-entity, in MB (the node refuses more).</summary>
+    /// <summary>The largest --message-cache-size-per-entity and --message-cache-size-per-node, in MB (the node refuses more).</summary>
     public const int MaxMessageCacheMb = 65536;
 
     /// <summary>At most this many nodes: ports P..P+8, and node ids stay one digit.</summary>
@@ -63,7 +63,12 @@ public static class UpCommand
 
         var messageCache = new Option<int?>("--message-cache-size-per-entity")
         {
-            Description = "MB of messages each queue keeps in memory (its head; the rest of a deeper queue stays in its database until read back), for every node of the farm; default 8",
+            Description = "MB of messages each queue or subscription keeps in memory (its head; the rest of a deeper queue stays in its database until read back), for every node of the farm; default 8",
+            HelpName = "MB",
+        };
+        var nodeCache = new Option<int?>("--message-cache-size-per-node")
+        {
+            Description = "MB of messages all entities of a node keep in memory together (past it, each keeps a small floor and reads the rest back as needed), for every node of the farm; default 256",
             HelpName = "MB",
         };
 
@@ -76,6 +81,7 @@ public static class UpCommand
             store,
             farmConnection,
             messageCache,
+            nodeCache,
         };
         command.SetAction((parseResult, cancellationToken) => RunAsync(
             new FarmDataDirectory(CliContext.ResolveDataDirectory(parseResult)),
@@ -83,7 +89,7 @@ public static class UpCommand
             new NodePorts(parseResult.GetValue(port), parseResult.GetValue(metricsPort)),
             parseResult.GetValue(detach),
             NodeStore.FromOptions(parseResult.GetValue(store), parseResult.GetValue(farmConnection)),
-            parseResult.GetValue(messageCache),
+            new MessageCacheSizes(parseResult.GetValue(messageCache), parseResult.GetValue(nodeCache)),
             cancellationToken));
         return command;
     }
@@ -93,11 +99,15 @@ public static class UpCommand
 
     private readonly record struct NodePorts(int Grpc, int Metrics);
 
-    private static async Task<int> RunAsync(FarmDataDirectory data, int nodeCount, NodePorts ports, bool detach, NodeStore store, int? messageCacheMb, CancellationToken cancellationToken)
+    private static async Task<int> RunAsync(FarmDataDirectory data, int nodeCount, NodePorts ports, bool detach, NodeStore store, MessageCacheSizes messageCache, CancellationToken cancellationToken)
     {
-        if (messageCacheMb is < 1 or > MaxMessageCacheMb)
+        if (messageCache.PerEntityMb is < 1 or > MaxMessageCacheMb)
         {
-            throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"--message-cache-size-per-entity must be from 1 to {MaxMessageCacheMb} MB, not {messageCacheMb}."));
+            throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"--message-cache-size-per-entity must be from 1 to {MaxMessageCacheMb} MB, not {messageCache.PerEntityMb}."));
+        }
+        if (messageCache.PerNodeMb is < 1 or > MaxMessageCacheMb)
+        {
+            throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"--message-cache-size-per-node must be from 1 to {MaxMessageCacheMb} MB, not {messageCache.PerNodeMb}."));
         }
 
         var port = ports.Grpc;
@@ -151,7 +161,8 @@ public static class UpCommand
             Detached = detach,
             Store = store.Name,
             FarmConnection = store.FarmConnection,
-            MessageCacheSizePerEntityMb = messageCacheMb,
+            MessageCacheSizePerEntityMb = messageCache.PerEntityMb,
+            MessageCacheSizePerNodeMb = messageCache.PerNodeMb,
         };
         try
         {
@@ -160,8 +171,8 @@ public static class UpCommand
                 var nodePort = nodePorts[nodeId - 1];
                 var nodeMetricsPort = MetricsPortOf(ports, nodeId);
                 var node = detach
-                    ? NodeLauncher.StartDetached(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort, messageCacheMb)
-                    : NodeLauncher.StartForeground(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort, messageCacheMb);
+                    ? NodeLauncher.StartDetached(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort, messageCache)
+                    : NodeLauncher.StartForeground(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort, messageCache);
                 launched.Add(node);
                 // Recorded at once: a 'farm up' interrupted from here on leaves nodes that
                 // 'farm down' finds and a second 'farm up' refuses to start over.

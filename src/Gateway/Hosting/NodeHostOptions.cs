@@ -8,7 +8,7 @@ namespace Farm.Gateway.Hosting;
 /// <summary>
 /// The node host's command line: <c>--node-id N --data DIR --port P [--host 127.0.0.1]
 /// [--store sqlite|postgres] [--farm-connection CS] [--forward-timeout SECONDS]
-/// [--metrics-port P] [--message-cache-size-per-entity MB]</c>. The `farm` CLI
+/// [--metrics-port P] [--message-cache-size-per-entity MB] [--message-cache-size-per-node MB]</c>. The `farm` CLI
 /// starts nodes this way.
 /// </summary>
 internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, int MetricsPort, ForwardingOptions Forwarding, BrokerOptions Broker)
@@ -33,6 +33,10 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, 
         if (configuration["message-cache-size-per-entity"] is { } cacheMb)
         {
             broker.MessageCacheSizePerEntity = ParseLong(cacheMb, "--message-cache-size-per-entity (MB)", min: 1, max: 65536) * 1024 * 1024;
+        }
+        if (configuration["message-cache-size-per-node"] is { } nodeCacheMb)
+        {
+            broker.MessageCacheSizePerNode = ParseLong(nodeCacheMb, "--message-cache-size-per-node (MB)", min: 1, max: 65536) * 1024 * 1024;
         }
         var forwarding = new ForwardingOptions();
         if (configuration["forward-timeout"] is { } forwardTimeout)
