@@ -1,8 +1,7 @@
 using Farm.Testing;
 using Farm.Broker.Entities;
 using Farm.Contracts.V1;
-using Google.Protobuf;
-using Google.Protobuf.WellKnownTypes;
+using static Farm.Broker.Tests.NumberedMessages;
 
 namespace Farm.Broker.Tests;
 
@@ -14,15 +13,13 @@ namespace Farm.Broker.Tests;
 /// </summary>
 public sealed class DeepHeldMessagesTests : IAsyncLifetime
 {
-    private const int BodyBytes = 100;
     private const int Held = 400;
     private BrokerHarness _farm = null!;
 
     public async Task InitializeAsync()
     {
         _farm = await BrokerHarness.StartAsync();
-        _farm.Options.MessageCacheSizePerEntity = 5 * (BodyBytes + 40);
-        _farm.Options.MaxMessagesPerRefill = 7;
+        NumberedMessages.UseCacheOfFive(_farm);
     }
 
     public async Task DisposeAsync() => await _farm.DisposeAsync();
@@ -30,21 +27,7 @@ public sealed class DeepHeldMessagesTests : IAsyncLifetime
     /// <summary>The cache's bound for each kind (scheduled, deferred, active), with room for a receive's batch and a read-back.</summary>
     private const int MostCached = 3 * (5 + 7) + 20;
 
-    private static Message Numbered(int i, DateTimeOffset? at = null)
-    {
-        var message = new Message
-        {
-            MessageId = $"m-{i}",
-            Body = ByteString.CopyFromUtf8(i.ToString("D6", System.Globalization.CultureInfo.InvariantCulture).PadRight(BodyBytes, '.')),
-        };
-        if (at is { } due)
-        {
-            message.ScheduledEnqueueTime = Timestamp.FromDateTimeOffset(due);
-        }
-        return message;
-    }
 
-    private static int NumberOf(ReceivedMessage m) => int.Parse(m.Message.Body.ToStringUtf8()[..6], System.Globalization.CultureInfo.InvariantCulture);
 
     private static async Task<List<int>> ReceiveAllNowAsync(QueueEntity queue)
     {

@@ -1,7 +1,7 @@
 using Farm.Testing;
 using Farm.Broker.Entities;
 using Farm.Contracts.V1;
-using Google.Protobuf;
+using static Farm.Broker.Tests.NumberedMessages;
 
 namespace Farm.Broker.Tests;
 
@@ -14,16 +14,13 @@ namespace Farm.Broker.Tests;
 /// </summary>
 public sealed class DeepQueueTests : IAsyncLifetime
 {
-    private const int BodyBytes = 100;
     private const int Queued = 2000;
     private BrokerHarness _farm = null!;
 
     public async Task InitializeAsync()
     {
         _farm = await BrokerHarness.StartAsync();
-        // About five messages' worth.
-        _farm.Options.MessageCacheSizePerEntity = 5 * (BodyBytes + 40);
-        _farm.Options.MaxMessagesPerRefill = 7;
+        NumberedMessages.UseCacheOfFive(_farm);
     }
 
     public async Task DisposeAsync() => await _farm.DisposeAsync();
@@ -31,20 +28,14 @@ public sealed class DeepQueueTests : IAsyncLifetime
     /// <summary>The cache's bound, with room for what a receive holds locked and what arrives above the frontier while it is read back.</summary>
     private const int MostCached = 5 + 20 + 7;
 
-    private static Message Numbered(int i) => new()
-    {
-        MessageId = $"m-{i}",
-        Body = ByteString.CopyFromUtf8(i.ToString("D6", System.Globalization.CultureInfo.InvariantCulture).PadRight(BodyBytes, '.')),
-    };
 
-    private static int NumberOf(ReceivedMessage m) => int.Parse(m.Message.Body.ToStringUtf8()[..6], System.Globalization.CultureInfo.InvariantCulture);
 
     private async Task<QueueEntity> FillAsync(QueueSettings? settings = null, int count = Queued)
     {
         var queue = await _farm.CreateQueueAsync("deep", settings);
         for (var i = 0; i < count; i += 100)
         {
-            await queue.SendAsync([.. Enumerable.Range(i + 1, Math.Min(100, count - i)).Select(Numbered)]);
+            await queue.SendAsync([.. Enumerable.Range(i + 1, Math.Min(100, count - i)).Select(n => Numbered(n))]);
             Assert.InRange(queue.CachedMessageCount, 0, MostCached);
         }
         return queue;

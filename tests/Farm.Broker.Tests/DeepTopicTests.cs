@@ -2,7 +2,7 @@ using Farm.Testing;
 using Farm.Broker.Entities;
 using Farm.Broker.Topics;
 using Farm.Contracts.V1;
-using Google.Protobuf;
+using static Farm.Broker.Tests.NumberedMessages;
 
 namespace Farm.Broker.Tests;
 
@@ -14,16 +14,13 @@ namespace Farm.Broker.Tests;
 /// </summary>
 public sealed class DeepTopicTests : IAsyncLifetime
 {
-    private const int BodyBytes = 100;
     private const int Queued = 2000;
     private BrokerHarness _farm = null!;
 
     public async Task InitializeAsync()
     {
         _farm = await BrokerHarness.StartAsync();
-        // About five messages' worth.
-        _farm.Options.MessageCacheSizePerEntity = 5 * (BodyBytes + 40);
-        _farm.Options.MaxMessagesPerRefill = 7;
+        NumberedMessages.UseCacheOfFive(_farm);
     }
 
     public async Task DisposeAsync() => await _farm.DisposeAsync();
@@ -31,13 +28,7 @@ public sealed class DeepTopicTests : IAsyncLifetime
     /// <summary>The cache's bound, with room for what a receive holds locked and what arrives above the frontier while it is read back.</summary>
     private const int MostCached = 5 + 20 + 7;
 
-    private static Message Numbered(int i) => new()
-    {
-        MessageId = $"m-{i}",
-        Body = ByteString.CopyFromUtf8(i.ToString("D6", System.Globalization.CultureInfo.InvariantCulture).PadRight(BodyBytes, '.')),
-    };
 
-    private static int NumberOf(ReceivedMessage m) => int.Parse(m.Message.Body.ToStringUtf8()[..6], System.Globalization.CultureInfo.InvariantCulture);
 
     private static async Task<IReadOnlyList<ReceivedMessage>> ReceiveAsync(QueueEntity subscription, int max, bool deadLetter = false)
     {
@@ -77,7 +68,7 @@ public sealed class DeepTopicTests : IAsyncLifetime
         var slow = await _farm.CreateSubscriptionAsync("t", "slow");
         for (var i = 0; i < Queued; i += 100)
         {
-            await topic.SendAsync([.. Enumerable.Range(i + 1, 100).Select(Numbered)]);
+            await topic.SendAsync([.. Enumerable.Range(i + 1, 100).Select(n => Numbered(n))]);
             Assert.Equal(Enumerable.Range(i + 1, 100), await DrainAsync(fast, 100));
             Assert.InRange(slow.CachedMessageCount, 0, MostCached);
         }
@@ -106,7 +97,7 @@ public sealed class DeepTopicTests : IAsyncLifetime
         var slow = await _farm.CreateSubscriptionAsync("t", "slow");
         for (var i = 0; i < 500; i += 100)
         {
-            await topic.SendAsync([.. Enumerable.Range(i + 1, 100).Select(Numbered)]);
+            await topic.SendAsync([.. Enumerable.Range(i + 1, 100).Select(n => Numbered(n))]);
         }
 
         var peeked = await slow.PeekAsync(false, 101, 50);
@@ -121,7 +112,7 @@ public sealed class DeepTopicTests : IAsyncLifetime
         var topic = await _farm.CreateTopicAsync("t");
         var fast = await _farm.CreateSubscriptionAsync("t", "fast");
         var slow = await _farm.CreateSubscriptionAsync("t", "slow");
-        await topic.SendAsync([.. Enumerable.Range(1, 300).Select(Numbered)]);
+        await topic.SendAsync([.. Enumerable.Range(1, 300).Select(n => Numbered(n))]);
         await DrainAsync(fast, 300);
 
         var head = await ReceiveAsync(slow, 20);
@@ -152,7 +143,7 @@ public sealed class DeepTopicTests : IAsyncLifetime
         var topic = await _farm.CreateTopicAsync("t");
         await _farm.CreateSubscriptionAsync("t", "fast");
         await _farm.CreateSubscriptionAsync("t", "slow");
-        await topic.SendAsync([.. Enumerable.Range(1, 300).Select(Numbered)]);
+        await topic.SendAsync([.. Enumerable.Range(1, 300).Select(n => Numbered(n))]);
         await DrainAsync(await _farm.SubscriptionAsync("t", "fast"), 300);
         await CopiesLeftAsync(topic, 300, "the slow subscription holds every copy");
 

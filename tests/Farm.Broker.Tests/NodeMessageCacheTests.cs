@@ -1,6 +1,6 @@
 using Farm.Broker.Entities;
 using Farm.Contracts.V1;
-using Google.Protobuf;
+using static Farm.Broker.Tests.NumberedMessages;
 
 namespace Farm.Broker.Tests;
 
@@ -11,8 +11,6 @@ namespace Farm.Broker.Tests;
 /// </summary>
 public sealed class NodeMessageCacheTests : IAsyncLifetime
 {
-    private const int BodyBytes = 100;
-    private const int MessageBytes = BodyBytes + 40;
     private const int PerQueue = 300;
     private BrokerHarness _farm = null!;
 
@@ -31,12 +29,7 @@ public sealed class NodeMessageCacheTests : IAsyncLifetime
     /// <summary>The node's budget, each queue's floor (an eighth of its own) and what one receive and one read-back add.</summary>
     private static long MostCachedBytes(int queues) => (20 * MessageBytes) + (queues * ((100 * MessageBytes / 8) + ((20 + 7) * MessageBytes)));
 
-    private static Message Numbered(int i) => new()
-    {
-        Body = ByteString.CopyFromUtf8(i.ToString("D6", System.Globalization.CultureInfo.InvariantCulture).PadRight(BodyBytes, '.')),
-    };
 
-    private static int NumberOf(ReceivedMessage m) => int.Parse(m.Message.Body.ToStringUtf8()[..6], System.Globalization.CultureInfo.InvariantCulture);
 
     [Fact]
     public async Task DeepQueues_ShareTheNodesBudget_AndEachDeliversEverythingInOrder()
@@ -47,7 +40,7 @@ public sealed class NodeMessageCacheTests : IAsyncLifetime
             var queue = await _farm.CreateQueueAsync($"q{q}");
             for (var i = 1; i <= PerQueue; i += 50)
             {
-                await queue.SendAsync([.. Enumerable.Range(i, 50).Select(Numbered)]);
+                await queue.SendAsync([.. Enumerable.Range(i, 50).Select(n => Numbered(n))]);
                 Assert.InRange(_farm.Node.MessageCache.UsedBytes, 0, MostCachedBytes(q + 1));
             }
             queues.Add(queue);

@@ -72,17 +72,7 @@ public sealed class DeepQueueFarmTests
             var peeked = await receiver.PeekMessagesAsync(10, fromSequenceNumber: 2990);
             Assert.Equal(Enumerable.Range(2990, 10).Select(n => (long)n), peeked.Select(m => m.SequenceNumber));
 
-            var received = new List<FarmReceivedMessage>();
-            var deadline = DateTime.UtcNow.AddSeconds(120);
-            while (received.Count < Messages && DateTime.UtcNow < deadline)
-            {
-                var batch = await receiver.ReceiveMessagesAsync(100, TimeSpan.FromSeconds(5));
-                foreach (var message in batch)
-                {
-                    await receiver.CompleteMessageAsync(message);
-                }
-                received.AddRange(batch);
-            }
+            var received = await DrainAsync(receiver, Messages);
 
             Assert.Equal(Enumerable.Range(0, Messages).Select(n => $"deep-{n}"), received.Select(m => m.MessageId));
             Assert.Equal(Enumerable.Range(1, Messages).Select(n => (long)n), received.Select(m => m.SequenceNumber));

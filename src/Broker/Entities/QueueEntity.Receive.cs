@@ -98,29 +98,33 @@ internal sealed partial class QueueEntity
             return result;
         }
 
+        await CommitDeliveryAsync(sub, taken, peekLock).ConfigureAwait(false);
+        BrokerMetrics.RecordReceived(PathOf(deadLetter), result.Count);
+        return result;
+    }
+
+    /// <summary>
+    /// Makes a delivery durable: the raised delivery counts (peek-lock), or the deletes
+    /// (receive-and-delete, which leave memory once committed). A failed write puts the messages back.
+    /// </summary>
+    private Task CommitDeliveryAsync(SubQueueState sub, List<StoredMessage> taken, bool peekLock)
+    {
         if (peekLock)
         {
             var updates = taken.Select(m => m.ToUpdate(Id)).ToList();
-            await _commits.CommitAsync(
-                batch => batch.Updates.AddRange(updates),
-                onFailed: _ => ReleaseAfterFailedDelivery(taken)).ConfigureAwait(false);
+            return _commits.CommitAsync(batch => batch.Updates.AddRange(updates), onFailed: _ => ReleaseAfterFailedDelivery(taken));
         }
-        else
-        {
-            var keys = taken.Select(m => new MessageKey(Id, m.SequenceNumber)).ToList();
-            await _commits.CommitAsync(
-                batch => batch.Deletes.AddRange(keys),
-                onCommitted: () =>
+        var keys = taken.Select(m => new MessageKey(Id, m.SequenceNumber)).ToList();
+        return _commits.CommitAsync(
+            batch => batch.Deletes.AddRange(keys),
+            onCommitted: () =>
+            {
+                lock (_gate)
                 {
-                    lock (_gate)
-                    {
-                        taken.ForEach(m => RemoveStored(sub, m));
-                    }
-                },
-                onFailed: _ => ReleaseAfterFailedDelivery(taken)).ConfigureAwait(false);
-        }
-        BrokerMetrics.RecordReceived(PathOf(deadLetter), result.Count);
-        return result;
+                    taken.ForEach(m => RemoveStored(sub, m));
+                }
+            },
+            onFailed: _ => ReleaseAfterFailedDelivery(taken));
     }
 
     /// <summary>What a message adds to a receive response: its payload plus room for what the broker adds (lock, times, dead-letter fields).</summary>
@@ -218,25 +222,7 @@ internal sealed partial class QueueEntity
         var peekLock = mode == ReceiveMode.PeekLock;
         var settings = Settings;
         var (taken, result) = await WithStoredDeferredAsync(sequenceNumbers, () => TakeDeferred(sequenceNumbers, now, peekLock, settings)).ConfigureAwait(false);
-        if (peekLock)
-        {
-            var updates = taken.Select(m => m.ToUpdate(Id)).ToList();
-            await _commits.CommitAsync(batch => batch.Updates.AddRange(updates), onFailed: _ => ReleaseAfterFailedDelivery(taken)).ConfigureAwait(false);
-        }
-        else
-        {
-            var keys = taken.Select(m => new MessageKey(Id, m.SequenceNumber)).ToList();
-            await _commits.CommitAsync(
-                batch => batch.Deletes.AddRange(keys),
-                onCommitted: () =>
-                {
-                    lock (_gate)
-                    {
-                        taken.ForEach(m => RemoveStored(_main, m));
-                    }
-                },
-                onFailed: _ => ReleaseAfterFailedDelivery(taken)).ConfigureAwait(false);
-        }
+        await CommitDeliveryAsync(_main, taken, peekLock).ConfigureAwait(false);
         return result;
     }
 
