@@ -15,15 +15,28 @@ internal sealed class CallScopedRequestStream<T>(IAsyncStreamReader<T> reader, C
     private static readonly TimeSpan ReadStopTimeout = TimeSpan.FromSeconds(5);
 
     private readonly CancellationTokenSource _stop = CancellationTokenSource.CreateLinkedTokenSource(callToken);
+
+    // Starting a read and stopping exclude each other: a reader that checked "not stopped" and
+    // then started a read after DisposeAsync looked for pending reads would read an ended call.
+    private readonly object _gate = new();
+    private bool _stopped;
     private Task _pending = Task.CompletedTask;
 
     /// <summary>The requests; one reader at a time, as for any request stream.</summary>
     public async IAsyncEnumerable<T> ReadAllAsync([EnumeratorCancellation] CancellationToken cancellationToken = default)
     {
-        while (!_stop.IsCancellationRequested)
+        while (true)
         {
-            var next = reader.MoveNext(_stop.Token);
-            Volatile.Write(ref _pending, next);
+            Task<bool> next;
+            lock (_gate)
+            {
+                if (_stopped)
+                {
+                    yield break;
+                }
+                next = reader.MoveNext(_stop.Token);
+                _pending = next;
+            }
             bool more;
             try
             {
@@ -44,11 +57,17 @@ internal sealed class CallScopedRequestStream<T>(IAsyncStreamReader<T> reader, C
 
     public async ValueTask DisposeAsync()
     {
+        Task pending;
+        lock (_gate)
+        {
+            _stopped = true;
+            pending = _pending;
+        }
         await _stop.CancelAsync().ConfigureAwait(false);
         try
         {
             // Bounded, so a read that ignored its cancellation cannot hold the call open for ever.
-            await Volatile.Read(ref _pending).WaitAsync(ReadStopTimeout).ConfigureAwait(false);
+            await pending.WaitAsync(ReadStopTimeout).ConfigureAwait(false);
         }
         catch (Exception)
         {
