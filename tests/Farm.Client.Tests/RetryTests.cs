@@ -26,6 +26,20 @@ public class RetryTests
         Assert.Equal(transient, FarmRetryPolicy.IsTransient(FarmErrors.FromRpc(rpc, "q")));
     }
 
+    /// <summary>Grpc.Net.Client reports a keep-alive ping a frozen node never answered as Internal: a broken connection, retried.</summary>
+    [Fact]
+    public void AnUnansweredKeepAlivePing_IsABrokenConnection_AndRetried()
+    {
+        var cause = new HttpRequestException(HttpRequestError.HttpProtocolError, "The HTTP/2 server didn't respond to a ping request",
+            new HttpProtocolException(1, "The HTTP/2 server didn't respond to a ping request", null));
+        var rpc = new RpcException(new Status(StatusCode.Internal, "Error starting gRPC call. " + cause.Message, cause));
+
+        Assert.True(FarmRetryPolicy.IsTransient(rpc));
+        var error = FarmErrors.FromRpc(rpc, "q");
+        Assert.Equal(FarmFailureReason.ServiceCommunicationProblem, error.Reason);
+        Assert.True(FarmRetryPolicy.IsTransient(error));
+    }
+
     [Fact]
     public void OtherExceptions_AreNotRetried()
     {

@@ -30,6 +30,9 @@ public sealed class OwnerRoutingTests : IDisposable
     private readonly List<DateTime?> _forwardDeadlines = [];
     private readonly List<string> _forwardTargets = [];
 
+    /// <summary>What the owner answers to the n-th forward (1-based); "forwarded" unless a test says otherwise.</summary>
+    private Func<int, Task<string>> _ownerAnswers = _ => Task.FromResult("forwarded");
+
     private Task<string> RouteAsync(ServerCallContext? context = null, bool hold = true) =>
         _routing.RouteAsync(new RoutedCall("Peek", "orders", Hold: hold), context ?? new TestCallContext(),
             _ => Task.FromResult("here"),
@@ -39,7 +42,7 @@ public sealed class OwnerRoutingTests : IDisposable
                 _forwardHeaders.Add(options.Headers!);
                 _forwardDeadlines.Add(options.Deadline);
                 _forwardTargets.Add(owner.Channel.Target);
-                return new AsyncUnaryCall<string>(Task.FromResult("forwarded"), Task.FromResult(new Metadata()), () => Status.DefaultSuccess, () => [], () => { });
+                return new AsyncUnaryCall<string>(_ownerAnswers(_forwards), Task.FromResult(new Metadata()), () => Status.DefaultSuccess, () => [], () => { });
             });
 
     [Fact]
@@ -101,6 +104,47 @@ public sealed class OwnerRoutingTests : IDisposable
         var error = await Assert.ThrowsAsync<BrokerException>(() => routed);
         Assert.Equal(FarmErrorCode.NotOwner, error.Code);
         Assert.True(_time.GetUtcNow() - start >= _options.OwnerWait);
+    }
+
+    /// <summary>
+    /// A keep-alive ping a frozen owner never answered comes from Grpc.Net.Client as Internal. The
+    /// call was sent, so it is not tried again while that owner is still the live one (it may have
+    /// committed it); once the farm names another owner it is held for it, not failed as Internal.
+    /// </summary>
+    [Fact]
+    public async Task AConnectionThatBrokeUnderAForwardedCall_IsHeldForTheNextOwner_NotFailedAsInternal()
+    {
+        _directory.Set(servedHere: false, owner: Other);
+        var pingTimeout = new HttpRequestException(HttpRequestError.HttpProtocolError, "The HTTP/2 server didn't respond to a ping request within the configured KeepAlivePingDelay.",
+            new HttpProtocolException(1, "The HTTP/2 server didn't respond to a ping request within the configured KeepAlivePingDelay.", null));
+        _ownerAnswers = _ => Task.FromException<string>(new RpcException(new Status(StatusCode.Internal, "Error starting gRPC call. " + pingTimeout.Message, pingTimeout)));
+
+        var routed = RouteAsync();
+        for (var poll = 0; poll < 20; poll++)
+        {
+            _time.Advance(_options.OwnerPoll);
+            await Task.WhenAny(routed, Task.Delay(5));
+        }
+        Assert.False(routed.IsCompleted, "gave up while the owner it was sent to is still the live owner");
+        Assert.Equal(1, _forwards);
+
+        _directory.Set(servedHere: true, owner: Self);
+        await AdvanceUntilAsync(routed);
+
+        Assert.Equal("here", await routed);
+        Assert.Equal(1, _forwards);
+    }
+
+    [Fact]
+    public async Task AnErrorTheOwnerRaised_IsNotMistakenForABrokenConnection()
+    {
+        _directory.Set(servedHere: false, owner: Other);
+        _ownerAnswers = _ => Task.FromException<string>(new RpcException(new Status(StatusCode.Internal, "a bug in the owner")));
+
+        var error = await Assert.ThrowsAsync<RpcException>(() => RouteAsync());
+
+        Assert.Equal(StatusCode.Internal, error.StatusCode);
+        Assert.Equal(1, _forwards);
     }
 
     [Fact]

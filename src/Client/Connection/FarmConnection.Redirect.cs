@@ -57,10 +57,10 @@ internal sealed partial class FarmConnection
                 var lookup = await gateway.Messaging.LookupAsync(new LookupRequest { Entity = name }, deadline: deadline, cancellationToken: cancellationToken).ConfigureAwait(false);
                 owner = lookup.OwnerAddress;
             }
-            catch (RpcException e) when (e.StatusCode == StatusCode.Unavailable && e.FarmError() is null)
+            catch (RpcException e) when (e.IsBrokenConnection())
             {
                 ReportUnavailable(index);
-                throw;
+                throw e.AsUnavailableWhenBroken();
             }
             _owners[name] = owner;
         }
@@ -73,7 +73,9 @@ internal sealed partial class FarmConnection
     {
         if (route.EntityName is null)
         {
-            if (error.StatusCode == StatusCode.Unavailable && route.GatewayIndex >= 0)
+            // A gateway that cannot be reached, or that did not answer in time (a frozen node keeps
+            // accepting connections): the next call goes to the next one. Gateways are all alike.
+            if ((error.StatusCode == StatusCode.Unavailable || (error.StatusCode == StatusCode.DeadlineExceeded && error.FarmError() is null)) && route.GatewayIndex >= 0)
             {
                 ReportUnavailable(route.GatewayIndex);
             }

@@ -88,8 +88,10 @@ internal sealed partial class FarmConnection : IDisposable
                 {
                     throw new OperationCanceledException(token);
                 }
-                catch (RpcException e)
+                catch (RpcException caught)
                 {
+                    // A keep-alive ping a frozen node never answered comes as Internal: it is Unavailable.
+                    var e = caught.AsUnavailableWhenBroken();
                     if (route.Channel is not null)
                     {
                         connection.ReportFailure(route, e);

@@ -8,7 +8,8 @@ internal static class FarmErrors
 {
     public static FarmException FromRpc(RpcException exception, string? entityPath)
     {
-        var reason = ReasonOf(exception.FarmError(), exception.StatusCode);
+        // A broken connection (a keep-alive ping a frozen node never answered) may come as Internal.
+        var reason = ReasonOf(exception.FarmError(), exception.AsUnavailableWhenBroken().StatusCode);
         return new FarmException(Describe(reason, exception.Status.Detail, entityPath), reason, entityPath, exception);
     }
 

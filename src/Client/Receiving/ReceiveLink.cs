@@ -1,4 +1,5 @@
 using System.Threading.Channels;
+using Farm.Contracts;
 using Grpc.Core;
 using Farm.Contracts.V1;
 
@@ -371,7 +372,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
                 };
                 if (route.Channel is not null)
                 {
-                    _connection.ReportFailure(route, e as RpcException
+                    _connection.ReportFailure(route, (e as RpcException)?.AsUnavailableWhenBroken()
                         ?? new RpcException(new Status(StatusCode.Unavailable, error.Message)));
                 }
 

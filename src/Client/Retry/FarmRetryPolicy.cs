@@ -57,7 +57,7 @@ internal sealed class FarmRetryPolicy
     public static bool IsTransient(Exception exception) => exception switch
     {
         FarmException farm => farm.IsTransient,
-        RpcException rpc => FarmException.IsTransientReason(FarmErrors.ReasonOf(rpc.FarmError(), rpc.StatusCode)),
+        RpcException rpc => FarmException.IsTransientReason(FarmErrors.ReasonOf(rpc.FarmError(), rpc.AsUnavailableWhenBroken().StatusCode)),
         _ => false,
     };
 

@@ -93,7 +93,7 @@ internal sealed partial class MessagingRouter(MessagingService local, OwnerRouti
                 await call.RequestStream.WriteAsync(open, cancellationToken).ConfigureAwait(false);
                 break;
             }
-            catch (RpcException e) when ((CallFailures.IsBetweenOwners(e) || (e.StatusCode == StatusCode.Cancelled && !cancellationToken.IsCancellationRequested))
+            catch (RpcException e) when ((CallFailures.IsBetweenOwners(e) || e.IsBrokenConnection() || (e.StatusCode == StatusCode.Cancelled && !cancellationToken.IsCancellationRequested))
                 && time.GetElapsedTime(started) < options.OwnerWait)
             {
                 call.Dispose();

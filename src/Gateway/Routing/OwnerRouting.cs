@@ -135,6 +135,7 @@ internal sealed partial class OwnerRouting
         var response = pending.ResponseAsync;
         try
         {
+            RpcException? broken = null;
             try
             {
                 return await response.WaitAsync(timeout, _time, cancellationToken).ConfigureAwait(false);
@@ -143,12 +144,29 @@ internal sealed partial class OwnerRouting
             {
                 // Late: keep waiting while the owner is alive and still the owner, as far as the farm knows.
             }
+            catch (RpcException e) when (e.StatusCode == StatusCode.Internal && e.IsBrokenConnection())
+            {
+                // The connection broke with the call sent (a keep-alive ping a frozen owner never
+                // answered): whether it committed is as unknown as for a late answer, so the same wait.
+                broken = e;
+            }
             while (await IsStillOwnerAsync(owner, name, cancellationToken).ConfigureAwait(false))
             {
-                if (await Task.WhenAny(response, Task.Delay(_options.OwnerPoll, _time, cancellationToken)).ConfigureAwait(false) == response)
+                var poll = Task.Delay(_options.OwnerPoll, _time, cancellationToken);
+                if (broken is not null)
+                {
+                    await poll.ConfigureAwait(false);
+                }
+                else if (await Task.WhenAny(response, poll).ConfigureAwait(false) == response)
                 {
                     return await response.ConfigureAwait(false);
                 }
+            }
+            if (broken is not null)
+            {
+                LogForwardBroken(_logger, call.Method, call.EntityPath, owner, broken.Status.Detail);
+                throw new RpcException(new Status(StatusCode.Unavailable,
+                    $"The connection to the broker at {owner} broke during {call.Method} for '{call.EntityPath}' ({broken.Status.Detail}), and it is no longer its live owner."));
             }
             await giveUp.CancelAsync().ConfigureAwait(false);
             try
@@ -180,4 +198,7 @@ internal sealed partial class OwnerRouting
 
     [LoggerMessage(Level = LogLevel.Warning, Message = "Forwarded {Method} for {Entity} to {Owner}: no answer within {Seconds} s and the owner is gone; holding it for the next owner")]
     private static partial void LogForwardGivenUp(ILogger logger, string method, string entity, string owner, double seconds);
+
+    [LoggerMessage(Level = LogLevel.Warning, Message = "Forwarded {Method} for {Entity} to {Owner}: the connection broke ({Detail}) and the owner is gone; holding it for the next owner")]
+    private static partial void LogForwardBroken(ILogger logger, string method, string entity, string owner, string detail);
 }

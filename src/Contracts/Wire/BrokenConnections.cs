@@ -1,0 +1,37 @@
+using System.Net.Http;
+using Grpc.Core;
+
+namespace Farm.Contracts;
+
+/// <summary>
+/// Grpc.Net.Client reports some broken connections as Internal rather than Unavailable: a keep-alive
+/// ping the peer never answered (a frozen process), an HTTP/2 connection reset under the call. The
+/// peer said nothing about the call, so callers treat these like Unavailable: try again, elsewhere
+/// if need be. Only a failure whose cause is the transport counts, never an error a handler raised.
+/// </summary>
+public static class BrokenConnections
+{
+    /// <summary>True when the call failed because the connection under it broke, whatever status it carries.</summary>
+    public static bool IsBrokenConnection(this RpcException error) =>
+        error.FarmError() is null
+        && (error.StatusCode == StatusCode.Unavailable
+            || (error.StatusCode == StatusCode.Internal && IsTransportCause(error.Status.DebugException)));
+
+    /// <summary>The failure as Unavailable when the connection broke; otherwise unchanged.</summary>
+    public static RpcException AsUnavailableWhenBroken(this RpcException error) =>
+        error.StatusCode == StatusCode.Internal && error.IsBrokenConnection()
+            ? new RpcException(new Status(StatusCode.Unavailable, error.Status.Detail, error.Status.DebugException), error.Trailers)
+            : error;
+
+    private static bool IsTransportCause(Exception? cause)
+    {
+        for (var e = cause; e is not null; e = e.InnerException)
+        {
+            if (e is HttpRequestException or HttpProtocolException or IOException)
+            {
+                return true;
+            }
+        }
+        return false;
+    }
+}
