@@ -30,12 +30,12 @@ public sealed class DeepQueueTests : IAsyncLifetime
 
 
 
-    private async Task<QueueEntity> FillAsync(QueueSettings? settings = null, int count = Queued)
+    private async Task<QueueEntity> FillAsync(QueueSettings? settings = null, int count = Queued, Func<int, Message>? numbered = null)
     {
         var queue = await _farm.CreateQueueAsync("deep", settings);
         for (var i = 0; i < count; i += 100)
         {
-            await queue.SendAsync([.. Enumerable.Range(i + 1, Math.Min(100, count - i)).Select(n => Numbered(n))]);
+            await queue.SendAsync([.. Enumerable.Range(i + 1, Math.Min(100, count - i)).Select(n => numbered?.Invoke(n) ?? Numbered(n))]);
             Assert.InRange(queue.CachedMessageCount, 0, MostCached);
         }
         return queue;
@@ -171,6 +171,12 @@ public sealed class DeepQueueTests : IAsyncLifetime
         Assert.InRange(queue.CachedMessageCount, 0, MostCached);
     }
 
+    private static Message WithTimeToLive(Message message, TimeSpan timeToLive)
+    {
+        message.TimeToLive = Google.Protobuf.WellKnownTypes.Duration.FromTimeSpan(timeToLive);
+        return message;
+    }
+
     [Fact]
     public async Task DeepQueue_ExpiringInTheDatabase_AreDeadLetteredWhenReadBack_AndTheDeadLetterQueuePagesToo()
     {
@@ -187,5 +193,51 @@ public sealed class DeepQueueTests : IAsyncLifetime
         Assert.Equal(0, queue.GetCounts().Active);
         Assert.InRange(queue.CachedMessageCount, 0, MostCached);
         Assert.Equal(Enumerable.Range(1, 500), await DrainAsync(queue, 500, deadLetter: true));
+    }
+
+    /// <summary>
+    /// Messages past the cache expire in the database on time, found through the expiry index, not
+    /// when a receiver reaches them: here the cache is full of messages a receiver holds locked, so
+    /// nothing is read back, and still every other message is dead-lettered within a few sweeps. The
+    /// dead-letter queue then delivers them in order, the locked ones stay the receiver's. When the
+    /// later messages expire first, each batch lands below what the dead-letter queue already took
+    /// in: its frontier moves down rather than its memory growing.
+    /// </summary>
+    [Theory]
+    [InlineData(true, false)]
+    [InlineData(true, true)]
+    [InlineData(false, false)]
+    public async Task DeepQueue_ExpiringInTheDatabase_AreDeadLetteredOrDeletedWithoutAReceiver(bool deadLetterOnExpiry, bool laterExpireFirst)
+    {
+        var queue = await FillAsync(new QueueSettings
+        {
+            DefaultMessageTimeToLive = TimeSpan.FromMinutes(1),
+            DeadLetteringOnMessageExpiration = deadLetterOnExpiry,
+            LockDuration = QueueSettings.MaxLockDuration,
+        }, numbered: laterExpireFirst ? n => WithTimeToLive(Numbered(n), TimeSpan.FromMilliseconds(60_000 - (10 * n))) : null);
+        var locked = await ReceiveAsync(queue, 5);
+        Assert.Equal([1, 2, 3, 4, 5], locked.Select(NumberOf));
+        _farm.Time.Advance(TimeSpan.FromMinutes(2));
+
+        // A bounded number of sweeps (well inside the locks' 5 minutes): a read-back could not do it in these.
+        var sweeps = 0;
+        await Eventually.UntilAsync(() =>
+        {
+            if (sweeps++ < 200)
+            {
+                _farm.Time.Advance(_farm.Options.SweepInterval);
+            }
+            Assert.InRange(queue.CachedMessageCount, 0, MostCached);
+            var counts = queue.GetCounts();
+            return counts.Active == 5 && counts.DeadLetter == (deadLetterOnExpiry ? Queued - 5 : 0);
+        }, TimeSpan.FromSeconds(30), "every stored message expired");
+
+        if (deadLetterOnExpiry)
+        {
+            Assert.Equal(Enumerable.Range(6, Queued - 5), await DrainAsync(queue, Queued - 5, deadLetter: true));
+        }
+        await CompleteAsync(queue, locked);
+        Assert.Equal(0, queue.GetCounts().Total);
+        Assert.Equal(0, queue.GetCounts().SizeInBytes);
     }
 }

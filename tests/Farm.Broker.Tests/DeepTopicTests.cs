@@ -90,6 +90,58 @@ public sealed class DeepTopicTests : IAsyncLifetime
         Assert.Equal(0, topic.GetCounts().Bytes);
     }
 
+    /// <summary>
+    /// A slow subscription's messages that expire past its cache go in the database, found through
+    /// the expiry index with no receiver: deleted, their copies go too; dead-lettered, the
+    /// dead-letter queue holds the copies until it is drained.
+    /// </summary>
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task ASlowSubscriptionsMessages_ExpiringPastItsCache_LetTheirCopiesGo(bool deadLetterOnExpiry)
+    {
+        var topic = await _farm.CreateTopicAsync("t");
+        var fast = await _farm.CreateSubscriptionAsync("t", "fast");
+        var slow = await _farm.CreateSubscriptionAsync("t", "slow", new SubscriptionSettings
+        {
+            DefaultMessageTimeToLive = TimeSpan.FromMinutes(1),
+            DeadLetteringOnMessageExpiration = deadLetterOnExpiry,
+        });
+        for (var i = 0; i < 500; i += 100)
+        {
+            await topic.SendAsync([.. Enumerable.Range(i + 1, 100).Select(n => Numbered(n))]);
+        }
+        Assert.Equal(Enumerable.Range(1, 500), await DrainAsync(fast, 500));
+        await CopiesLeftAsync(topic, 500, "the slow subscription keeps every copy");
+
+        _farm.Time.Advance(TimeSpan.FromMinutes(2));
+        var sweeps = 0;
+        await Eventually.UntilAsync(() =>
+        {
+            if (sweeps++ < 200)
+            {
+                _farm.Time.Advance(_farm.Options.SweepInterval);
+            }
+            Assert.InRange(slow.CachedMessageCount, 0, MostCached);
+            var counts = slow.GetCounts();
+            return counts.Active == 0 && counts.DeadLetter == (deadLetterOnExpiry ? 500 : 0);
+        }, TimeSpan.FromSeconds(30), "every message of the slow subscription expired");
+
+        if (deadLetterOnExpiry)
+        {
+            await CopiesLeftAsync(topic, 500, "the dead-lettered messages keep their copies");
+            var dead = new List<int>();
+            while (dead.Count < 500)
+            {
+                var batch = await ReceiveAsync(slow, 20, deadLetter: true);
+                dead.AddRange(batch.Select(NumberOf));
+                await SettleAsync(slow, batch, deadLetter: true);
+            }
+            Assert.Equal(Enumerable.Range(1, 500), dead);
+        }
+        await CopiesLeftAsync(topic, 0, "every copy is deleted once nothing points at it");
+    }
+
     [Fact]
     public async Task PeekOfASlowSubscription_WalksPastItsCache()
     {

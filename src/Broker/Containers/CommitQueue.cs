@@ -14,14 +14,20 @@ namespace Farm.Broker.Containers;
 /// </summary>
 internal sealed partial class CommitQueue : IAsyncDisposable
 {
-    /// <summary>A write to commit, or (<see cref="Read"/> set) a read to run between two commits.</summary>
+    /// <summary>
+    /// A write to commit, or (<see cref="Read"/> set) a read to run between two commits, which may
+    /// ask for a write of its own to commit next, before anything else.
+    /// </summary>
     private readonly record struct PendingWrite(
         Action<ContainerWriteBatch> Write,
         Action? OnCommitted,
         Action<Exception>? OnFailed,
         TaskCompletionSource Done,
-        Func<IContainerDatabase, Task>? Read = null,
+        Func<IContainerDatabase, Task<FollowUpWrite?>>? Read = null,
         long Bytes = 0);
+
+    /// <summary>The write a read decided on (<see cref="ReadThenCommitAsync"/>), with its in-memory steps.</summary>
+    public sealed record FollowUpWrite(Action<ContainerWriteBatch> Write, Action OnCommitted, Action<Exception> OnFailed);
 
     private readonly Channel<PendingWrite> _pending = Channel.CreateUnbounded<PendingWrite>(new UnboundedChannelOptions { SingleReader = true });
     private readonly IContainerDatabase _database;
@@ -94,7 +100,20 @@ internal sealed partial class CommitQueue : IAsyncDisposable
     /// applies in memory) is done. An entity reads back the messages it left in the database this
     /// way, so what it reads and what its commits change in memory cannot cross.
     /// </summary>
-    public Task ReadAsync(Func<IContainerDatabase, Task> read)
+    public Task ReadAsync(Func<IContainerDatabase, Task> read) =>
+        ReadThenCommitAsync(async database =>
+        {
+            await read(database).ConfigureAwait(false);
+            return null;
+        });
+
+    /// <summary>
+    /// Like <see cref="ReadAsync"/>, and the write the read returns (if any) commits on its own right
+    /// after it, before any other read or write: what the read saw is still what the write changes.
+    /// An entity expires messages it left in the database this way (it must know which ones, and a
+    /// read-back must not take them into memory between). Completes once that write is durable.
+    /// </summary>
+    public Task ReadThenCommitAsync(Func<IContainerDatabase, Task<FollowUpWrite?>> read)
     {
         var done = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         if (!_pending.Writer.TryWrite(new PendingWrite(static _ => { }, null, null, done, read)))
@@ -121,7 +140,12 @@ internal sealed partial class CommitQueue : IAsyncDisposable
                 reader.TryRead(out var item);
                 if (item.Read is not null)
                 {
-                    await RunReadAsync(item).ConfigureAwait(false);
+                    if (await RunReadAsync(item).ConfigureAwait(false) is { } followUp)
+                    {
+                        // Commits alone, now: nothing may come between the read and this write.
+                        group.Add(new PendingWrite(followUp.Write, followUp.OnCommitted, followUp.OnFailed, item.Done));
+                        break;
+                    }
                     continue;
                 }
                 group.Add(item);
@@ -135,22 +159,27 @@ internal sealed partial class CommitQueue : IAsyncDisposable
         }
     }
 
-    private async Task RunReadAsync(PendingWrite item)
+    /// <summary>Runs a read; returns the write it asks for (its Done is then the write's), else completes it.</summary>
+    private async Task<FollowUpWrite?> RunReadAsync(PendingWrite item)
     {
         if (_broken is { } broken)
         {
             item.Done.SetException(broken);
-            return;
+            return null;
         }
         try
         {
-            await item.Read!(_database).ConfigureAwait(false);
+            if (await item.Read!(_database).ConfigureAwait(false) is { } followUp)
+            {
+                return followUp;
+            }
             item.Done.SetResult();
         }
         catch (Exception e)
         {
             item.Done.SetException(e);
         }
+        return null;
     }
 
     private async Task CommitGroupAsync(ContainerWriteBatch batch, List<PendingWrite> group)

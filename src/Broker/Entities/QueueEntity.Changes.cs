@@ -80,7 +80,7 @@ internal sealed partial class QueueEntity
         BrokerMetrics.RecordExpired(Name);
         if (Settings.DeadLetteringOnMessageExpiration)
         {
-            DeadLetterLocked(message, TtlExpired, "The message expired and was dead lettered.", null, changes);
+            DeadLetterLocked(message, TtlExpired, TtlExpiredDescription, null, changes);
             return;
         }
         message.Settling = true;

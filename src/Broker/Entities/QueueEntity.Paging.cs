@@ -36,6 +36,27 @@ internal sealed partial class QueueEntity
         return true;
     }
 
+    /// <summary>
+    /// Moves a dead-letter queue's frontier down to <paramref name="frontier"/>: its unlocked messages
+    /// above it leave memory and are counted as stored, to be read back in order. Locked and settling
+    /// ones stay (a read-back skips what memory holds, without counting it).
+    /// </summary>
+    private void LowerFrontierLocked(SubQueueState sub, long frontier)
+    {
+        foreach (var sequence in sub.Ordered.GetViewBetween(frontier + 1, long.MaxValue).ToList())
+        {
+            var message = sub.Messages[sequence];
+            if (message.IsLocked || message.Settling || message.State != StoredMessageState.Active)
+            {
+                continue;
+            }
+            sub.Remove(message);
+            sub.StoredCount++;
+            sub.StoredBytes += message.PayloadSize;
+        }
+        sub.Frontier = frontier;
+    }
+
     /// <summary>Bytes of a sub-queue's messages in memory that count against its active budget: scheduled and deferred ones have budgets of their own.</summary>
     private long ActiveBytesLocked(SubQueueState sub) => sub.Kind == SubQueue.Main ? sub.SizeInBytes - _scheduledBytes - _deferredBytes : sub.SizeInBytes;
 

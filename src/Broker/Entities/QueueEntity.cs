@@ -407,6 +407,7 @@ internal sealed partial class QueueEntity : ISendTarget
         MaybeRefillLocked(_main);
         MaybeRefillLocked(_deadLetter);
         MaybeRefillScheduledLocked();
+        MaybeExpireStoredLocked(now);
         EvictDeferredLocked();
         CompactDueTimesLocked();
         _duplicates.Prune(now, _inFlightIds.Contains);

@@ -46,6 +46,13 @@ public interface IContainerDatabase : IAsyncDisposable
     /// </summary>
     Task<IReadOnlyList<MessageRecord>> ReadScheduledAsync(long entityId, long fromAtMs, long fromSequence, int maxRows, long maxBytes, long copiesOf = 0, CancellationToken cancellationToken = default);
 
+    /// <summary>
+    /// Active messages of the main queue after <paramref name="afterSequence"/> whose time to live
+    /// ran out by <paramref name="nowMs"/>, the earliest expiry first (index messages_by_expiry): at
+    /// most <paramref name="maxRows"/>, and no more once <paramref name="maxBytes"/> of payload are read (at least one).
+    /// </summary>
+    Task<IReadOnlyList<MessageRecord>> ReadExpiredAsync(long entityId, long afterSequence, long nowMs, int maxRows, long maxBytes, long copiesOf = 0, CancellationToken cancellationToken = default);
+
     /// <summary>An entity's messages of the given sequence numbers, in any state (those that exist), in sequence order.</summary>
     Task<IReadOnlyList<MessageRecord>> ReadByKeyAsync(long entityId, IReadOnlyCollection<long> sequenceNumbers, long copiesOf = 0, CancellationToken cancellationToken = default);
 

@@ -256,6 +256,14 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
             await ReadMessagesAsync(ReadScheduledCommand(connection, null, entityId, copiesOf, fromAtMs, fromSequence, maxRows), maxRows, maxBytes, cancellationToken).ConfigureAwait(false),
             cancellationToken);
 
+    public Task<IReadOnlyList<MessageRecord>> ReadExpiredAsync(long entityId, long afterSequence, long nowMs, int maxRows, long maxBytes, long copiesOf = 0, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<MessageRecord>>("read expired messages", async connection =>
+            await ReadMessagesAsync(new NpgsqlCommand(PostgresSql.ContainerDb.ReadExpired, connection)
+            {
+                Parameters = { Parameter(entityId), Parameter(copiesOf), Parameter(afterSequence), Parameter(nowMs), Parameter((long)maxRows) },
+            }, maxRows, maxBytes, cancellationToken).ConfigureAwait(false),
+            cancellationToken);
+
     public Task<IReadOnlyList<MessageRecord>> ReadByKeyAsync(long entityId, IReadOnlyCollection<long> sequenceNumbers, long copiesOf = 0, CancellationToken cancellationToken = default) =>
         RunAsync<IReadOnlyList<MessageRecord>>("read messages", async connection =>
             await ReadMessagesAsync(

@@ -279,6 +279,19 @@ internal static class PostgresSql
             LIMIT $5
             """;
 
+        /// <summary>
+        /// Active messages of the main queue after $3 whose expiry is at or before $4, the earliest first,
+        /// at most $5 (index messages_by_expiry: only rows that can expire are in it, dead-lettered ones apart). $2 copies-of.
+        /// </summary>
+        public const string ReadExpired = $"""
+            SELECT {PagedColumns}
+            FROM messages
+            WHERE entity_id = $1 AND sub_queue = 0 AND state = 0 AND expires_at_ms IS NOT NULL
+              AND expires_at_ms <= $4 AND sequence_number > $3
+            ORDER BY expires_at_ms
+            LIMIT $5
+            """;
+
         /// <summary>Deferred messages (state 1) of the main queue, in sequence order, at most $3 (index messages_by_sub_queue). $2 copies-of.</summary>
         public const string ReadDeferred = $"""
             SELECT {PagedColumns}

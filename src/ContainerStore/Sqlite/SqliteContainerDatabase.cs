@@ -259,6 +259,11 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
         ReadAsync<IReadOnlyList<MessageRecord>>(async connection =>
             await ReadScheduledRowsAsync(connection, null, entityId, copiesOf, fromAtMs, fromSequence, maxRows, maxBytes, cancellationToken).ConfigureAwait(false), cancellationToken);
 
+    public Task<IReadOnlyList<MessageRecord>> ReadExpiredAsync(long entityId, long afterSequence, long nowMs, int maxRows, long maxBytes, long copiesOf = 0, CancellationToken cancellationToken = default) =>
+        ReadAsync<IReadOnlyList<MessageRecord>>(async connection =>
+            await ReadMessagesAsync(connection, null, SqliteSql.ContainerDb.ReadExpired, maxRows, maxBytes, cancellationToken,
+                ("@EntityId", entityId), ("@CopiesOf", copiesOf), ("@After", afterSequence), ("@Now", nowMs), ("@Limit", maxRows)).ConfigureAwait(false), cancellationToken);
+
     public Task<IReadOnlyList<MessageRecord>> ReadByKeyAsync(long entityId, IReadOnlyCollection<long> sequenceNumbers, long copiesOf = 0, CancellationToken cancellationToken = default) =>
         ReadAsync<IReadOnlyList<MessageRecord>>(async connection =>
             await ReadMessagesAsync(connection, null, SqliteSql.ContainerDb.ReadByKey, int.MaxValue, long.MaxValue, cancellationToken,

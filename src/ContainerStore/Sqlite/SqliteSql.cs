@@ -235,6 +235,19 @@ internal static class SqliteSql
             LIMIT @Limit
             """;
 
+        /// <summary>
+        /// Active messages of the main queue after @After whose expiry is at or before @Now, the earliest
+        /// first (index messages_by_expiry: only rows that can expire are in it, dead-lettered ones apart).
+        /// </summary>
+        public const string ReadExpired = $"""
+            SELECT {PagedColumns}
+            FROM messages
+            WHERE entity_id = @EntityId AND sub_queue = 0 AND state = 0 AND expires_at_ms IS NOT NULL
+              AND expires_at_ms <= @Now AND sequence_number > @After
+            ORDER BY expires_at_ms
+            LIMIT @Limit
+            """;
+
         /// <summary>Deferred messages (state 1) of the main queue, in sequence order (index messages_by_sub_queue).</summary>
         public const string ReadDeferred = $"""
             SELECT {PagedColumns}

@@ -690,6 +690,50 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Empty(await database.ReadFromAsync(Entity, SubQueue.DeadLetter, 0, 10, long.MaxValue));
     }
 
+    /// <summary>
+    /// The expiry sweep of messages past the cache: active rows of the main queue after the frontier
+    /// whose expiry passed, earliest first, limited; not the dead-lettered, deferred, scheduled or
+    /// never-expiring ones, nor those at or below the frontier (memory expires those). A
+    /// subscription's pointer comes back with its topic's copy.
+    /// </summary>
+    [StoreFact]
+    public async Task ReadExpired_FindsTheActiveMessagesPastTheirExpiry_EarliestFirst()
+    {
+        const long Topic = 30, Subscription = 31;
+        var database = await OpenOwnedAsync(1);
+        await CommitAsync(database, 1, b =>
+        {
+            for (var sequence = 1; sequence <= 12; sequence++)
+            {
+                // Expiry 1_000 - sequence: the later the message, the sooner it expires.
+                var message = Message(Entity, sequence) with { ExpiresAtMs = 1_000 - sequence };
+                b.Inserts.Add(sequence switch
+                {
+                    1 => message with { ExpiresAtMs = null },
+                    2 => message with { SubQueue = SubQueue.DeadLetter, DeadLetterReason = "TTLExpiredException" },
+                    3 => message with { State = StoredMessageState.Deferred },
+                    4 => message with { State = StoredMessageState.Scheduled, ScheduledAtMs = 500 },
+                    12 => message with { ExpiresAtMs = 5_000 },
+                    _ => message,
+                });
+            }
+            b.Inserts.Add(Message(Topic, 40));
+            b.Inserts.Add(Pointer(Subscription, 40, 16) with { ExpiresAtMs = 900 });
+        });
+
+        var expired = await database.ReadExpiredAsync(Entity, afterSequence: 0, nowMs: 1_000, maxRows: 100, maxBytes: long.MaxValue);
+        Assert.Equal([11L, 10, 9, 8, 7, 6, 5], expired.Select(m => m.SequenceNumber));
+        Assert.All(expired, m => Assert.Equal(Message(Entity, m.SequenceNumber).Payload, m.Payload));
+
+        Assert.Equal([11L, 10, 9], (await database.ReadExpiredAsync(Entity, 0, 1_000, maxRows: 3, long.MaxValue)).Select(m => m.SequenceNumber));
+        Assert.Equal([11L, 10], (await database.ReadExpiredAsync(Entity, 0, 1_000, maxRows: 100, maxBytes: 2 * 16)).Select(m => m.SequenceNumber));
+        Assert.Equal([11L, 10, 9], (await database.ReadExpiredAsync(Entity, afterSequence: 8, 1_000, 100, long.MaxValue)).Select(m => m.SequenceNumber));
+        Assert.Equal([11L, 10], (await database.ReadExpiredAsync(Entity, 0, nowMs: 990, 100, long.MaxValue)).Select(m => m.SequenceNumber));
+
+        var pointer = Assert.Single(await database.ReadExpiredAsync(Subscription, 0, 1_000, 100, long.MaxValue, copiesOf: Topic));
+        Assert.Equal(Message(Topic, 40).Payload, pointer.Payload);
+    }
+
     /// <summary>Opens the test's database (the same one every time within a test).</summary>
     protected async Task<IContainerDatabase> OpenAsync()
     {
