@@ -73,6 +73,28 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
         Assert.Single(node.Containers, h => h.Id == containerId);
     }
 
+    /// <summary>
+    /// A gateway holding calls for a container between owners reads its owner afresh: it sees a take
+    /// that happened after its last ownership pass (here node 2's clock never runs one), and never
+    /// goes back to an older epoch than it knows.
+    /// </summary>
+    [Fact]
+    public async Task RefreshingAContainersOwner_SeesATakeBeforeTheNextOwnershipPass()
+    {
+        var provider = new SqliteStoreProvider();
+        var first = await StartNodeAsync(provider, TimeProvider.System, nodeId: 1);
+        var second = await StartNodeAsync(provider, TestClock.Create(), nodeId: 2);
+        var created = await first.CreateContainerAsync(CancellationToken.None);
+        // Node 1 takes it once it has been an orphan for OrphanGrace (its share is one of two).
+        await WaitUntilAsync(() => first.Containers.Any(h => h.Id == created.Id), "node 1 to take the new container");
+        Assert.Null(second.OwnerAddressOf(created.Id));
+
+        await second.RefreshOwnerAsync(created.Id, CancellationToken.None);
+
+        Assert.Equal("http://test-1", second.OwnerAddressOf(created.Id));
+        Assert.Equal(first.EpochOf(created.Id), second.EpochOf(created.Id));
+    }
+
     [Fact]
     public async Task AStaleHostsLoss_DoesNotEvictTheLiveHost()
     {

@@ -90,6 +90,25 @@ public sealed class OwnerRoutingTests : IDisposable
         Assert.True(_directory.Lookups >= 2, $"looked up {_directory.Lookups} times");
     }
 
+    /// <summary>
+    /// A held call tries again with the owner as the farm database has it now, not as the last
+    /// ownership pass saw it (a heartbeat ago): it reaches the new owner the moment it took over.
+    /// </summary>
+    [Fact]
+    public async Task AHeldCall_AsksTheFarmDatabaseForTheOwner_WhenItTriesAgain()
+    {
+        _directory.Set(servedHere: false, owner: null);
+        _directory.Database = new EntityLocation("orders", 1, false, Other, 2);
+
+        var routed = RouteAsync();
+        await AdvanceUntilAsync(routed);
+
+        Assert.Equal("forwarded", await routed);
+        Assert.Equal("127.0.0.1:5481", Assert.Single(_forwardTargets));
+        Assert.Equal(1, _directory.FreshLookups);
+        Assert.Equal(2, _directory.Lookups);
+    }
+
     [Fact]
     public async Task BetweenOwnersForLongerThanOwnerWait_TheCallFails_NotOwner()
     {
@@ -209,12 +228,21 @@ public sealed class OwnerRoutingTests : IDisposable
             }
         }
 
-        public Task<EntityLocation> LocateAsync(string entityName, CancellationToken cancellationToken)
+        /// <summary>What the farm database says now, when it differs from the last ownership pass (null: the same).</summary>
+        public EntityLocation? Database { get; set; }
+
+        public int FreshLookups;
+
+        public Task<EntityLocation> LocateAsync(string entityName, CancellationToken cancellationToken, bool fresh = false)
         {
             Interlocked.Increment(ref Lookups);
+            if (fresh)
+            {
+                Interlocked.Increment(ref FreshLookups);
+            }
             lock (_gate)
             {
-                return Missing ? throw FarmErrors.EntityNotFound(entityName) : Task.FromResult(_location);
+                return Missing ? throw FarmErrors.EntityNotFound(entityName) : Task.FromResult(fresh && Database is { } now ? now : _location);
             }
         }
 

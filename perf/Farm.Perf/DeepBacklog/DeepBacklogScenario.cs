@@ -46,19 +46,23 @@ internal sealed class DeepBacklogScenario(PerfOptions options)
         await FillAsync(client, Shallow, options.Shallow, cancellationToken).ConfigureAwait(false);
 
         // SIGKILL the owner: how long until a survivor hands out the deep queue's first message.
+        var epochBefore = await EpochAsync(admin, deep.ContainerId, cancellationToken).ConfigureAwait(false);
         var killed = Stopwatch.StartNew();
         farm.Kill(owner);
         // The shallow queue lives in the same container, so it moves with the deep one: the
         // difference between the two is what the deep queue's depth costs.
+        var failoverTaken = TakenAsync(admin, deep.ContainerId, epochBefore, killed, cancellationToken);
         var failoverFirst = await Task.WhenAll(
             FirstMessageAsync(probe, Deep, killed, cancellationToken), FirstMessageAsync(probe, Shallow, killed, cancellationToken)).ConfigureAwait(false);
         var failoverSeconds = failoverFirst[0];
+        var failoverTakenAt = await failoverTaken.ConfigureAwait(false);
         var newOwner = await OwnerAsync(admin, deep.ContainerId, cancellationToken).ConfigureAwait(false);
         var rssTakenOver = RssMib(farm.Node(newOwner).ProcessId);
-        Console.Error.WriteLine($"perf: deep-backlog: SIGKILL of node {owner} -> first message after {failoverSeconds:0.00} s from node {newOwner} (the shallow queue's after {failoverFirst[1]:0.00} s; RSS {rssTakenOver:0} MiB)");
+        Console.Error.WriteLine($"perf: deep-backlog: SIGKILL of node {owner} -> taken over after {failoverTakenAt:0.00} s, first message after {failoverSeconds:0.00} s from node {newOwner} (the shallow queue's after {failoverFirst[1]:0.00} s; RSS {rssTakenOver:0} MiB)");
         await farm.RestartAsync(owner, cancellationToken).ConfigureAwait(false);
 
         // Every node killed and started again: from the start to serving, and to the first message.
+        epochBefore = await EpochAsync(admin, deep.ContainerId, cancellationToken).ConfigureAwait(false);
         foreach (var id in farm.NodeIds)
         {
             farm.Kill(id);
@@ -66,12 +70,14 @@ internal sealed class DeepBacklogScenario(PerfOptions options)
         var restarted = Stopwatch.StartNew();
         await Task.WhenAll(farm.NodeIds.Select(id => farm.RestartAsync(id, cancellationToken))).ConfigureAwait(false);
         var serving = restarted.Elapsed.TotalSeconds;
+        var restartTaken = TakenAsync(admin, deep.ContainerId, epochBefore, restarted, cancellationToken);
         var restartFirst = await Task.WhenAll(
             FirstMessageAsync(probe, Deep, restarted, cancellationToken), FirstMessageAsync(probe, Shallow, restarted, cancellationToken)).ConfigureAwait(false);
         var upToFirst = restartFirst[0];
+        var restartTakenAt = await restartTaken.ConfigureAwait(false);
         var restartOwner = await OwnerAsync(admin, deep.ContainerId, cancellationToken).ConfigureAwait(false);
         var rssRestarted = RssMib(farm.Node(restartOwner).ProcessId);
-        Console.Error.WriteLine($"perf: deep-backlog: all nodes restarted: serving after {serving:0.00} s, first message after {upToFirst:0.00} s (the shallow queue's after {restartFirst[1]:0.00} s; owner RSS {rssRestarted:0} MiB)");
+        Console.Error.WriteLine($"perf: deep-backlog: all nodes restarted: serving after {serving:0.00} s, container taken after {restartTakenAt:0.00} s, first message after {upToFirst:0.00} s (the shallow queue's after {restartFirst[1]:0.00} s; owner RSS {rssRestarted:0} MiB)");
 
         // Both rates are measured on the warm node: a first drain (off the deep queue) warms it up.
         var warmup = Math.Min(WarmupMessages, (options.Messages - 2) / 4);
@@ -102,12 +108,17 @@ internal sealed class DeepBacklogScenario(PerfOptions options)
                 StartToFirstMessageSeconds: Math.Round(upToFirst, 2),
                 FirstMessageAfterServingSeconds: Math.Round(upToFirst - serving, 2),
                 ShallowSigkillToFirstMessageSeconds: Math.Round(failoverFirst[1], 2),
-                ShallowStartToFirstMessageSeconds: Math.Round(restartFirst[1], 2)),
+                ShallowStartToFirstMessageSeconds: Math.Round(restartFirst[1], 2),
+                SigkillToTakeoverSeconds: Math.Round(failoverTakenAt, 2),
+                FailoverTakeoverToFirstMessageSeconds: Math.Round(failoverSeconds - failoverTakenAt, 2),
+                StartToTakeoverSeconds: Math.Round(restartTakenAt, 2),
+                RestartTakeoverToFirstMessageSeconds: Math.Round(upToFirst - restartTakenAt, 2)),
             Peer: new DeepBacklogPeer("shallow-queue-drain", Math.Round(shallowRate), options.Shallow),
             Ratio: Math.Round(deepRate / shallowRate, 3),
             Targets: new DeepBacklogTargets(
                 RssUnder512Mib: Math.Max(rssFilled, Math.Max(rssTakenOver, rssRestarted)) < 512,
                 FirstMessageWithin1SecondOfServing: upToFirst - serving <= 1,
+                FirstMessageWithin1SecondOfTakeover: Math.Max(failoverSeconds - failoverTakenAt, upToFirst - restartTakenAt) <= 1,
                 DrainAtLeast08OfShallow: deepRate / shallowRate >= 0.8));
     }
 
@@ -198,6 +209,36 @@ internal sealed class DeepBacklogScenario(PerfOptions options)
         throw new TimeoutException($"no message of {queue} was received within 5 minutes");
     }
 
+    private static async Task<long> EpochAsync(FarmAdministrationClient admin, long containerId, CancellationToken cancellationToken) =>
+        (await admin.GetContainersAsync(cancellationToken).ConfigureAwait(false)).Single(c => c.Id == containerId).Epoch;
+
+    /// <summary>
+    /// Seconds on <paramref name="clock"/> when a node took the container (its epoch rose past
+    /// <paramref name="epochBefore"/> with an owner named), looked up every 20 ms: the moment a node
+    /// starts serving it, from which the first message's time is what loading it costs.
+    /// </summary>
+    private static async Task<double> TakenAsync(FarmAdministrationClient admin, long containerId, long epochBefore, Stopwatch clock, CancellationToken cancellationToken)
+    {
+        var started = clock.Elapsed;
+        while (clock.Elapsed - started < TimeSpan.FromMinutes(5))
+        {
+            try
+            {
+                var container = (await admin.GetContainersAsync(cancellationToken).ConfigureAwait(false)).Single(c => c.Id == containerId);
+                if (container.Epoch > epochBefore && container.OwnerNode is not null)
+                {
+                    return clock.Elapsed.TotalSeconds;
+                }
+            }
+            catch (FarmException e) when (e.IsTransient)
+            {
+                // Every node is down or starting: ask again.
+            }
+            await Task.Delay(20, cancellationToken).ConfigureAwait(false);
+        }
+        throw new TimeoutException($"container {containerId} was not taken over within 5 minutes");
+    }
+
     private static async Task<long> OwnerAsync(FarmAdministrationClient admin, long containerId, CancellationToken cancellationToken)
     {
         var clock = Stopwatch.StartNew();
@@ -233,11 +274,14 @@ internal sealed record DeepBacklogReport(
 
 /// <param name="MsgsPerSec">Receive-and-complete rate while draining the deep queue.</param>
 /// <param name="ShallowSigkillToFirstMessageSeconds">The same for the shallow queue in the same container: what the takeover costs without depth.</param>
+/// <param name="SigkillToTakeoverSeconds">From the SIGKILL to a survivor taking the container (its epoch raised): the failure detection, not the depth.</param>
+/// <param name="FailoverTakeoverToFirstMessageSeconds">From that takeover to the deep queue's first message: what loading the container costs.</param>
 internal sealed record DeepBacklogFigures(
     double MsgsPerSec, double RssFilledMib, double RssAfterFailoverMib, double RssAfterRestartMib, double RssAfterDrainMib,
     double SigkillToFirstMessageSeconds, double StartToServingSeconds, double StartToFirstMessageSeconds,
-    double FirstMessageAfterServingSeconds, double ShallowSigkillToFirstMessageSeconds, double ShallowStartToFirstMessageSeconds);
+    double FirstMessageAfterServingSeconds, double ShallowSigkillToFirstMessageSeconds, double ShallowStartToFirstMessageSeconds,
+    double SigkillToTakeoverSeconds, double FailoverTakeoverToFirstMessageSeconds, double StartToTakeoverSeconds, double RestartTakeoverToFirstMessageSeconds);
 
 internal sealed record DeepBacklogPeer(string Name, double MsgsPerSec, long Messages);
 
-internal sealed record DeepBacklogTargets(bool RssUnder512Mib, bool FirstMessageWithin1SecondOfServing, bool DrainAtLeast08OfShallow);
+internal sealed record DeepBacklogTargets(bool RssUnder512Mib, bool FirstMessageWithin1SecondOfServing, bool FirstMessageWithin1SecondOfTakeover, bool DrainAtLeast08OfShallow);

@@ -40,6 +40,28 @@ public sealed partial class BrokerNode
         _containers.TryGetValue(containerId, out var host) ? host.Epoch
         : _owners.TryGetValue(containerId, out var owner) ? owner.Epoch : 0;
 
+    /// <inheritdoc/>
+    public async Task RefreshOwnerAsync(long containerId, CancellationToken cancellationToken)
+    {
+        var container = await Farm.GetContainerAsync(containerId, cancellationToken).ConfigureAwait(false);
+        if (container?.OwnerNode is not { } ownerId)
+        {
+            return;
+        }
+        var owner = (await Farm.ListNodesAsync(cancellationToken).ConfigureAwait(false)).FirstOrDefault(n => n.Id == ownerId);
+        if (owner is null || !OwnershipPlanner.IsServing(owner, NodeId, _nodeOptions))
+        {
+            return;
+        }
+        // Only news replaces what the last pass saw: a newer epoch, or an owner where it saw none.
+        var routes = _owners;
+        if (routes.TryGetValue(containerId, out var known) && known.Address is not null && known.Epoch >= container.Epoch)
+        {
+            return;
+        }
+        _owners = new Dictionary<long, ContainerRoute>(routes) { [containerId] = new ContainerRoute(ownerId, container.Epoch, owner.Address) };
+    }
+
     /// <summary>Heartbeats, then renews the lease of every container served here (the renewal loop).</summary>
     private async Task RenewAsync(IFarmStore farm, CancellationToken cancellationToken)
     {

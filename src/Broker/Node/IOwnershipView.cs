@@ -17,4 +17,10 @@ public interface IOwnershipView
 
     /// <summary>The container's epoch as this node last saw it (its own when it serves it).</summary>
     long EpochOf(long containerId);
+
+    /// <summary>
+    /// Reads the container's owner from the farm database now, not at the next ownership pass: for
+    /// calls held while it is between owners, which should go to the new owner the moment it took it.
+    /// </summary>
+    Task RefreshOwnerAsync(long containerId, CancellationToken cancellationToken);
 }

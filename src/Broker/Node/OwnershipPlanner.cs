@@ -53,7 +53,7 @@ public static class OwnershipPlanner
         // containers until it hands each over, and its receivers' settlements must reach it while it
         // waits for them (held for the next owner instead, they would find their locks gone).
         var serving = view.Nodes
-            .Where(n => (n.State is NodeStates.Active or NodeStates.Draining) && IsFresh(n, view.NodeId, options))
+            .Where(n => IsServing(n, view.NodeId, options))
             .ToDictionary(n => n.Id, n => n.Address);
         var routes = view.Containers.ToDictionary(
             c => c.Id,
@@ -112,6 +112,10 @@ public static class OwnershipPlanner
 
     /// <summary>This node always counts as fresh: it is the one deciding.</summary>
     private static bool IsFresh(NodeRecord node, long self, NodeOptions options) => node.Id == self || node.HeartbeatAge < options.NodeTimeout;
+
+    /// <summary>Whether calls for the containers <paramref name="node"/> owns may be routed to it: it heartbeats and serves (a draining node still does).</summary>
+    public static bool IsServing(NodeRecord node, long self, NodeOptions options) =>
+        node.State is NodeStates.Active or NodeStates.Draining && IsFresh(node, self, options);
 
     private static int ShareOf(long nodeId, List<NodeRecord> live, int containers)
     {

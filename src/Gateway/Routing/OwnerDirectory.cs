@@ -19,7 +19,8 @@ internal interface IOwnerDirectory
     string Address { get; }
 
     /// <summary>Where <paramref name="entityName"/> lives; MESSAGING_ENTITY_NOT_FOUND when it does not exist.</summary>
-    Task<EntityLocation> LocateAsync(string entityName, CancellationToken cancellationToken);
+    /// <param name="fresh">Unless served here, ask the farm database who owns the container now (a held call trying again), instead of what the last ownership pass saw.</param>
+    Task<EntityLocation> LocateAsync(string entityName, CancellationToken cancellationToken, bool fresh = false);
 
     /// <summary>Forgets what is cached about an entity (deleted, or re-created elsewhere).</summary>
     void Forget(string entityName);
@@ -29,26 +30,49 @@ internal interface IOwnerDirectory
 /// The gateway's owner directory: entity → container from the farm database (cached by name, so
 /// routing costs no query per call; forgotten when the owner says the entity is gone), container →
 /// owner from the broker's <see cref="IOwnershipView"/>, which its ownership pass refreshes every
-/// heartbeat.
+/// heartbeat, and which a held call refreshes for its container when it tries again (at most once
+/// per <see cref="RefreshInterval"/> per container, however many calls are held).
 /// </summary>
-internal sealed class OwnerDirectory(BrokerNode node) : IOwnerDirectory
+internal sealed class OwnerDirectory(BrokerNode node, TimeProvider time) : IOwnerDirectory
 {
+    /// <summary>How often one container's owner may be read from the farm database for held calls.</summary>
+    public static readonly TimeSpan RefreshInterval = TimeSpan.FromMilliseconds(50);
+
     private readonly ConcurrentDictionary<string, (string Name, long ContainerId)> _containers = new(StringComparer.OrdinalIgnoreCase);
+
+    /// <summary>Container id → the last refresh of its owner (shared by every call held for it) and when it started.</summary>
+    private readonly ConcurrentDictionary<long, (Task Refresh, long StartedAt)> _refreshes = new();
 
     private IOwnershipView Ownership => node;
 
     public string Address => Ownership.Address;
 
-    public async Task<EntityLocation> LocateAsync(string entityName, CancellationToken cancellationToken)
+    public async Task<EntityLocation> LocateAsync(string entityName, CancellationToken cancellationToken, bool fresh = false)
     {
         if (!_containers.TryGetValue(entityName, out var entity))
         {
             var record = await node.Farm.GetEntityAsync(entityName, cancellationToken).ConfigureAwait(false) ?? throw FarmErrors.EntityNotFound(entityName);
             entity = _containers[entityName] = (record.Name, record.ContainerId);
         }
+        if (fresh && !Ownership.ServesContainer(entity.ContainerId))
+        {
+            await RefreshAsync(entity.ContainerId, cancellationToken).ConfigureAwait(false);
+        }
         var servedHere = Ownership.ServesContainer(entity.ContainerId);
         return new EntityLocation(entity.Name, entity.ContainerId, servedHere,
             servedHere ? Ownership.Address : Ownership.OwnerAddressOf(entity.ContainerId), Ownership.EpochOf(entity.ContainerId));
+    }
+
+    private Task RefreshAsync(long containerId, CancellationToken cancellationToken)
+    {
+        var now = time.GetTimestamp();
+        var refresh = _refreshes.AddOrUpdate(containerId,
+            _ => (Ownership.RefreshOwnerAsync(containerId, CancellationToken.None), now),
+            (_, last) => last.Refresh.IsCompleted && time.GetElapsedTime(last.StartedAt, now) >= RefreshInterval
+                ? (Ownership.RefreshOwnerAsync(containerId, CancellationToken.None), now)
+                : last).Refresh;
+        // A farm database that does not answer leaves the last pass's view: the hold tries again.
+        return refresh.WaitAsync(cancellationToken).ContinueWith(static _ => { }, CancellationToken.None, TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
     }
 
     /// <summary>Forgets the entity, and for a topic its subscriptions.</summary>

@@ -5,6 +5,7 @@ using Farm.Contracts;
 using Farm.Contracts.V1;
 using Grpc.Core;
 using Polly;
+using System.Runtime.CompilerServices;
 using Polly.Retry;
 
 namespace Farm.Gateway.Routing;
@@ -75,9 +76,11 @@ internal sealed partial class OwnerRouting
             // Direct: the caller routes. A malformed path: here says what is wrong with it.
             return await here(cancellationToken).ConfigureAwait(false);
         }
+        var attempts = 0;
         return await HoldAsync(call.Hold, async token =>
         {
-            var location = await _directory.LocateAsync(name, token).ConfigureAwait(false);
+            // Trying again (held): ask who owns it now, not what the last ownership pass saw.
+            var location = await _directory.LocateAsync(name, token, fresh: attempts++ > 0).ConfigureAwait(false);
             if (location.ServedHere)
             {
                 return await here(token).ConfigureAwait(false);
@@ -92,9 +95,12 @@ internal sealed partial class OwnerRouting
     /// <see cref="ForwardingOptions.OwnerWait"/> while it is between owners, then NOT_OWNER.
     /// </summary>
     public Task<EntityLocation> WaitForOwnerAsync(string entityName, CancellationToken cancellationToken) =>
+        WaitForOwnerAsync(entityName, attempts: new StrongBox<int>(0), cancellationToken);
+
+    private Task<EntityLocation> WaitForOwnerAsync(string entityName, StrongBox<int> attempts, CancellationToken cancellationToken) =>
         HoldAsync(hold: true, async token =>
         {
-            var location = await _directory.LocateAsync(entityName, token).ConfigureAwait(false);
+            var location = await _directory.LocateAsync(entityName, token, fresh: attempts.Value++ > 0).ConfigureAwait(false);
             return location.ServedHere || location.OwnerAddress is not null ? location : throw FarmErrors.NotOwner(entityName, null);
         }, cancellationToken);
 
@@ -189,10 +195,10 @@ internal sealed partial class OwnerRouting
         }
     }
 
-    /// <summary>True while the last ownership pass names <paramref name="owner"/> as the live owner of the entity's container.</summary>
+    /// <summary>True while the farm database names <paramref name="owner"/> as the live owner of the entity's container.</summary>
     private async Task<bool> IsStillOwnerAsync(string owner, string name, CancellationToken cancellationToken)
     {
-        var location = await _directory.LocateAsync(name, cancellationToken).ConfigureAwait(false);
+        var location = await _directory.LocateAsync(name, cancellationToken, fresh: true).ConfigureAwait(false);
         return string.Equals(location.OwnerAddress, owner, StringComparison.OrdinalIgnoreCase) && !location.ServedHere;
     }
 
