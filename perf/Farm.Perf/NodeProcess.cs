@@ -16,6 +16,9 @@ internal sealed class NodeProcess : IDisposable
     private static readonly ConcurrentDictionary<NodeProcess, byte> Live = new();
     private const int LogLinesKept = 40;
 
+    /// <summary>When set, every node's log lines are also appended to DIR/node-N.log (they carry timestamps): to see where a figure's time went.</summary>
+    private static readonly string? LogDirectory = Environment.GetEnvironmentVariable("FARM_PERF_NODE_LOGS");
+
     private readonly Process _process;
     private readonly Queue<string> _log = new();
 
@@ -168,6 +171,11 @@ internal sealed class NodeProcess : IDisposable
 
         lock (_log)
         {
+            if (LogDirectory is not null)
+            {
+                Directory.CreateDirectory(LogDirectory);
+                File.AppendAllText(Path.Combine(LogDirectory, $"node-{NodeId}.log"), line + Environment.NewLine);
+            }
             _log.Enqueue(line);
             while (_log.Count > LogLinesKept)
             {

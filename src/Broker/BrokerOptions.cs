@@ -60,6 +60,14 @@ public sealed class BrokerOptions
     /// </summary>
     public long MessageCacheSizePerNode { get; set; } = 256L * 1024 * 1024;
 
+    /// <summary>
+    /// What taking a container reads of each queue's and subscription's head before it serves it (at
+    /// most <see cref="MessageCacheSizePerEntity"/>): 256 KiB, some 250 1 KB messages, is read in a few
+    /// milliseconds, and the rest of the cache fills by read-back while the entity already serves, so
+    /// the first message after a takeover does not wait for 8 MiB to be read and parsed.
+    /// </summary>
+    public long TakeoverLoadBytes { get; set; } = 256L * 1024;
+
     /// <summary>Most messages one read-back of a paged queue brings into memory (it runs between two commits of the container).</summary>
     public int MaxMessagesPerRefill { get; set; } = 1024;
 

@@ -2,6 +2,7 @@ using Microsoft.Extensions.Time.Testing;
 using Farm.Broker.Entities;
 using Farm.Broker.Node;
 using Farm.Broker.Topics;
+using Farm.ContainerStore;
 using Farm.ContainerStore.FarmDatabase;
 using Farm.ContainerStore.Sqlite;
 using Farm.Contracts.V1;
@@ -30,6 +31,9 @@ internal sealed class BrokerHarness : IAsyncDisposable
 
     public BrokerOptions Options { get; } = new();
 
+    /// <summary>The store the next node started (or restarted) uses: a test may step into it.</summary>
+    public IStoreProvider Provider { get; set; } = new SqliteStoreProvider();
+
     public string DataDirectory => _directory;
 
     public static async Task<BrokerHarness> StartAsync()
@@ -41,7 +45,7 @@ internal sealed class BrokerHarness : IAsyncDisposable
 
     private async Task<BrokerNode> StartNodeAsync()
     {
-        var node = new BrokerNode(new SqliteStoreProvider(), new NodeOptions { NodeId = 1, DataDirectory = _directory }, Options, Time, NullLogger<BrokerNode>.Instance);
+        var node = new BrokerNode(Provider, new NodeOptions { NodeId = 1, DataDirectory = _directory }, Options, Time, NullLogger<BrokerNode>.Instance);
         await node.StartAsync("http://test", CancellationToken.None);
         return node;
     }

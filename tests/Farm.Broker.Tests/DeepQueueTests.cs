@@ -1,3 +1,5 @@
+using Farm.ContainerStore.Sqlite;
+using Farm.ContainerStore.Containers;
 using Farm.Testing;
 using Farm.Broker.Entities;
 using Farm.Contracts.V1;
@@ -99,6 +101,29 @@ public sealed class DeepQueueTests : IAsyncLifetime
     }
 
     /// <summary>
+    /// A takeover reads only a first part of the head (TakeoverLoadBytes) before the queue serves;
+    /// the rest of the cache fills by read-back while it serves, with no receiver asking.
+    /// </summary>
+    [Fact]
+    public async Task ATakeover_ReadsAFirstPartOfTheHead_AndFillsTheCacheWhileItServes()
+    {
+        _farm.Options.TakeoverLoadBytes = 2 * MessageBytes;
+        await FillAsync(count: 300);
+
+        await _farm.RestartAsync(crash: true);
+        var queue = await _farm.QueueAsync("deep");
+
+        Assert.InRange(queue.CachedMessageCount, 1, 3);
+        await Eventually.UntilAsync(() =>
+        {
+            _farm.Time.Advance(_farm.Options.SweepInterval);
+            return queue.CachedMessageCount >= 5;
+        }, TimeSpan.FromSeconds(10), "the cache filled up to its budget");
+        Assert.InRange(queue.CachedMessageCount, 5, MostCached);
+        Assert.Equal(Enumerable.Range(1, 300), await DrainAsync(queue, 300));
+    }
+
+    /// <summary>
     /// A taken-over queue hands out its first message without waiting for its stored tail to be
     /// counted, and what arrives and is read back meanwhile adds up with the count once it lands.
     /// </summary>
@@ -117,6 +142,38 @@ public sealed class DeepQueueTests : IAsyncLifetime
         var rest = await DrainAsync(queue, Queued - head.Count + 2);
         Assert.Equal(Enumerable.Range(1, Queued + 2), head.Select(NumberOf).Concat(rest));
         Assert.Equal(0, queue.GetCounts().Total);
+    }
+
+    /// <summary>
+    /// SQLite's reads run synchronously on their caller's thread, and counting a deep tail takes
+    /// seconds: the load must not run it on its own thread (it did, under the entity's lock, which
+    /// made a 10,000,000-message queue's first message wait for the count). Here the count blocks
+    /// its thread until the test lets it go, and the queue serves meanwhile.
+    /// </summary>
+    [Fact]
+    public async Task ATakeover_Serves_WhileACountThatBlocksItsThreadRuns()
+    {
+        await FillAsync();
+        using var release = new ManualResetEventSlim();
+        var blockedTheLoad = false;
+        _farm.Provider = new InterceptedStoreProvider(new SqliteStoreProvider(), containerHook: (name, args, proceed) =>
+        {
+            if (name == nameof(IContainerDatabase.CountActiveAsync) && !release.Wait(TimeSpan.FromSeconds(10)))
+            {
+                blockedTheLoad = true;
+            }
+            return proceed();
+        });
+        await _farm.RestartAsync(crash: true);
+
+        var queue = await _farm.QueueAsync("deep");
+        var head = await ReceiveAsync(queue, 5);
+        release.Set();
+
+        Assert.False(blockedTheLoad, "the load waited for the count");
+        Assert.Equal([1, 2, 3, 4, 5], head.Select(NumberOf));
+        await CompleteAsync(queue, head);
+        await Eventually.UntilAsync(() => queue.GetCounts().Active == Queued - 5, TimeSpan.FromSeconds(10), "the tail counted");
     }
 
     /// <summary>

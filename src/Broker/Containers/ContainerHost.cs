@@ -161,6 +161,8 @@ internal sealed partial class ContainerHost : IAsyncDisposable
 
     public bool TryGetTopic(long topicId, out TopicEntity topic) => _topics.TryGetValue(topicId, out topic!);
 
+    private long TakeoverLoadBytes => Math.Min(_options.MessageCacheSizePerEntity, _options.TakeoverLoadBytes);
+
     /// <summary>Loads a queue's messages from the database once; later calls return the loaded one.</summary>
     public async Task<QueueEntity> LoadEntityAsync(EntityRecord record, CancellationToken cancellationToken)
     {
@@ -179,13 +181,15 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             {
                 return loaded;
             }
+            var started = System.Diagnostics.Stopwatch.GetTimestamp();
             var settings = QueueSettings.FromJson(record.PropertiesJson);
             var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options, _options.MessageCacheSizePerEntity, _messageCache) { Resolve = _resolve };
             // The head only: a deep queue's takeover reads what the cache holds, not the backlog.
-            var load = await Database.LoadEntityHeadAsync(record.Id, _time.GetUtcNow().ToUnixTimeMilliseconds(), _options.MessageCacheSizePerEntity, maxDuplicates: _options.DuplicateIdsInMemoryPerEntity, cancellationToken: cancellationToken).ConfigureAwait(false);
+            // A first part of the head: the rest of the cache fills by read-back while it serves.
+            var load = await Database.LoadEntityHeadAsync(record.Id, _time.GetUtcNow().ToUnixTimeMilliseconds(), TakeoverLoadBytes, maxDuplicates: _options.DuplicateIdsInMemoryPerEntity, cancellationToken: cancellationToken).ConfigureAwait(false);
             entity.Load(load);
             _entities[record.Id] = entity;
-            LogEntityLoaded(_logger, record.Name, Id, load.Messages.Count, load.Tails?.Sum(t => t.Count) ?? 0);
+            LogEntityLoaded(_logger, record.Name, Id, load.Messages.Count, System.Diagnostics.Stopwatch.GetElapsedTime(started).TotalMilliseconds);
             return entity;
         }
         finally
@@ -272,7 +276,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             foreach (var child in children)
             {
                 var subscription = NewSubscription(child, record.Id, rules[child.Id]);
-                var load = await Database.LoadEntityHeadAsync(child.Id, nowMs, _options.MessageCacheSizePerEntity, copiesOf: record.Id, cancellationToken: cancellationToken).ConfigureAwait(false);
+                var load = await Database.LoadEntityHeadAsync(child.Id, nowMs, TakeoverLoadBytes, copiesOf: record.Id, cancellationToken: cancellationToken).ConfigureAwait(false);
                 subscriptions.Add((subscription, load));
             }
             topic.Load(topicLoad, subscriptions);
@@ -472,8 +476,8 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         await Database.DisposeAsync().ConfigureAwait(false);
     }
 
-    [LoggerMessage(Level = LogLevel.Information, Message = "Loaded {Entity} from container {ContainerId}: {Count} messages in memory, {Stored} more in the database")]
-    private static partial void LogEntityLoaded(ILogger logger, string entity, long containerId, int count, long stored);
+    [LoggerMessage(Level = LogLevel.Information, Message = "Loaded {Entity} from container {ContainerId}: {Count} messages in memory in {Milliseconds:0} ms; the rest is counted while it serves")]
+    private static partial void LogEntityLoaded(ILogger logger, string entity, long containerId, int count, double milliseconds);
 
     [LoggerMessage(Level = LogLevel.Information, Message = "Loaded topic {Entity} from container {ContainerId}: {Subscriptions} subscriptions")]
     private static partial void LogTopicLoaded(ILogger logger, string entity, long containerId, int subscriptions);

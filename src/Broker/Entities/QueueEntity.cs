@@ -170,7 +170,10 @@ internal sealed partial class QueueEntity : ISendTarget
                     {
                         _tailsCounted = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
                     }
-                    _ = CountTailAsync(sub, tail.AfterSequence, tail.ThroughSequence);
+                    // On a thread of its own: SQLite's reads run synchronously, and this one takes
+                    // as long as the tail is deep; the load (under the lock) must not wait for it.
+                    var (after, through) = (tail.AfterSequence, tail.ThroughSequence);
+                    _ = Task.Run(() => CountTailAsync(sub, after, through));
                 }
             }
             _nextSequence = Math.Max(load.NextSequenceNumber, 1);
@@ -215,7 +218,7 @@ internal sealed partial class QueueEntity : ISendTarget
         DeleteDangling(dangling);
         if (!load.DuplicateHistoryComplete)
         {
-            _ = _duplicates.FillFiltersAsync(_commits.Database, Id, _gate, _time, _options.SweepInterval, () => _unloaded is not null);
+            _ = Task.Run(() => _duplicates.FillFiltersAsync(_commits.Database, Id, _gate, _time, _options.SweepInterval, () => _unloaded is not null));
         }
     }
 

@@ -185,6 +185,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         {
             return true;
         }
+        var started = System.Diagnostics.Stopwatch.GetTimestamp();
         var leaseStartedAt = _leaseClock.GetUtcNow();
         var lease = await farm.TryAcquireContainerAsync(containerId, NodeId, _nodeOptions.LeaseDuration, cancellationToken).ConfigureAwait(false);
         if (lease is null)
@@ -212,7 +213,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             await host.DisposeAsync().ConfigureAwait(false);
             return true;
         }
-        LogContainerTaken(_logger, containerId, lease.Epoch);
+        LogContainerTaken(_logger, containerId, lease.Epoch, System.Diagnostics.Stopwatch.GetElapsedTime(started).TotalMilliseconds);
         Telemetry.BrokerMetrics.RecordTake(containerId, NodeId);
         if (host.IsLost)
         {
@@ -469,8 +470,8 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     [LoggerMessage(Level = LogLevel.Information, Message = "Created container {ContainerId}")]
     private static partial void LogContainerCreated(ILogger logger, long containerId);
 
-    [LoggerMessage(Level = LogLevel.Information, Message = "Took container {ContainerId} at epoch {Epoch}")]
-    private static partial void LogContainerTaken(ILogger logger, long containerId, long epoch);
+    [LoggerMessage(Level = LogLevel.Information, Message = "Took container {ContainerId} at epoch {Epoch} in {Milliseconds:0} ms (lease, open, load)")]
+    private static partial void LogContainerTaken(ILogger logger, long containerId, long epoch, double milliseconds);
 
     [LoggerMessage(Level = LogLevel.Warning, Message = "Could not take container {ContainerId} now; trying again on the next pass")]
     private static partial void LogTakeFailed(ILogger logger, long containerId, Exception exception);

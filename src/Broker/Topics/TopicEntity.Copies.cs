@@ -51,7 +51,17 @@ internal sealed partial class TopicEntity
     /// Counts the copies stored up to <paramref name="through"/> while the topic serves; sends made
     /// meanwhile add theirs (all after it). No copy is deleted before the count is in.
     /// </summary>
-    private void StartCountingCopies(long through) => _ = CountCopiesAsync(through);
+    /// <remarks>On a thread of its own: SQLite's reads run synchronously, and the count takes as long as the topic is deep.</remarks>
+    private void StartCountingCopies(long through)
+    {
+        if (through <= 0)
+        {
+            // Nothing was ever stored: nothing to count, and the first sends need not wait.
+            _copiesCounted.TrySetResult();
+            return;
+        }
+        _ = Task.Run(() => CountCopiesAsync(through));
+    }
 
     private async Task CountCopiesAsync(long through)
     {

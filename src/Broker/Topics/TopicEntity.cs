@@ -117,7 +117,7 @@ internal sealed partial class TopicEntity : ISendTarget
         }
         if (!topic.DuplicateHistoryComplete)
         {
-            _ = _duplicates.FillFiltersAsync(_commits.Database, Id, _sendGate, _time, _options.SweepInterval, () => _unloaded is not null);
+            _ = Task.Run(() => _duplicates.FillFiltersAsync(_commits.Database, Id, _sendGate, _time, _options.SweepInterval, () => _unloaded is not null));
         }
         var loaded = new List<Subscription>();
         foreach (var (subscription, load) in subscriptions)

@@ -526,6 +526,11 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Equal([89L, 91, 92, 93, 94, 95], (await database.ReadActiveAsync(Entity, SubQueue.Main, 88, 100, long.MaxValue)).Select(m => m.SequenceNumber));
         Assert.Single(await database.ReadActiveAsync(Entity, SubQueue.Main, 0, 100, maxBytes: 1));
         Assert.Empty(await database.ReadActiveAsync(Entity, SubQueue.DeadLetter, 100, 100, long.MaxValue));
+
+        // A head that stopped short of the budget is the whole queue: its tail is known to be empty, nothing to count.
+        var whole = await database.LoadEntityHeadAsync(Entity, 0, cacheBytes: 200 * 16);
+        var wholeTail = Assert.Single(whole.Tails!, t => t.SubQueue == SubQueue.Main);
+        Assert.Equal((95L, 100L, (long?)0, (long?)0), (wholeTail.AfterSequence, wholeTail.ThroughSequence, wholeTail.Count, wholeTail.Bytes));
     }
 
     /// <summary>
