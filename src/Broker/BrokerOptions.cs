@@ -68,6 +68,13 @@ public sealed class BrokerOptions
     /// </summary>
     public long TakeoverLoadBytes { get; set; } = 256L * 1024;
 
+    /// <summary>
+    /// Sequence numbers one step of counting a taken-over queue's stored tail covers. Each step runs
+    /// between two commits of the container (commits wait for it): 100,000 is some 10 ms of an
+    /// indexed count, and a 10,000,000-message tail is counted in about a second of steps.
+    /// </summary>
+    public long TailCountStep { get; set; } = 100_000;
+
     /// <summary>Most messages one read-back of a paged queue brings into memory (it runs between two commits of the container).</summary>
     public int MaxMessagesPerRefill { get; set; } = 1024;
 

@@ -112,8 +112,7 @@ internal sealed partial class QueueEntity
             {
                 foreach (var row in rows)
                 {
-                    _main.StoredCount--;
-                    _main.StoredBytes -= row.PayloadSize;
+                    _main.UncountStored(row.SequenceNumber, row.PayloadSize);
                     BrokerMetrics.RecordExpired(Name);
                     if (deadLetter && row.Payload is not null)
                     {

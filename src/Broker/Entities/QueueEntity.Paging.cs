@@ -19,8 +19,7 @@ internal sealed partial class QueueEntity
     {
         if (message.SequenceNumber > sub.Frontier && (sub.StoredCount > 0 || sub.TailPending || OverBudget(ActiveBytesLocked(sub), message.PayloadSize)))
         {
-            sub.StoredCount++;
-            sub.StoredBytes += message.PayloadSize;
+            sub.CountStored(message.SequenceNumber, message.PayloadSize);
             return false;
         }
         sub.Add(message);
@@ -51,8 +50,7 @@ internal sealed partial class QueueEntity
                 continue;
             }
             sub.Remove(message);
-            sub.StoredCount++;
-            sub.StoredBytes += message.PayloadSize;
+            sub.CountStored(message.SequenceNumber, message.PayloadSize);
         }
         sub.Frontier = frontier;
     }
@@ -126,8 +124,7 @@ internal sealed partial class QueueEntity
                     // Already in memory (a scheduled message that came due and was written back as active): never counted as stored.
                     continue;
                 }
-                sub.StoredCount--;
-                sub.StoredBytes -= row.PayloadSize;
+                sub.UncountStored(row.SequenceNumber, row.PayloadSize);
                 if (row.Payload is null)
                 {
                     dangling.Add(new MessageKey(Id, row.SequenceNumber));
@@ -168,26 +165,43 @@ internal sealed partial class QueueEntity
 
     /// <summary>
     /// Counts the stored tail of a queue just taken over, while it serves: a deep queue's count takes
-    /// seconds, which must not delay its first message. The count covers the sequence numbers handed
-    /// out before the load, so it adds up with what arrived (counted as stored) and what was read
-    /// back (taken off the count) meanwhile. Sends wait for it: MaxSizeInMegabytes needs the total.
+    /// seconds, which must not delay its first message. It counts in order, a chunk of sequence
+    /// numbers at a time, each between two commits (CommitQueue.ReadAsync), from wherever the
+    /// frontier is: what was read back meanwhile is in memory, what arrived after the load is
+    /// counted as it arrives, and the part still to count is on nobody's count (SubQueueState.IsCounted).
+    /// Counted outside the commit loop, a message read back and completed before the count looked
+    /// would be taken off the count and not found by it: a stored message the queue would never read.
+    /// Sends wait for the whole count: MaxSizeInMegabytes needs the total.
     /// </summary>
-    private async Task CountTailAsync(SubQueueState sub, long after, long through)
+    private async Task CountTailAsync(SubQueueState sub)
     {
-        while (true)
+        var done = false;
+        while (!done)
         {
             try
             {
-                var (count, bytes) = await _commits.Database.CountActiveAsync(Id, sub.Kind, after, through).ConfigureAwait(false);
-                lock (_gate)
+                await _commits.ReadAsync(async database =>
                 {
-                    sub.StoredCount += count;
-                    sub.StoredBytes += bytes;
-                    sub.TailPending = false;
-                    MaybeRefillLocked(sub);
-                }
-                _tailsCounted.TrySetResult();
-                return;
+                    long after, through;
+                    lock (_gate)
+                    {
+                        after = Math.Max(sub.CountedThrough, sub.Frontier);
+                        through = Math.Min(sub.CountedThrough + _options.TailCountStep, sub.PendingThrough);
+                    }
+                    var (count, bytes) = after < through ? await database.CountActiveAsync(Id, sub.Kind, after, through).ConfigureAwait(false) : (0, 0);
+                    lock (_gate)
+                    {
+                        sub.StoredCount += count;
+                        sub.StoredBytes += bytes;
+                        sub.CountedThrough = through;
+                        if (through >= sub.PendingThrough)
+                        {
+                            sub.TailPending = false;
+                            done = true;
+                        }
+                        MaybeRefillLocked(sub);
+                    }
+                }).ConfigureAwait(false);
             }
             catch (Exception) when (_unloaded is null)
             {
@@ -196,8 +210,14 @@ internal sealed partial class QueueEntity
             }
             catch (Exception)
             {
+                break;
+            }
+        }
+        lock (_gate)
+        {
+            if (_unloaded is not null || (!_main.TailPending && !_deadLetter.TailPending))
+            {
                 _tailsCounted.TrySetResult();
-                return;
             }
         }
     }

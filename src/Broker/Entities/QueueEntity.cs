@@ -166,14 +166,14 @@ internal sealed partial class QueueEntity : ISendTarget
                 else
                 {
                     sub.TailPending = true;
+                    sub.CountedThrough = tail.AfterSequence;
+                    sub.PendingThrough = tail.ThroughSequence;
                     if (_tailsCounted.Task.IsCompleted)
                     {
                         _tailsCounted = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
                     }
-                    // On a thread of its own: SQLite's reads run synchronously, and this one takes
-                    // as long as the tail is deep; the load (under the lock) must not wait for it.
-                    var (after, through) = (tail.AfterSequence, tail.ThroughSequence);
-                    _ = Task.Run(() => CountTailAsync(sub, after, through));
+                    // Between commits, in chunks (see CountTailAsync); never on the load's thread.
+                    _ = Task.Run(() => CountTailAsync(sub));
                 }
             }
             _nextSequence = Math.Max(load.NextSequenceNumber, 1);

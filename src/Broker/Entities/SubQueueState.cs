@@ -30,6 +30,41 @@ internal sealed class SubQueueState(SubQueue kind, MessageCacheBudget nodeCache)
     /// </summary>
     public bool TailPending { get; set; }
 
+    /// <summary>
+    /// While <see cref="TailPending"/>: the tail is counted in order, a chunk at a time, and the
+    /// stored messages in (<see cref="CountedThrough"/>, <see cref="PendingThrough"/>] are not in
+    /// <see cref="StoredCount"/> yet (the sequence numbers handed out before the load).
+    /// </summary>
+    public long CountedThrough { get; set; }
+
+    public long PendingThrough { get; set; }
+
+    /// <summary>
+    /// Whether a stored-only message with this sequence number is one <see cref="StoredCount"/>
+    /// holds: not in the part of a taken-over tail still to count (that count will find it).
+    /// </summary>
+    public bool IsCounted(long sequence) => !TailPending || sequence <= CountedThrough || sequence > PendingThrough;
+
+    /// <summary>Counts a message as stored only (in the database, after the frontier), unless the tail count will.</summary>
+    public void CountStored(long sequence, long bytes)
+    {
+        if (IsCounted(sequence))
+        {
+            StoredCount++;
+            StoredBytes += bytes;
+        }
+    }
+
+    /// <summary>A stored-only message came into memory or left the database: off the count, if it was on it.</summary>
+    public void UncountStored(long sequence, long bytes)
+    {
+        if (IsCounted(sequence))
+        {
+            StoredCount--;
+            StoredBytes -= bytes;
+        }
+    }
+
     /// <summary>A read-back of stored messages is queued or running.</summary>
     public bool Refilling { get; set; }
 

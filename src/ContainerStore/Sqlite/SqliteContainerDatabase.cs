@@ -119,17 +119,10 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
                 var head = await ReadActiveRowsAsync(connection, transaction, SqliteSql.ContainerDb.ReadActive, entityId, copiesOf, subQueue, 0, int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
                 messages.AddRange(head);
                 var after = head.Count > 0 ? head[^1].SequenceNumber : 0;
-                if (subQueue == SubQueue.Main)
-                {
-                    // The head stopped short of the budget: it is every active message, nothing is left
-                    // to count. Else the broker counts the tail while it serves: a deep queue's count takes seconds.
-                    var whole = head.Sum(m => (long)m.PayloadSize) < cacheBytes;
-                    tails.Add(whole ? new StoredTail(subQueue, after, through, 0, 0) : new StoredTail(subQueue, after, through, null, null));
-                    continue;
-                }
-                var (count, bytes) = await connection.QuerySingleAsync<(long, long)>(new CommandDefinition(
-                    SqliteSql.ContainerDb.CountActiveAfter, new { EntityId = entityId, SubQueue = (int)subQueue, After = after, Through = through }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
-                tails.Add(new StoredTail(subQueue, after, through, count, bytes));
+                // The head stopped short of the budget: it is every active message, nothing is left to
+                // count. Else the broker counts the tail while it serves: a deep queue's count takes seconds.
+                var whole = head.Sum(m => (long)m.PayloadSize) < cacheBytes;
+                tails.Add(whole ? new StoredTail(subQueue, after, through, 0, 0) : new StoredTail(subQueue, after, through, null, null));
             }
 
             var duplicates = await LoadDuplicatesAsync(connection, transaction, entityId, nowMs, maxDuplicates, cancellationToken).ConfigureAwait(false);

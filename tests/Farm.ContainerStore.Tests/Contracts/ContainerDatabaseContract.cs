@@ -510,7 +510,7 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
 
         // Main: 1-10 (ten 16-byte payloads), the deferred 50 and scheduled 90; dead letters: 96-100 (five fit).
         Assert.Equal([.. Enumerable.Range(1, 10).Select(i => (long)i), 50, 90, 96, 97, 98, 99, 100], load.Messages.Select(m => m.SequenceNumber));
-        // The queue's tail is left to count (it may be millions); the dead-letter queue's is counted.
+        // The queue's tail is left to count (it may be millions); the dead-letter queue's head is all of it (nothing to count).
         var mainTail = Assert.Single(load.Tails!, t => t.SubQueue == SubQueue.Main);
         Assert.Equal((10L, 100L, (long?)null), (mainTail.AfterSequence, mainTail.ThroughSequence, mainTail.Count));
         Assert.Equal((93L - 10, (93L - 10) * 16), await database.CountActiveAsync(Entity, SubQueue.Main, 10, 100));
