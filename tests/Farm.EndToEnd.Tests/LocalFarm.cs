@@ -2,6 +2,7 @@ using System.Diagnostics;
 using System.Globalization;
 using System.Text.Json;
 using Farm.Client;
+using Farm.Testing;
 
 namespace Farm.EndToEnd.Tests;
 
@@ -87,6 +88,26 @@ internal sealed class LocalFarm : IAsyncDisposable
         {
             Assert.False(IsRunning(pid), $"node pid {pid} is still running after farm down");
         }
+    }
+
+    /// <summary>Once every container has an owner, one that node <paramref name="node"/> owns (within 60 s).</summary>
+    public static async Task<ContainerProperties> WaitForContainerOwnedByAsync(FarmAdministrationClient admin, long node)
+    {
+        ContainerProperties? owned = null;
+        await Eventually.UntilAsync(async () =>
+        {
+            try
+            {
+                var containers = await admin.GetContainersAsync();
+                owned = containers.All(c => c.OwnerNode is not null) ? containers.FirstOrDefault(c => c.OwnerNode == node) : null;
+            }
+            catch (FarmException e) when (e.IsTransient)
+            {
+                // The node asked is starting or between owners: ask again.
+            }
+            return owned is not null;
+        }, TimeSpan.FromSeconds(60), $"node {node} to own a container");
+        return owned!;
     }
 
     /// <summary>`farm node kill N` (SIGKILL); asserts it succeeded and the process is gone.</summary>

@@ -25,7 +25,7 @@ public sealed class PauseTests(ITestOutputHelper output)
         {
             await admin.CreateContainerAsync();
         }
-        var container = await WaitForOwnedContainerAsync(admin, node: 2);
+        var container = await LocalFarm.WaitForContainerOwnedByAsync(admin, node: 2);
         await admin.CreateQueueAsync(new CreateQueueOptions("paused") { ContainerId = container.Id });
         var epochBefore = container.Epoch;
 
@@ -116,7 +116,7 @@ public sealed class PauseTests(ITestOutputHelper output)
         await using var farm = await LocalFarm.StartAsync(nodes: 2);
         using var admin = new FarmAdministrationClient(farm.ConnectionString);
         await admin.CreateContainerAsync();
-        var container = await WaitForOwnedContainerAsync(admin, node: 2);
+        var container = await LocalFarm.WaitForContainerOwnedByAsync(admin, node: 2);
         await admin.CreateQueueAsync(new CreateQueueOptions("frozen") { ContainerId = container.Id });
         await using (var client = new FarmClient(farm.ConnectionString))
         await using (var sender = client.CreateSender("frozen"))
@@ -168,13 +168,6 @@ public sealed class PauseTests(ITestOutputHelper output)
             return (Stopwatch.GetElapsedTime(since), e.StatusCode);
         }
     }
-
-    private static Task<ContainerProperties> WaitForOwnedContainerAsync(FarmAdministrationClient admin, long node) =>
-        WaitUntilAsync(async () =>
-        {
-            var containers = await admin.GetContainersAsync();
-            return containers.Count(c => c.OwnerNode is not null) == containers.Count ? containers.FirstOrDefault(c => c.OwnerNode == node) : null;
-        }, TimeSpan.FromSeconds(60), $"node {node} to own a container");
 
     private static async Task<T> WaitUntilAsync<T>(Func<Task<T?>> probe, TimeSpan deadline, string what)
         where T : class

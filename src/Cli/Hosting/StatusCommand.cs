@@ -7,27 +7,62 @@ using Farm.Client;
 namespace Farm.Cli.Hosting;
 
 /// <summary>
-/// `farm status [--json]`: the farm's nodes and containers as the farm database sees them, plus,
-/// for a farm this machine runs (its farm.json names the node), how the CLI sees each node's
-/// process (running, paused by SIGSTOP, exited), and how many containers each live node owns.
+/// `farm status [--json] [--watch [--interval S] [--count N]]`: the farm's nodes and containers as
+/// the farm database sees them, plus, for a farm this machine runs (its farm.json names the node),
+/// how the CLI sees each node's process (running, paused by SIGSTOP, exited), and how many
+/// containers each live node owns. --watch keeps looking and says what changed (<see cref="StatusWatch"/>).
 /// </summary>
 public static class StatusCommand
 {
+    /// <summary>Most changes a terminal --watch keeps on screen under the status.</summary>
+    private const int ChangesShown = 15;
+
+    /// <summary>The names of `farm status --json`, one look per line.</summary>
+    private static readonly JsonSerializerOptions JsonLines = new(FarmStateFile.JsonOptions) { WriteIndented = false };
+
     public static Command Create()
     {
         var json = new Option<bool>("--json")
         {
-            Description = "Print JSON (stable snake_case names) instead of tables",
+            Description = "Print JSON (stable snake_case names) instead of tables; with --watch, one object per look and line",
+        };
+        var watch = new Option<bool>("--watch")
+        {
+            Description = "Keep looking until Ctrl+C, and say what changed: nodes joining, stopping, pausing; containers taken, moved, failed over, and how long each was without a live owner",
+        };
+        var interval = new Option<double>("--interval")
+        {
+            Description = "Seconds between two looks with --watch",
+            DefaultValueFactory = _ => 1,
+            HelpName = "SECONDS",
+        };
+        var count = new Option<int?>("--count")
+        {
+            Description = "With --watch: stop after this many looks (default: until Ctrl+C)",
+            HelpName = "N",
         };
 
         var command = new Command("status", "Show the farm's nodes (state, address, heartbeat, process) and containers (owner, epoch, entities)")
         {
-            json,
+            json, watch, interval, count,
         };
         command.SetAction(async (parseResult, cancellationToken) =>
         {
             var connection = CliContext.ResolveConnectionString(parseResult);
             using var admin = new FarmAdministrationClient(connection);
+            if (parseResult.GetValue(watch))
+            {
+                var seconds = parseResult.GetValue(interval);
+                if (!(seconds >= 0.1 && seconds <= 3600))
+                {
+                    throw new CliException(ExitCodes.BadInput, $"--interval must be between 0.1 and 3600 seconds, not {seconds.ToString(CultureInfo.InvariantCulture)}.");
+                }
+                if (parseResult.GetValue(count) is < 1)
+                {
+                    throw new CliException(ExitCodes.BadInput, $"--count must be at least 1, not {parseResult.GetValue(count)}.");
+                }
+                return await WatchAsync(admin, parseResult, TimeSpan.FromSeconds(seconds), parseResult.GetValue(count), parseResult.GetValue(json), cancellationToken);
+            }
             var status = await admin.GetFarmStatusAsync(cancellationToken);
             var view = StatusView.From(status, LocalFarmRecord(parseResult));
             await Console.Out.WriteAsync(parseResult.GetValue(json)
@@ -36,6 +71,85 @@ public static class StatusCommand
             return ExitCodes.Ok;
         });
         return command;
+    }
+
+    /// <summary>
+    /// Looks every <paramref name="interval"/>. On a terminal it redraws the status with the latest
+    /// changes under it; redirected (a log, a pipe) it prints the status once and then one line per
+    /// change, so the output reads as a timeline. A look that fails (the node asked is down) is said
+    /// and the next one tries again: the connection string's other endpoints take over.
+    /// </summary>
+    private static async Task<int> WatchAsync(FarmAdministrationClient admin, ParseResult parseResult, TimeSpan interval, int? looks, bool asJson, CancellationToken cancellationToken)
+    {
+        var changes = new StatusWatch();
+        var shown = new List<StatusWatch.Change>();
+        var redraw = !asJson && !Console.IsOutputRedirected;
+        using var timer = new PeriodicTimer(interval);
+        var first = true;
+        for (var look = 0; looks is null || look < looks; look++)
+        {
+            if (look > 0)
+            {
+                try
+                {
+                    await timer.WaitForNextTickAsync(cancellationToken);
+                }
+                catch (OperationCanceledException)
+                {
+                    break;
+                }
+            }
+            StatusView view;
+            var seenAt = DateTimeOffset.UtcNow;
+            try
+            {
+                view = StatusView.From(await admin.GetFarmStatusAsync(cancellationToken), LocalFarmRecord(parseResult));
+            }
+            catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
+            {
+                break;
+            }
+            catch (FarmException e)
+            {
+                await Console.Out.WriteLineAsync($"{seenAt.ToString("HH:mm:ss.fff", CultureInfo.InvariantCulture)}  could not look: {e.Message}");
+                continue;
+            }
+            var found = changes.Next(view, seenAt);
+            if (asJson)
+            {
+                await Console.Out.WriteLineAsync(JsonSerializer.Serialize(new WatchLook(seenAt, view, [.. found.Select(c => c.Text)]), JsonLines));
+                continue;
+            }
+            shown.AddRange(found);
+            if (redraw)
+            {
+                // Home and clear, then the whole picture: no scrolling history on a terminal.
+                var text = new StringBuilder("\u001b[H\u001b[2J");
+                text.AppendLine(CultureInfo.InvariantCulture, $"{seenAt:HH:mm:ss} (every {interval.TotalSeconds.ToString("0.#", CultureInfo.InvariantCulture)} s, Ctrl+C to stop)");
+                text.Append(view.ToText());
+                text.AppendLine();
+                text.AppendLine("CHANGES");
+                foreach (var change in shown.TakeLast(ChangesShown))
+                {
+                    text.AppendLine(change.ToString());
+                }
+                await Console.Out.WriteAsync(text.ToString());
+            }
+            else if (first)
+            {
+                await Console.Out.WriteAsync(view.ToText());
+                await Console.Out.WriteLineAsync();
+            }
+            else
+            {
+                foreach (var change in found)
+                {
+                    await Console.Out.WriteLineAsync(change.ToString());
+                }
+            }
+            first = false;
+        }
+        return ExitCodes.Ok;
     }
 
     /// <summary>The local farm.json, if there is a readable one; status works without it.</summary>
@@ -51,6 +165,9 @@ public static class StatusCommand
         }
     }
 }
+
+/// <summary>One look of `farm status --watch --json`: when, the status, and what changed since the look before.</summary>
+public sealed record WatchLook(DateTimeOffset SeenAt, StatusView Status, IReadOnlyList<string> Changes);
 
 /// <summary>What `farm status --json` prints; its names are a contract for scripts.</summary>
 public sealed record StatusView(
