@@ -101,6 +101,42 @@ public sealed class DeepQueueTests : IAsyncLifetime
     }
 
     /// <summary>
+    /// Purging a deep queue (DeleteMessages, an explorer's purge) deletes, in calls of bounded work,
+    /// every message a receiver could take among those it held when the purge began, read back from
+    /// the database as it goes; locked, deferred and scheduled messages stay, and so does a message
+    /// sent after the purge began.
+    /// </summary>
+    [Fact]
+    public async Task DeleteMessages_PurgesADeepQueue_InBoundedCalls_AndLeavesLockedDeferredScheduledAndLaterMessages()
+    {
+        var queue = await FillAsync(new QueueSettings { LockDuration = QueueSettings.MaxLockDuration });
+        var locked = await ReceiveAsync(queue, 3);
+        var deferred = Assert.Single(await ReceiveAsync(queue, 1));
+        await queue.SettleAsync(false, [new Settlement { LockToken = deferred.LockToken, Disposition = Disposition.Defer }]);
+        await queue.SendAsync([Numbered(Queued + 1, scheduledAt: _farm.Time.GetUtcNow().AddHours(1))]);
+
+        var first = await queue.DeleteMessagesAsync(false, 500, 0, CancellationToken.None);
+        Assert.Equal((500, Queued + 1L, true), first);
+        await queue.SendAsync([Numbered(Queued + 2)]);
+        var deleted = first.Deleted;
+        for (var more = first.More; more;)
+        {
+            var next = await queue.DeleteMessagesAsync(false, 500, first.Through, CancellationToken.None);
+            Assert.InRange(next.Deleted, 0, 500);
+            Assert.InRange(queue.CachedMessageCount, 0, MostCached);
+            deleted += next.Deleted;
+            more = next.More;
+        }
+
+        Assert.Equal(Queued - 4, deleted);
+        var counts = queue.GetCounts();
+        Assert.Equal((3 + 1L, 1L, 1L), (counts.Active, counts.Deferred, counts.Scheduled));
+        await CompleteAsync(queue, locked);
+        Assert.Equal([Queued + 2], (await ReceiveAsync(queue, 10)).Select(NumberOf));
+        Assert.Equal(NumberOf(deferred), NumberOf(Assert.Single(await queue.ReceiveDeferredAsync([deferred.SequenceNumber], ReceiveMode.ReceiveAndDelete))));
+    }
+
+    /// <summary>
     /// A takeover reads only a first part of the head (TakeoverLoadBytes) before the queue serves;
     /// the rest of the cache fills by read-back while it serves, with no receiver asking.
     /// </summary>

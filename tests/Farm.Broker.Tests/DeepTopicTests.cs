@@ -142,6 +142,29 @@ public sealed class DeepTopicTests : IAsyncLifetime
         await CopiesLeftAsync(topic, 0, "every copy is deleted once nothing points at it");
     }
 
+    /// <summary>
+    /// Purging a slow subscription, and then its dead-letter queue, lets every copy go once nothing
+    /// points at it; the fast subscription, already drained, is not touched.
+    /// </summary>
+    [Fact]
+    public async Task PurgingASlowSubscriptionAndItsDeadLetterQueue_LetsTheCopiesGo()
+    {
+        var topic = await _farm.CreateTopicAsync("t");
+        var fast = await _farm.CreateSubscriptionAsync("t", "fast");
+        var slow = await _farm.CreateSubscriptionAsync("t", "slow");
+        await topic.SendAsync([.. Enumerable.Range(1, 300).Select(n => Numbered(n))]);
+        await DrainAsync(fast, 300);
+        var head = await ReceiveAsync(slow, 10);
+        await SettleAsync(slow, head, Disposition.DeadLetter);
+
+        var purged = await slow.DeleteMessagesAsync(false, 1000, 0, CancellationToken.None);
+        Assert.Equal((300 - head.Count, false), (purged.Deleted, purged.More));
+        await CopiesLeftAsync(topic, head.Count, "only the dead-lettered messages' copies are kept");
+        Assert.Equal(head.Count, (await slow.DeleteMessagesAsync(true, 100, 0, CancellationToken.None)).Deleted);
+        await CopiesLeftAsync(topic, 0, "every copy is deleted once nothing points at it");
+        Assert.Equal(0, slow.GetCounts().Total);
+    }
+
     [Fact]
     public async Task PeekOfASlowSubscription_WalksPastItsCache()
     {

@@ -67,6 +67,9 @@ internal sealed partial class QueueEntity
             }
             foreach (var message in messages)
             {
+                // A subscription's sequence numbers are its topic's: it learns the last one from what
+                // arrives (a purge stops at it, so what arrives after the purge began stays).
+                _nextSequence = Math.Max(_nextSequence, message.SequenceNumber + 1);
                 if (message.SubQueue == SubQueue.DeadLetter)
                 {
                     deadLetter |= AdmitLocked(_deadLetter, message);

@@ -297,6 +297,27 @@ public sealed class MessagingService(BrokerNode node)
         return new PeekResponse { Messages = { await queue.PeekAsync(deadLetter, request.FromSequenceNumber, max).ConfigureAwait(false) } };
     }
 
+    /// <summary>Most messages one DeleteMessages call deletes when it does not say (10,000), and at most (100,000).</summary>
+    public const int DefaultDeleteMessages = 10_000;
+
+    public const int MaxDeleteMessages = 100_000;
+
+    public async Task<DeleteMessagesResponse> DeleteMessagesAsync(DeleteMessagesRequest request, CancellationToken cancellationToken)
+    {
+        if (request.MaxMessages < 0 || request.MaxMessages > MaxDeleteMessages)
+        {
+            throw FarmErrors.Invalid($"max_messages must be between 1 and {MaxDeleteMessages} (0: {DefaultDeleteMessages}), not {request.MaxMessages}.");
+        }
+        if (request.ThroughSequenceNumber < 0)
+        {
+            throw FarmErrors.Invalid($"through_sequence_number must be a sequence number (0: the last one handed out), not {request.ThroughSequenceNumber}.");
+        }
+        var (queue, deadLetter) = await ResolveAsync(request.Entity, cancellationToken).ConfigureAwait(false);
+        var max = request.MaxMessages == 0 ? DefaultDeleteMessages : request.MaxMessages;
+        var (deleted, through, more) = await queue.DeleteMessagesAsync(deadLetter, max, request.ThroughSequenceNumber, cancellationToken).ConfigureAwait(false);
+        return new DeleteMessagesResponse { DeletedCount = deleted, ThroughSequenceNumber = through, More = more };
+    }
+
     public async Task<CancelScheduledResponse> CancelScheduledAsync(CancelScheduledRequest request, CancellationToken cancellationToken)
     {
         if (request.Entity.EndsWith(EntityNames.DeadLetterQueueSuffix, StringComparison.OrdinalIgnoreCase))

@@ -4,10 +4,17 @@ using Farm.Client;
 
 namespace Farm.Cli.Entities;
 
-/// <summary>`farm queue create|show|update|delete|list`.</summary>
+/// <summary>`farm queue create|show|update|delete|list|purge`.</summary>
 internal static class QueueCommands
 {
-    public static Command Create() => new EntityCommands<QueueSettings, QueueProperties, QueueRuntimeProperties>
+    public static Command Create()
+    {
+        var command = Entities();
+        command.Subcommands.Add(Messaging.PurgeCommand.Create());
+        return command;
+    }
+
+    private static Command Entities() => new EntityCommands<QueueSettings, QueueProperties, QueueRuntimeProperties>
     {
         Noun = "queue",
         Description = "Create, inspect, change and delete queues",

@@ -137,6 +137,44 @@ public sealed class FarmReceiver : IAsyncDisposable
         return Map(response.Messages, settleable: false);
     }
 
+    /// <summary>
+    /// Deletes up to <paramref name="maxMessages"/> of the messages a receiver could take now (as
+    /// Azure Service Bus's DeleteMessagesAsync does), lowest sequence number first, from this
+    /// receiver's entity or dead-letter queue. Locked, deferred and scheduled messages stay. Returns
+    /// how many were deleted.
+    /// </summary>
+    public async Task<int> DeleteMessagesAsync(int maxMessages, CancellationToken cancellationToken = default)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThan(maxMessages, 1);
+        ArgumentOutOfRangeException.ThrowIfGreaterThan(maxMessages, 100_000);
+        ThrowIfClosed();
+        var response = await _connection.UnaryAsync(FarmCalls.DeleteMessages, new DeleteMessagesRequest { Entity = EntityPath, MaxMessages = maxMessages }, EntityPath, cancellationToken).ConfigureAwait(false);
+        return response.DeletedCount;
+    }
+
+    /// <summary>
+    /// Deletes every message a receiver could take from this receiver's entity (or dead-letter
+    /// queue) among those it held when the purge began; messages sent since stay, and so do locked,
+    /// deferred and scheduled ones. A deep entity takes several calls (each bounded); returns how
+    /// many were deleted in all.
+    /// </summary>
+    public async Task<long> PurgeMessagesAsync(CancellationToken cancellationToken = default)
+    {
+        ThrowIfClosed();
+        long total = 0;
+        var request = new DeleteMessagesRequest { Entity = EntityPath };
+        while (true)
+        {
+            var response = await _connection.UnaryAsync(FarmCalls.DeleteMessages, request, EntityPath, cancellationToken).ConfigureAwait(false);
+            total += response.DeletedCount;
+            if (!response.More)
+            {
+                return total;
+            }
+            request.ThroughSequenceNumber = response.ThroughSequenceNumber;
+        }
+    }
+
     public async Task<FarmReceivedMessage> ReceiveDeferredMessageAsync(long sequenceNumber, CancellationToken cancellationToken = default)
     {
         var messages = await ReceiveDeferredMessagesAsync([sequenceNumber], cancellationToken).ConfigureAwait(false);
