@@ -1,3 +1,4 @@
+using Farm.Testing;
 using Microsoft.Extensions.Time.Testing;
 using Farm.Broker.Entities;
 using Farm.Broker.Node;
@@ -30,6 +31,24 @@ internal sealed class BrokerHarness : IAsyncDisposable
     public BrokerNode Node { get; private set; } = null!;
 
     public BrokerOptions Options { get; } = new();
+
+    /// <summary>
+    /// Waits until <paramref name="condition"/> holds, moving the clock on one sweep at a time for
+    /// at most <paramref name="maxSweeps"/> sweeps: a test that bounds how many sweeps some work may
+    /// take (the condition may assert invariants on each look).
+    /// </summary>
+    public Task SweepUntilAsync(Func<bool> condition, string what, int maxSweeps = 200)
+    {
+        var sweeps = 0;
+        return Eventually.UntilAsync(() =>
+        {
+            if (sweeps++ < maxSweeps)
+            {
+                Time.Advance(Options.SweepInterval);
+            }
+            return condition();
+        }, TimeSpan.FromSeconds(30), what);
+    }
 
     /// <summary>The store the next node started (or restarted) uses: a test may step into it.</summary>
     public IStoreProvider Provider { get; set; } = new SqliteStoreProvider();

@@ -150,11 +150,7 @@ public sealed class DeepQueueTests : IAsyncLifetime
         var queue = await _farm.QueueAsync("deep");
 
         Assert.InRange(queue.CachedMessageCount, 1, 3);
-        await Eventually.UntilAsync(() =>
-        {
-            _farm.Time.Advance(_farm.Options.SweepInterval);
-            return queue.CachedMessageCount >= 5;
-        }, TimeSpan.FromSeconds(10), "the cache filled up to its budget");
+        await _farm.SweepUntilAsync(() => queue.CachedMessageCount >= 5, "the cache filled up to its budget");
         Assert.InRange(queue.CachedMessageCount, 5, MostCached);
         Assert.Equal(Enumerable.Range(1, 300), await DrainAsync(queue, 300));
     }
@@ -334,17 +330,12 @@ public sealed class DeepQueueTests : IAsyncLifetime
         _farm.Time.Advance(TimeSpan.FromMinutes(2));
 
         // A bounded number of sweeps (well inside the locks' 5 minutes): a read-back could not do it in these.
-        var sweeps = 0;
-        await Eventually.UntilAsync(() =>
+        await _farm.SweepUntilAsync(() =>
         {
-            if (sweeps++ < 200)
-            {
-                _farm.Time.Advance(_farm.Options.SweepInterval);
-            }
             Assert.InRange(queue.CachedMessageCount, 0, MostCached);
             var counts = queue.GetCounts();
             return counts.Active == 5 && counts.DeadLetter == (deadLetterOnExpiry ? Queued - 5 : 0);
-        }, TimeSpan.FromSeconds(30), "every stored message expired");
+        }, "every stored message expired");
 
         if (deadLetterOnExpiry)
         {
