@@ -5,7 +5,7 @@ using Farm.Cli.Hosting;
 using Farm.Cli.Messaging;
 
 // The `farm` command. Each group of commands lives in its own folder: Hosting/ (up, down, status, node),
-// Entities/ (queue, topic, subscription, rule, container) and Messaging/ (send, receive, peek). CliContext holds what they
+// Entities/ (queue, topic, subscription, rule, container) and Messaging/ (send, receive, peek, queue purge, dead-letter resubmit). CliContext holds what they
 // share: the global options, finding the farm, and errors as one line plus an exit code.
 var root = new RootCommand("Farm: a self-hosted message-broker farm with Azure Service Bus semantics")
 {
@@ -23,6 +23,7 @@ var root = new RootCommand("Farm: a self-hosted message-broker farm with Azure S
     SendCommand.Create(),
     ReceiveCommand.Create(),
     PeekCommand.Create(),
+    DeadLetterCommands.Create(),
 };
 
 return await CliContext.InvokeAsync(root, args.Length == 0 ? ["--help"] : args);

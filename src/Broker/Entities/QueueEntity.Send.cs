@@ -94,12 +94,7 @@ internal sealed partial class QueueEntity
                 results[i] = sequence;
                 long? scheduledAt = message.ScheduledEnqueueTime is { } s ? s.ToDateTimeOffset().ToUnixTimeMilliseconds() : null;
                 var visibleAt = Math.Max(now, scheduledAt ?? now);
-                var ttl = settings.DefaultMessageTimeToLive;
-                if (message.TimeToLive is { } messageTtl && messageTtl.ToTimeSpan() is var t && t > TimeSpan.Zero && t < ttl)
-                {
-                    ttl = t;
-                }
-                long? expiresAt = ttl >= QueueSettings.InfiniteTimeToLive ? null : visibleAt + (long)ttl.TotalMilliseconds;
+                var expiresAt = ExpiryOf(message, settings, visibleAt);
                 var state = scheduledAt > now ? StoredMessageState.Scheduled : StoredMessageState.Active;
                 stored.Add(new StoredMessage
                 {
@@ -137,6 +132,17 @@ internal sealed partial class QueueEntity
             var commit = QueueCommit(records, stored, duplicates, nextSequence, outcome, total);
             return (null, commit, results);
         }
+    }
+
+    /// <summary>When a message visible from <paramref name="visibleAt"/> expires: its own TimeToLive, or the entity's default when shorter; null for never.</summary>
+    private static long? ExpiryOf(Message message, QueueSettings settings, long visibleAt)
+    {
+        var ttl = settings.DefaultMessageTimeToLive;
+        if (message.TimeToLive is { } messageTtl && messageTtl.ToTimeSpan() is var t && t > TimeSpan.Zero && t < ttl)
+        {
+            ttl = t;
+        }
+        return ttl >= QueueSettings.InfiniteTimeToLive ? null : visibleAt + (long)ttl.TotalMilliseconds;
     }
 
     /// <summary>What a send with duplicate detection must wait for before it is looked at again: an earlier send of one of its ids, or a database lookup of ids that left memory.</summary>

@@ -318,6 +318,22 @@ public sealed class MessagingService(BrokerNode node)
         return new DeleteMessagesResponse { DeletedCount = deleted, ThroughSequenceNumber = through, More = more };
     }
 
+    public async Task<ResubmitDeadLettersResponse> ResubmitDeadLettersAsync(ResubmitDeadLettersRequest request, CancellationToken cancellationToken)
+    {
+        if (request.MaxMessages < 0 || request.MaxMessages > MaxDeleteMessages)
+        {
+            throw FarmErrors.Invalid($"max_messages must be between 1 and {MaxDeleteMessages} (0: {DefaultDeleteMessages}), not {request.MaxMessages}.");
+        }
+        if (request.SequenceNumbers.Any(s => s < 1))
+        {
+            throw FarmErrors.Invalid("Sequence numbers start at 1.");
+        }
+        var (queue, _) = await ResolveAsync(request.Entity, cancellationToken).ConfigureAwait(false);
+        var max = request.MaxMessages == 0 ? DefaultDeleteMessages : request.MaxMessages;
+        var (resubmitted, more) = await queue.ResubmitDeadLettersAsync(request.SequenceNumbers, max, cancellationToken).ConfigureAwait(false);
+        return new ResubmitDeadLettersResponse { ResubmittedCount = resubmitted, More = more };
+    }
+
     public async Task<CancelScheduledResponse> CancelScheduledAsync(CancelScheduledRequest request, CancellationToken cancellationToken)
     {
         if (request.Entity.EndsWith(EntityNames.DeadLetterQueueSuffix, StringComparison.OrdinalIgnoreCase))

@@ -41,6 +41,7 @@ internal static class FarmCalls
     public static readonly FarmCall<RenewLockRequest, RenewLockResponse> RenewLock = Messaging<RenewLockRequest, RenewLockResponse>("RenewLock", (c, r, o) => c.RenewLockAsync(r, o));
     public static readonly FarmCall<ReceiveDeferredRequest, ReceiveBatchResponse> ReceiveDeferred = Messaging<ReceiveDeferredRequest, ReceiveBatchResponse>("ReceiveDeferred", (c, r, o) => c.ReceiveDeferredAsync(r, o));
     public static readonly FarmCall<PeekRequest, PeekResponse> Peek = Messaging<PeekRequest, PeekResponse>("Peek", (c, r, o) => c.PeekAsync(r, o));
+    public static readonly FarmCall<ResubmitDeadLettersRequest, ResubmitDeadLettersResponse> ResubmitDeadLetters = Messaging<ResubmitDeadLettersRequest, ResubmitDeadLettersResponse>("ResubmitDeadLetters", (c, r, o) => c.ResubmitDeadLettersAsync(r, o));
     public static readonly FarmCall<DeleteMessagesRequest, DeleteMessagesResponse> DeleteMessages = Messaging<DeleteMessagesRequest, DeleteMessagesResponse>("DeleteMessages", (c, r, o) => c.DeleteMessagesAsync(r, o));
     public static readonly FarmCall<CancelScheduledRequest, CancelScheduledResponse> CancelScheduled = Messaging<CancelScheduledRequest, CancelScheduledResponse>("CancelScheduled", (c, r, o) => c.CancelScheduledAsync(r, o));
 

@@ -175,6 +175,41 @@ public sealed class FarmReceiver : IAsyncDisposable
         }
     }
 
+    /// <summary>
+    /// Moves dead-lettered messages of this receiver's queue back to it (the receiver may be the
+    /// queue's or its dead-letter queue's): each comes back as a new message with the same body and
+    /// properties, a fresh delivery count and time to live, and leaves the dead-letter queue in the
+    /// same transaction. With <paramref name="sequenceNumbers"/>, exactly those (all or none);
+    /// otherwise up to <paramref name="maxMessages"/> (null: all of them), lowest first. Returns how
+    /// many went back. A subscription's dead letters are refused (NotSupported) for now.
+    /// </summary>
+    public async Task<long> ResubmitDeadLetteredMessagesAsync(int? maxMessages = null, IReadOnlyCollection<long>? sequenceNumbers = null, CancellationToken cancellationToken = default)
+    {
+        if (maxMessages is { } max)
+        {
+            ArgumentOutOfRangeException.ThrowIfLessThan(max, 1);
+        }
+        ThrowIfClosed();
+        if (sequenceNumbers is { Count: > 0 })
+        {
+            var named = new ResubmitDeadLettersRequest { Entity = EntityPath, SequenceNumbers = { sequenceNumbers } };
+            return (await _connection.UnaryAsync(FarmCalls.ResubmitDeadLetters, named, EntityPath, cancellationToken).ConfigureAwait(false)).ResubmittedCount;
+        }
+        long total = 0;
+        while (maxMessages is null || total < maxMessages)
+        {
+            var step = (int)Math.Min(maxMessages is { } limit ? limit - total : 10_000, 10_000);
+            var request = new ResubmitDeadLettersRequest { Entity = EntityPath, MaxMessages = step };
+            var response = await _connection.UnaryAsync(FarmCalls.ResubmitDeadLetters, request, EntityPath, cancellationToken).ConfigureAwait(false);
+            total += response.ResubmittedCount;
+            if (!response.More || response.ResubmittedCount == 0)
+            {
+                break;
+            }
+        }
+        return total;
+    }
+
     public async Task<FarmReceivedMessage> ReceiveDeferredMessageAsync(long sequenceNumber, CancellationToken cancellationToken = default)
     {
         var messages = await ReceiveDeferredMessagesAsync([sequenceNumber], cancellationToken).ConfigureAwait(false);

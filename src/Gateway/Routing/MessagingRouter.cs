@@ -36,6 +36,9 @@ internal sealed partial class MessagingRouter(MessagingService local, OwnerRouti
     public override Task<PeekResponse> Peek(PeekRequest r, ServerCallContext c) =>
         routing.RouteAsync(new RoutedCall("Peek", r.Entity), c, ct => local.PeekAsync(r, ct), (owner, o) => owner.Messaging.PeekAsync(r, o));
 
+    public override Task<ResubmitDeadLettersResponse> ResubmitDeadLetters(ResubmitDeadLettersRequest r, ServerCallContext c) =>
+        routing.RouteAsync(new RoutedCall("ResubmitDeadLetters", r.Entity), c, ct => local.ResubmitDeadLettersAsync(r, ct), (owner, o) => owner.Messaging.ResubmitDeadLettersAsync(r, o));
+
     public override Task<DeleteMessagesResponse> DeleteMessages(DeleteMessagesRequest r, ServerCallContext c) =>
         routing.RouteAsync(new RoutedCall("DeleteMessages", r.Entity), c, ct => local.DeleteMessagesAsync(r, ct), (owner, o) => owner.Messaging.DeleteMessagesAsync(r, o));
 

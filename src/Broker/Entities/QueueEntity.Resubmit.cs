@@ -1,0 +1,155 @@
+using Farm.ContainerStore.Containers;
+
+namespace Farm.Broker.Entities;
+
+// Resubmitting dead-lettered messages (an explorer's "resubmit"): each goes back to the queue as a
+// new message with the same body and properties (a new sequence number and enqueued time, a fresh
+// delivery count and time to live), and leaves the dead-letter queue, in one transaction: a crash
+// leaves it in one place or the other, never both, never neither. Duplicate detection does not see
+// resubmits (the same MessageId coming back on purpose is not a duplicate).
+internal sealed partial class QueueEntity
+{
+    /// <summary>
+    /// Resubmits the dead-lettered messages <paramref name="sequenceNumbers"/> names (all or none),
+    /// or else up to <paramref name="maxMessages"/>, lowest sequence number first, reading stored
+    /// ones back as it goes. Returns how many went back and whether more dead letters are left.
+    /// </summary>
+    public async Task<(int Resubmitted, bool More)> ResubmitDeadLettersAsync(IReadOnlyList<long> sequenceNumbers, int maxMessages, CancellationToken cancellationToken)
+    {
+        if (CopiesOf != 0)
+        {
+            throw FarmErrors.NotSupported(
+                $"Resubmitting the dead letters of subscription '{Name}' is not supported yet (its messages are its topic's copies); receive them from its dead-letter queue and send them to the topic again.");
+        }
+        if (sequenceNumbers.Count > 0)
+        {
+            var named = TakeNamedDeadLetters(sequenceNumbers);
+            await CommitResubmitAsync(named).ConfigureAwait(false);
+            return (named.Count, HasDeadLetters());
+        }
+        var resubmitted = 0;
+        while (resubmitted < maxMessages)
+        {
+            var arrived = _deadLetter.WhenArrived;
+            var (taken, storedLeft) = TakeForDelete(_deadLetter, long.MaxValue, Math.Min(maxMessages - resubmitted, _options.MaxMessagesPerReceive));
+            if (taken.Count > 0)
+            {
+                await CommitResubmitAsync(taken).ConfigureAwait(false);
+                resubmitted += taken.Count;
+                continue;
+            }
+            if (!storedLeft)
+            {
+                break;
+            }
+            await Task.WhenAny(arrived, Task.Delay(_options.SweepInterval, _time, cancellationToken)).ConfigureAwait(false);
+            cancellationToken.ThrowIfCancellationRequested();
+        }
+        return (resubmitted, HasDeadLetters());
+    }
+
+    private bool HasDeadLetters()
+    {
+        lock (_gate)
+        {
+            return _deadLetter.Available.Count > 0 || _deadLetter.StoredCount > 0 || _deadLetter.TailPending;
+        }
+    }
+
+    /// <summary>Takes the named dead letters for resubmitting, after checking every one of them is there and free.</summary>
+    private List<StoredMessage> TakeNamedDeadLetters(IReadOnlyList<long> sequenceNumbers)
+    {
+        lock (_gate)
+        {
+            ThrowIfNotServing();
+            var taken = new List<StoredMessage>();
+            foreach (var sequence in sequenceNumbers.Distinct())
+            {
+                if (!_deadLetter.Messages.TryGetValue(sequence, out var message))
+                {
+                    throw FarmErrors.MessageNotFound(Name, sequence, sequence > _deadLetter.Frontier && (_deadLetter.StoredCount > 0 || _deadLetter.TailPending)
+                        ? "is past the dead-letter queue's message cache, in its database only: resubmit by count, which reads it back in order"
+                        : "is not in the dead-letter queue");
+                }
+                if (message.IsLocked || message.Settling || !_deadLetter.Available.Contains(sequence))
+                {
+                    throw FarmErrors.MessageNotFound(Name, sequence, "is held by a receiver of the dead-letter queue");
+                }
+                taken.Add(message);
+            }
+            foreach (var message in taken)
+            {
+                _deadLetter.Available.Remove(message.SequenceNumber);
+                message.Settling = true;
+            }
+            return taken;
+        }
+    }
+
+    /// <summary>
+    /// One commit: the new messages in, the dead letters out. Sequence numbers are handed out and
+    /// the commit queued under the lock, as a send does, so commits follow sequence order.
+    /// </summary>
+    private Task CommitResubmitAsync(List<StoredMessage> deadLetters)
+    {
+        if (deadLetters.Count == 0)
+        {
+            return Task.CompletedTask;
+        }
+        lock (_gate)
+        {
+            var now = NowMs;
+            var settings = Settings;
+            var fresh = new List<StoredMessage>(deadLetters.Count);
+            var records = new List<MessageRecord>(deadLetters.Count);
+            foreach (var deadLetter in deadLetters)
+            {
+                var parsed = deadLetter.ParseMessage();
+                var message = new StoredMessage
+                {
+                    SequenceNumber = _nextSequence++,
+                    Payload = deadLetter.Payload,
+                    PayloadSize = deadLetter.PayloadSize,
+                    EnqueuedAtMs = now,
+                    State = StoredMessageState.Active,
+                    ExpiresAtMs = ExpiryOf(parsed, settings, now),
+                };
+                fresh.Add(message);
+                records.Add(new MessageRecord
+                {
+                    EntityId = Id,
+                    SequenceNumber = message.SequenceNumber,
+                    State = StoredMessageState.Active,
+                    EnqueuedAtMs = now,
+                    ExpiresAtMs = message.ExpiresAtMs,
+                    MessageId = parsed.MessageId is { Length: > 0 } id ? id : null,
+                    Payload = message.Payload,
+                    PayloadSize = message.PayloadSize,
+                });
+            }
+            var nextSequence = _nextSequence;
+            var keys = deadLetters.Select(m => new MessageKey(Id, m.SequenceNumber)).ToList();
+            return _commits.CommitAsync(
+                batch =>
+                {
+                    batch.Inserts.AddRange(records);
+                    batch.Deletes.AddRange(keys);
+                    batch.SequenceCounters[Id] = Math.Max(batch.SequenceCounters.GetValueOrDefault(Id), nextSequence);
+                },
+                onCommitted: () =>
+                {
+                    lock (_gate)
+                    {
+                        deadLetters.ForEach(m => RemoveStored(_deadLetter, m));
+                        fresh.ForEach(m => AdmitLocked(_main, m));
+                    }
+                    _main.SignalArrived();
+                    if (Settings.ForwardTo is not null)
+                    {
+                        StartForwarding();
+                    }
+                },
+                onFailed: _ => PutBack(deadLetters));
+        }
+    }
+}

@@ -1,0 +1,126 @@
+using Farm.Client;
+
+namespace Farm.EndToEnd.Tests;
+
+/// <summary>
+/// The explorer operations on a real farm, through the CLI and the SDK: purging (`farm queue
+/// purge`, FarmReceiver.PurgeMessagesAsync and DeleteMessagesAsync) takes what a receiver could
+/// take, from a queue and from its dead-letter queue, and leaves a locked message; resubmitting
+/// (`farm dead-letter resubmit`, ResubmitDeadLetteredMessagesAsync) moves dead letters back. Bad
+/// input gets a clear error and changes nothing.
+/// </summary>
+[Collection(FarmCollection.Name)]
+public sealed class ExplorerTests
+{
+    /// <summary>Receives (peek-lock) until <paramref name="count"/> messages came, within 30 s.</summary>
+    private static async Task<List<FarmReceivedMessage>> ReceiveAsync(FarmReceiver receiver, int count)
+    {
+        var received = new List<FarmReceivedMessage>();
+        using var deadline = new CancellationTokenSource(TimeSpan.FromSeconds(30));
+        while (received.Count < count)
+        {
+            received.AddRange(await receiver.ReceiveMessagesAsync(count - received.Count, TimeSpan.FromSeconds(5), deadline.Token));
+        }
+        return received;
+    }
+
+    [Fact]
+    public async Task FarmQueuePurge_EmptiesTheQueueAndItsDeadLetterQueue_ButNotALockedMessage()
+    {
+        await using var farm = await LocalFarm.StartAsync(nodes: 1);
+        using var admin = new FarmAdministrationClient(farm.ConnectionString);
+        await admin.CreateQueueAsync(new CreateQueueOptions("orders") { LockDuration = TimeSpan.FromMinutes(5) });
+        await admin.CreateTopicAsync(new CreateTopicOptions("events"));
+        await using var client = new FarmClient(farm.ConnectionString);
+        await using (var sender = client.CreateSender("orders"))
+        {
+            await sender.SendMessagesAsync([.. Enumerable.Range(1, 30).Select(i => new FarmMessage($"order {i}"))]);
+        }
+        await using var receiver = client.CreateReceiver("orders");
+        var held = await ReceiveAsync(receiver, 6);
+        foreach (var message in held.Skip(1))
+        {
+            await receiver.DeadLetterMessageAsync(message, "test", "purge me");
+        }
+
+        var queue = await farm.RunAsync("queue", "purge", "orders");
+        var deadLetters = await farm.RunAsync("queue", "purge", "orders", "--dead-letter-queue");
+        var again = await farm.RunAsync("queue", "purge", "orders");
+        var topic = await farm.RunAsync("queue", "purge", "events");
+        var missing = await farm.RunAsync("queue", "purge", "nope");
+
+        Assert.True(queue.ExitCode == 0, queue.ToString());
+        Assert.Equal("Purged 24 message(s) from orders", queue.Stdout.Trim());
+        Assert.Equal("Purged 5 message(s) from orders/$DeadLetterQueue", deadLetters.Stdout.Trim());
+        Assert.Equal("Purged 0 message(s) from orders", again.Stdout.Trim());
+        Assert.NotEqual(0, topic.ExitCode);
+        Assert.Contains("events", topic.Stderr, StringComparison.Ordinal);
+        Assert.NotEqual(0, missing.ExitCode);
+        Assert.Contains("nope", missing.Stderr, StringComparison.Ordinal);
+
+        var counts = await admin.GetQueueRuntimePropertiesAsync("orders");
+        Assert.Equal((1L, 0L), (counts.ActiveMessageCount, counts.DeadLetterMessageCount));
+        await receiver.CompleteMessageAsync(held[0]);
+        Assert.Equal(0, (await admin.GetQueueRuntimePropertiesAsync("orders")).ActiveMessageCount);
+    }
+
+    [Fact]
+    public async Task TheSdk_DeletesInBoundedCalls_AndPurgesWhatIsLeft()
+    {
+        await using var farm = await LocalFarm.StartAsync(nodes: 1);
+        using var admin = new FarmAdministrationClient(farm.ConnectionString);
+        await admin.CreateQueueAsync(new CreateQueueOptions("jobs"));
+        await using var client = new FarmClient(farm.ConnectionString);
+        await using (var sender = client.CreateSender("jobs"))
+        {
+            await sender.SendMessagesAsync([.. Enumerable.Range(1, 250).Select(i => new FarmMessage($"job {i}"))]);
+        }
+        await using var receiver = client.CreateReceiver("jobs");
+
+        Assert.Equal(100, await receiver.DeleteMessagesAsync(100));
+        Assert.Equal(150, await receiver.PurgeMessagesAsync());
+        Assert.Equal(0, await receiver.PurgeMessagesAsync());
+        Assert.Null(await receiver.PeekMessageAsync(fromSequenceNumber: 0));
+        await Assert.ThrowsAsync<ArgumentOutOfRangeException>(() => receiver.DeleteMessagesAsync(0));
+    }
+
+    [Fact]
+    public async Task DeadLetterResubmit_MovesDeadLettersBack_ByNumberAndByCount()
+    {
+        await using var farm = await LocalFarm.StartAsync(nodes: 1);
+        using var admin = new FarmAdministrationClient(farm.ConnectionString);
+        await admin.CreateQueueAsync(new CreateQueueOptions("orders"));
+        await using var client = new FarmClient(farm.ConnectionString);
+        await using (var sender = client.CreateSender("orders"))
+        {
+            await sender.SendMessagesAsync([.. Enumerable.Range(1, 4).Select(i => new FarmMessage($"order {i}") { MessageId = $"o-{i}" })]);
+        }
+        await using var receiver = client.CreateReceiver("orders");
+        var first = await ReceiveAsync(receiver, 4);
+        foreach (var message in first)
+        {
+            await receiver.DeadLetterMessageAsync(message, "bad", "try again later");
+        }
+
+        var one = await farm.RunAsync("dead-letter", "resubmit", "orders", "--sequence-number", first[1].SequenceNumber.ToString(System.Globalization.CultureInfo.InvariantCulture));
+        var bySdk = await receiver.ResubmitDeadLetteredMessagesAsync(maxMessages: 1);
+        var rest = await farm.RunAsync("dead-letter", "resubmit", "orders");
+        var both = await farm.RunAsync("dead-letter", "resubmit", "orders", "--count", "1", "--sequence-number", "1");
+        var gone = await farm.RunAsync("dead-letter", "resubmit", "orders", "--sequence-number", first[0].SequenceNumber.ToString(System.Globalization.CultureInfo.InvariantCulture));
+
+        Assert.True(one.ExitCode == 0, one.ToString());
+        Assert.Equal("Resubmitted 1 message(s) to orders", one.Stdout.Trim());
+        Assert.Equal(1, bySdk);
+        Assert.Equal("Resubmitted 2 message(s) to orders", rest.Stdout.Trim());
+        Assert.NotEqual(0, both.ExitCode);
+        Assert.Contains("not both", both.Stderr, StringComparison.Ordinal);
+        Assert.NotEqual(0, gone.ExitCode);
+        Assert.Contains("is not in the dead-letter queue", gone.Stderr, StringComparison.Ordinal);
+
+        var counts = await admin.GetQueueRuntimePropertiesAsync("orders");
+        Assert.Equal((4L, 0L), (counts.ActiveMessageCount, counts.DeadLetterMessageCount));
+        var again = await ReceiveAsync(receiver, 4);
+        Assert.Equal(["o-2", "o-1", "o-3", "o-4"], again.Select(m => m.MessageId));
+        Assert.All(again, m => Assert.Equal(1, m.DeliveryCount));
+    }
+}
