@@ -17,6 +17,9 @@ public class CommandLineTests
         SendCommand.Create(),
         ReceiveCommand.Create(),
         PeekCommand.Create(),
+        QueueCommands.Create(),
+        DeadLetterCommands.Create(),
+        Farm.Cli.Hosting.StatusCommand.Create(),
     };
 
     [Theory]
@@ -40,6 +43,12 @@ public class CommandLineTests
     [InlineData("receive events/Subscriptions/audit --count 5")]
     [InlineData("receive events/Subscriptions/audit/$DeadLetterQueue")]
     [InlineData("peek events/Subscriptions/audit --dead-letter-queue")]
+    [InlineData("queue purge orders")]
+    [InlineData("queue purge events/Subscriptions/audit --dead-letter-queue")]
+    [InlineData("dead-letter resubmit orders")]
+    [InlineData("dead-letter resubmit orders --count 10")]
+    [InlineData("dead-letter resubmit orders --sequence-number 4 --sequence-number 7")]
+    [InlineData("status --watch --interval 0.5 --count 10 --json")]
     public void Synopsis_Parses(string line)
     {
         var result = Root().Parse(line);
@@ -53,6 +62,9 @@ public class CommandLineTests
     [InlineData("rule list events")]
     [InlineData("topic update")]
     [InlineData("topic update events --support-ordering maybe")]
+    [InlineData("queue purge")]
+    [InlineData("dead-letter resubmit orders --sequence-number x")]
+    [InlineData("status --watch --interval soon")]
     public void IncompleteCommands_AreParseErrors(string line)
     {
         Assert.NotEmpty(Root().Parse(line).Errors);
