@@ -98,6 +98,25 @@ internal sealed partial class QueueEntity
             _ => Unsettle(message)));
     }
 
+    /// <summary>
+    /// Deletes messages taken out of <paramref name="sub"/> (marked settling): they leave memory once
+    /// the delete committed, and are available again if it failed. Forwarding and purging use it.
+    /// </summary>
+    private Task DeleteTakenAsync(SubQueueState sub, List<StoredMessage> taken)
+    {
+        var keys = taken.Select(m => new MessageKey(Id, m.SequenceNumber)).ToList();
+        return _commits.CommitAsync(
+            batch => batch.Deletes.AddRange(keys),
+            onCommitted: () =>
+            {
+                lock (_gate)
+                {
+                    taken.ForEach(m => RemoveStored(sub, m));
+                }
+            },
+            onFailed: _ => taken.ForEach(Unsettle));
+    }
+
     /// <summary>A write about this message failed: put it back where a receiver can find it.</summary>
     private void Unsettle(StoredMessage message)
     {

@@ -98,17 +98,7 @@ internal sealed partial class QueueEntity
             taken.ForEach(Unsettle);
             throw;
         }
-        var keys = taken.Select(m => new MessageKey(Id, m.SequenceNumber)).ToList();
-        await _commits.CommitAsync(
-            batch => batch.Deletes.AddRange(keys),
-            onCommitted: () =>
-            {
-                lock (_gate)
-                {
-                    taken.ForEach(m => RemoveStored(sub, m));
-                }
-            },
-            onFailed: _ => taken.ForEach(Unsettle)).ConfigureAwait(false);
+        await DeleteTakenAsync(sub, taken).ConfigureAwait(false);
     }
 
     /// <summary>

@@ -1,5 +1,3 @@
-using Farm.ContainerStore.Containers;
-
 namespace Farm.Broker.Entities;
 
 // Deleting the messages of a queue, a subscription or a dead-letter queue (an explorer's purge).
@@ -32,17 +30,7 @@ internal sealed partial class QueueEntity
             var (taken, storedLeft) = TakeForDelete(sub, through, Math.Min(maxMessages - deleted, _options.MaxMessagesPerReceive));
             if (taken.Count > 0)
             {
-                var keys = taken.Select(m => new MessageKey(Id, m.SequenceNumber)).ToList();
-                await _commits.CommitAsync(
-                    batch => batch.Deletes.AddRange(keys),
-                    onCommitted: () =>
-                    {
-                        lock (_gate)
-                        {
-                            taken.ForEach(m => RemoveStored(sub, m));
-                        }
-                    },
-                    onFailed: _ => PutBack(taken)).ConfigureAwait(false);
+                await DeleteTakenAsync(sub, taken).ConfigureAwait(false);
                 deleted += taken.Count;
                 continue;
             }
@@ -76,23 +64,6 @@ internal sealed partial class QueueEntity
             }
             MaybeRefillLocked(sub);
             return (taken, HasStoredThrough(sub, through));
-        }
-    }
-
-    /// <summary>A purge's or a resubmit's write failed: the messages it took are available again, as they were.</summary>
-    private void PutBack(List<StoredMessage> taken)
-    {
-        lock (_gate)
-        {
-            foreach (var message in taken)
-            {
-                message.Settling = false;
-                var sub = SubQueueOf(message.SubQueue == SubQueue.DeadLetter);
-                if (message.State == StoredMessageState.Active && IsInMemory(sub, message))
-                {
-                    sub.Available.Add(message.SequenceNumber);
-                }
-            }
         }
     }
 

@@ -149,7 +149,7 @@ internal sealed partial class QueueEntity
                         StartForwarding();
                     }
                 },
-                onFailed: _ => PutBack(deadLetters));
+                onFailed: _ => deadLetters.ForEach(Unsettle));
         }
     }
 }
