@@ -1,3 +1,4 @@
+using Farm.Testing;
 using Farm.Client;
 using Farm.Contracts;
 using Grpc.Core;
@@ -36,19 +37,8 @@ public sealed class ReceiveCreditTests(SdkFarmFixture fixture) : IClassFixture<S
     }
 
     /// <summary>Waits up to <see cref="StrayWindow"/> for the queue to hold no active message; true if that happened.</summary>
-    private async Task<bool> TakenWithinStrayWindowAsync(string queue)
-    {
-        var until = DateTime.UtcNow + StrayWindow;
-        while (DateTime.UtcNow < until)
-        {
-            if ((await CountsAsync(queue)).ActiveMessageCount == 0)
-            {
-                return true;
-            }
-            await Task.Delay(20);
-        }
-        return false;
-    }
+    private Task<bool> TakenWithinStrayWindowAsync(string queue) =>
+        Eventually.HoldsWithinAsync(async () => (await CountsAsync(queue)).ActiveMessageCount == 0, StrayWindow, TimeSpan.FromMilliseconds(20));
 
     [Fact]
     public async Task ReceiveAndDelete_ATimedOutReceive_LeavesNoCredit_SoClosingTheReceiverLosesNothing()

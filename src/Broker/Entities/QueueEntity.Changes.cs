@@ -100,9 +100,10 @@ internal sealed partial class QueueEntity
 
     /// <summary>
     /// Deletes messages taken out of <paramref name="sub"/> (marked settling): they leave memory once
-    /// the delete committed, and are available again if it failed. Forwarding and purging use it.
+    /// the delete committed; if it failed, <paramref name="onFailed"/> runs (by default they are
+    /// available again as they were). Receive-and-delete, forwarding and purging use it.
     /// </summary>
-    private Task DeleteTakenAsync(SubQueueState sub, List<StoredMessage> taken)
+    private Task DeleteTakenAsync(SubQueueState sub, List<StoredMessage> taken, Action? onFailed = null)
     {
         var keys = taken.Select(m => new MessageKey(Id, m.SequenceNumber)).ToList();
         return _commits.CommitAsync(
@@ -114,7 +115,7 @@ internal sealed partial class QueueEntity
                     taken.ForEach(m => RemoveStored(sub, m));
                 }
             },
-            onFailed: _ => taken.ForEach(Unsettle));
+            onFailed: _ => (onFailed ?? (() => taken.ForEach(Unsettle)))());
     }
 
     /// <summary>A write about this message failed: put it back where a receiver can find it.</summary>

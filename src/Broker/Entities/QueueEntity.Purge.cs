@@ -22,34 +22,45 @@ internal sealed partial class QueueEntity
             ThrowIfNotServing();
             through = throughSequence > 0 ? throughSequence : _nextSequence - 1;
         }
-        var deleted = 0;
-        while (deleted < maxMessages)
-        {
-            // Take the wake-up signal before looking, so a read-back in between is not missed.
-            var arrived = sub.WhenArrived;
-            var (taken, storedLeft) = TakeForDelete(sub, through, Math.Min(maxMessages - deleted, _options.MaxMessagesPerReceive));
-            if (taken.Count > 0)
-            {
-                await DeleteTakenAsync(sub, taken).ConfigureAwait(false);
-                deleted += taken.Count;
-                continue;
-            }
-            if (!storedLeft)
-            {
-                return (deleted, through, false);
-            }
-            // The next ones are in the database: a read-back is on its way (or the next sweep starts one).
-            await Task.WhenAny(arrived, Task.Delay(_options.SweepInterval, _time, cancellationToken)).ConfigureAwait(false);
-            cancellationToken.ThrowIfCancellationRequested();
-        }
+        var deleted = await TakeAndApplyAsync(sub, through, maxMessages, taken => DeleteTakenAsync(sub, taken), cancellationToken).ConfigureAwait(false);
         lock (_gate)
         {
             return (deleted, through, HasAvailableThrough(sub, through) || HasStoredThrough(sub, through));
         }
     }
 
-    /// <summary>Takes available messages up to <paramref name="through"/>, lowest first, for deleting; says whether stored ones up to it are left.</summary>
-    private (List<StoredMessage> Taken, bool StoredLeft) TakeForDelete(SubQueueState sub, long through, int max)
+    /// <summary>
+    /// Takes what a receiver could take, up to <paramref name="through"/>, lowest first, and hands each
+    /// batch to <paramref name="apply"/> (one commit), until <paramref name="maxMessages"/> went or none
+    /// is left; waits for read-backs while the next ones are in the database only. Returns how many went.
+    /// </summary>
+    private async Task<int> TakeAndApplyAsync(SubQueueState sub, long through, int maxMessages, Func<List<StoredMessage>, Task> apply, CancellationToken cancellationToken)
+    {
+        var done = 0;
+        while (done < maxMessages)
+        {
+            // Take the wake-up signal before looking, so a read-back in between is not missed.
+            var arrived = sub.WhenArrived;
+            var (taken, storedLeft) = TakeAvailable(sub, through, Math.Min(maxMessages - done, _options.MaxMessagesPerReceive));
+            if (taken.Count > 0)
+            {
+                await apply(taken).ConfigureAwait(false);
+                done += taken.Count;
+                continue;
+            }
+            if (!storedLeft)
+            {
+                break;
+            }
+            // The next ones are in the database: a read-back is on its way (or the next sweep starts one).
+            await Task.WhenAny(arrived, Task.Delay(_options.SweepInterval, _time, cancellationToken)).ConfigureAwait(false);
+            cancellationToken.ThrowIfCancellationRequested();
+        }
+        return done;
+    }
+
+    /// <summary>Takes available messages up to <paramref name="through"/>, lowest first (marked settling), for a purge or a resubmit; says whether stored ones up to it are left.</summary>
+    private (List<StoredMessage> Taken, bool StoredLeft) TakeAvailable(SubQueueState sub, long through, int max)
     {
         var taken = new List<StoredMessage>();
         lock (_gate)

@@ -114,17 +114,7 @@ internal sealed partial class QueueEntity
             var updates = taken.Select(m => m.ToUpdate(Id)).ToList();
             return _commits.CommitAsync(batch => batch.Updates.AddRange(updates), onFailed: _ => ReleaseAfterFailedDelivery(taken));
         }
-        var keys = taken.Select(m => new MessageKey(Id, m.SequenceNumber)).ToList();
-        return _commits.CommitAsync(
-            batch => batch.Deletes.AddRange(keys),
-            onCommitted: () =>
-            {
-                lock (_gate)
-                {
-                    taken.ForEach(m => RemoveStored(sub, m));
-                }
-            },
-            onFailed: _ => ReleaseAfterFailedDelivery(taken));
+        return DeleteTakenAsync(sub, taken, onFailed: () => ReleaseAfterFailedDelivery(taken));
     }
 
     /// <summary>What a message adds to a receive response: its payload plus room for what the broker adds (lock, times, dead-letter fields).</summary>

@@ -27,24 +27,7 @@ internal sealed partial class QueueEntity
             await CommitResubmitAsync(named).ConfigureAwait(false);
             return (named.Count, HasDeadLetters());
         }
-        var resubmitted = 0;
-        while (resubmitted < maxMessages)
-        {
-            var arrived = _deadLetter.WhenArrived;
-            var (taken, storedLeft) = TakeForDelete(_deadLetter, long.MaxValue, Math.Min(maxMessages - resubmitted, _options.MaxMessagesPerReceive));
-            if (taken.Count > 0)
-            {
-                await CommitResubmitAsync(taken).ConfigureAwait(false);
-                resubmitted += taken.Count;
-                continue;
-            }
-            if (!storedLeft)
-            {
-                break;
-            }
-            await Task.WhenAny(arrived, Task.Delay(_options.SweepInterval, _time, cancellationToken)).ConfigureAwait(false);
-            cancellationToken.ThrowIfCancellationRequested();
-        }
+        var resubmitted = await TakeAndApplyAsync(_deadLetter, long.MaxValue, maxMessages, CommitResubmitAsync, cancellationToken).ConfigureAwait(false);
         return (resubmitted, HasDeadLetters());
     }
 
