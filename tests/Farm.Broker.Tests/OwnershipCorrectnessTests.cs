@@ -274,6 +274,25 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
         Assert.True(Assert.Single(successor.Containers).Epoch > before.Epoch);
     }
 
+    [Fact]
+    public async Task ANodeKilledAndStartedAgain_RecordsARestart_CountedFromTheKilledProcessesLastHeartbeat()
+    {
+        var crashed = await StartNodeAsync(new SqliteStoreProvider(), TestClock.Create());
+        var before = Assert.Single(crashed.Containers);
+        crashed.StopOwnershipForTests();
+
+        var successor = await StartNodeAsync(new SqliteStoreProvider(), TestClock.Create());
+
+        var changes = await successor.Farm.ListOwnershipChangesAsync(10);
+        Assert.Equal(
+            [(before.Epoch + 1, 1L, 1L, OwnershipChangeKinds.Restart), (before.Epoch, 0L, 1L, OwnershipChangeKinds.First)],
+            changes.Select(c => (c.Epoch, c.FromNode, c.ToNode, c.Kind)));
+        // The successor watched the killed process's heartbeat stand still for 1.5 s before it
+        // registered and released what that process left: the container was without an owner at
+        // least that long, not only from the release to the take.
+        Assert.True(changes[0].Unowned >= TimeSpan.FromSeconds(1), $"unowned {changes[0].Unowned}");
+    }
+
     private static async Task CommitThenFail(Task commit)
     {
         await commit;

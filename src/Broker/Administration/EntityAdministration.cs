@@ -172,6 +172,21 @@ public sealed partial class EntityAdministration(BrokerNode node, IStoreProvider
         (await Farm.ListNodesAsync(ct).ConfigureAwait(false)).Where(n => n.Id == id).Select(DescribeNode).FirstOrDefault()
             ?? throw FarmErrors.Invalid($"There is no node {id} in this farm.");
 
+    /// <summary>
+    /// The newest changes of the containers' owners, newest first, at most <paramref name="limit"/>
+    /// (the farm database keeps the newest 1,000): each take that changed an owner, its kind
+    /// (<see cref="OwnershipChangeKinds"/>) and how long the container was without one. Runs anywhere;
+    /// INVALID for a limit below 1.
+    /// </summary>
+    public async Task<IReadOnlyList<OwnershipChangeRecord>> ListOwnershipChangesAsync(int limit, CancellationToken ct)
+    {
+        if (limit < 1)
+        {
+            throw FarmErrors.Invalid($"The number of changes to list must be at least 1, not {limit}.");
+        }
+        return await Farm.ListOwnershipChangesAsync(limit, ct).ConfigureAwait(false);
+    }
+
     public async Task<FarmStatus> GetStatusAsync(CancellationToken ct)
     {
         var nodes = await Farm.ListNodesAsync(ct).ConfigureAwait(false);

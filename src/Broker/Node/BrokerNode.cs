@@ -89,9 +89,10 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         _address = address;
         Directory.CreateDirectory(_nodeOptions.DataDirectory);
         var farm = await _provider.OpenFarmStoreAsync(FarmConnectionString, cancellationToken).ConfigureAwait(false);
+        NodeRecord? earlierLife;
         try
         {
-            await RefuseIfRunningElsewhereAsync(farm, cancellationToken).ConfigureAwait(false);
+            earlierLife = await RefuseIfRunningElsewhereAsync(farm, cancellationToken).ConfigureAwait(false);
         }
         catch
         {
@@ -110,8 +111,10 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         foreach (var container in containers.Where(c => c.OwnerNode == NodeId))
         {
             // Left by an earlier life of this node (a crash): let go, so whoever takes it next
-            // raises the epoch and fences out anything that earlier process might still write.
-            await farm.ReleaseContainerAsync(container.Id, NodeId, cancellationToken).ConfigureAwait(false);
+            // raises the epoch and fences out anything that earlier process might still write. It
+            // has had no serving owner since that life's last heartbeat, read before registering
+            // overwrote it: the take records that, not the moment of this release.
+            await farm.ReleaseAbandonedContainerAsync(container.Id, NodeId, earlierLife?.HeartbeatAt, cancellationToken).ConfigureAwait(false);
         }
         // One pass now, so a node that is the farm's only one serves as soon as it says it is up.
         await AssignAsync(farm, cancellationToken).ConfigureAwait(false);
@@ -126,13 +129,14 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     /// "ours but not served here"). When the farm has this id with a fresh heartbeat, watch it for a
     /// little over two heartbeats: a node killed a moment ago stops heartbeating and may be
     /// replaced; one still heartbeating is another live process, and this one refuses to start.
+    /// Returns the node's row as the earlier process left it (null when there is none).
     /// </summary>
-    private async Task RefuseIfRunningElsewhereAsync(IFarmStore farm, CancellationToken cancellationToken)
+    private async Task<NodeRecord?> RefuseIfRunningElsewhereAsync(IFarmStore farm, CancellationToken cancellationToken)
     {
         var first = await ReadSelfAsync(farm, cancellationToken).ConfigureAwait(false);
         if (first is null || first.State == NodeStates.Stopped || first.HeartbeatAge >= _nodeOptions.NodeTimeout)
         {
-            return;
+            return first;
         }
         var watchUntil = _leaseClock.GetUtcNow() + 2 * _nodeOptions.HeartbeatInterval + _nodeOptions.LeaseSafetyMargin;
         while (_leaseClock.GetUtcNow() < watchUntil)
@@ -141,7 +145,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             var now = await ReadSelfAsync(farm, cancellationToken).ConfigureAwait(false);
             if (now is null || now.State == NodeStates.Stopped)
             {
-                return;
+                return now;
             }
             if (now.HeartbeatAt > first.HeartbeatAt)
             {
@@ -150,6 +154,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
                     + "Stop that node first, or start this one with another --node-id.");
             }
         }
+        return first;
     }
 
     private async Task<NodeRecord?> ReadSelfAsync(IFarmStore farm, CancellationToken cancellationToken) =>

@@ -28,6 +28,42 @@ public sealed record ContainerRecord(
     long EntityCount);
 
 /// <summary>
+/// One change of a container's owner: a take that raised its <see cref="Epoch"/> to this value,
+/// from <see cref="FromNode"/> (0: none, or unknown) to <see cref="ToNode"/>. <see cref="Kind"/> is
+/// one of <see cref="OwnershipChangeKinds"/>; <see cref="Unowned"/> is how long the container had no
+/// serving owner before the take (null when unknown, as for a new container). <see cref="At"/> is the
+/// take's time; both by the database's clock.
+/// </summary>
+public sealed record OwnershipChangeRecord(
+    long ContainerId,
+    long Epoch,
+    long FromNode,
+    long ToNode,
+    string Kind,
+    TimeSpan? Unowned,
+    DateTime At);
+
+/// <summary>What kind of change of owner a take was (<see cref="OwnershipChangeRecord.Kind"/>).</summary>
+public static class OwnershipChangeKinds
+{
+    /// <summary>The container's first owner: it was never owned before.</summary>
+    public const string First = "first";
+
+    /// <summary>The previous owner released it on purpose (a move, a drain, rebalancing, a shutdown); unowned since the release.</summary>
+    public const string Planned = "planned";
+
+    /// <summary>
+    /// Taken from another node that stopped serving without letting go (crashed, paused, cut off):
+    /// its lease had run out, or a later process of that node found and released what it left.
+    /// Unowned since the old owner was last known alive (its last heartbeat).
+    /// </summary>
+    public const string Failover = "failover";
+
+    /// <summary>The node that held it took it back (a restart of the node, or a re-take after it lost the container); unowned as for the other kinds.</summary>
+    public const string Restart = "restart";
+}
+
+/// <summary>
 /// An entity (queue, topic or subscription) and the container it lives in. A subscription's
 /// <see cref="ParentId"/> is its topic's id, its <see cref="Name"/> the path "topic/Subscriptions/sub",
 /// and its container always the topic's.

@@ -31,6 +31,68 @@ internal sealed class ContainerRow
         new(Id, ConnectionString, OwnerNode, Epoch, UnixMs.ToUtc(LeaseExpiresAtMs), UnixMs.ToUtc(OwnedSinceMs), EntityCount);
 }
 
+/// <summary>A container as a take found it, read in the take's transaction before the take's UPDATE.</summary>
+internal sealed class ContainerBeforeTakeRow
+{
+    public long? OwnerNode { get; set; }
+    public long Epoch { get; set; }
+    public long? LeaseExpiresAtMs { get; set; }
+
+    /// <summary>The owner's last heartbeat; null without an owner, or when its node row is gone.</summary>
+    public long? OwnerHeartbeatAtMs { get; set; }
+
+    public long? ReleasedBy { get; set; }
+    public long? ReleasedAtMs { get; set; }
+    public bool ReleasedAbandoned { get; set; }
+
+    /// <summary>
+    /// The change a successful take by <paramref name="nodeId"/> makes; null when the node held the
+    /// container already (a renewal: neither the owner nor the epoch changes). UnownedSinceMs is when
+    /// the container last had a serving owner, null when unknown.
+    /// </summary>
+    public (string Kind, long FromNode, long? UnownedSinceMs)? ChangeTo(long nodeId)
+    {
+        if (OwnerNode is { } owner)
+        {
+            if (owner == nodeId)
+            {
+                return null;
+            }
+            // Another node's lease ran out (the take succeeded). That node was last known alive at
+            // its last heartbeat; if its lease ran out before that (it heartbeats but could not
+            // renew), it stopped serving by then.
+            var since = OwnerHeartbeatAtMs is { } heartbeat && LeaseExpiresAtMs is { } expiry
+                ? Math.Min(heartbeat, expiry)
+                : OwnerHeartbeatAtMs ?? LeaseExpiresAtMs;
+            return (OwnershipChangeKinds.Failover, owner, since);
+        }
+        if (ReleasedBy is { } releasedBy)
+        {
+            var kind = releasedBy == nodeId ? OwnershipChangeKinds.Restart
+                : ReleasedAbandoned ? OwnershipChangeKinds.Failover
+                : OwnershipChangeKinds.Planned;
+            return (kind, releasedBy, ReleasedAtMs);
+        }
+        // Unowned, and no release recorded: never owned, or released by a build older than schema
+        // version 4, which kept no record of who released it or when (a release is always on purpose).
+        return Epoch == 0 ? (OwnershipChangeKinds.First, 0, null) : (OwnershipChangeKinds.Planned, 0, null);
+    }
+}
+
+internal sealed class OwnershipChangeRow
+{
+    public long ContainerId { get; set; }
+    public long Epoch { get; set; }
+    public long FromNode { get; set; }
+    public long ToNode { get; set; }
+    public string Kind { get; set; } = "";
+    public long? UnownedMs { get; set; }
+    public long AtMs { get; set; }
+
+    public OwnershipChangeRecord ToRecord() =>
+        new(ContainerId, Epoch, FromNode, ToNode, Kind, UnownedMs is { } ms ? TimeSpan.FromMilliseconds(ms) : null, UnixMs.ToUtc(AtMs));
+}
+
 internal sealed class EntityRow
 {
     public long Id { get; set; }
@@ -61,6 +123,11 @@ internal static class UnixMs
     public static DateTime ToUtc(long ms) => DateTime.UnixEpoch.AddMilliseconds(ms);
 
     public static DateTime? ToUtc(long? ms) => ms is { } value ? ToUtc(value) : null;
+
+    /// <summary>A time as Unix milliseconds (a local time is converted; an unspecified one is taken as UTC, as the farm's times are).</summary>
+    public static long? FromUtc(DateTime? time) => time is { } t
+        ? (long)Math.Floor(((t.Kind == DateTimeKind.Local ? t.ToUniversalTime() : t) - DateTime.UnixEpoch).TotalMilliseconds)
+        : null;
 }
 
 /// <summary>
@@ -92,6 +159,10 @@ internal sealed class FarmSql
     public string TryAcquireContainer { get; private set; } = "";
     public string RenewContainerLease { get; private set; } = "";
     public string ReleaseContainer { get; private set; } = "";
+    public string ReleaseAbandonedContainer { get; private set; } = "";
+    public string ReadContainerBeforeTake { get; private set; } = "";
+    public string RecordOwnershipChange { get; private set; } = "";
+    public string ListOwnershipChanges { get; private set; } = "";
     public string InsertEntity { get; private set; } = "";
     public string GetEntity { get; private set; } = "";
     public string GetEntityName { get; private set; } = "";

@@ -7,10 +7,13 @@ namespace Farm.ContainerStore.FarmDatabase;
 /// The farm database operations, once for both dialects: the same statements (each dialect's
 /// <see cref="FarmSql"/>, kept in its own SQL file), the same rows (<see cref="NodeRow"/> and the
 /// others), the same checks. A dialect says how it opens and guards a connection, how it begins a
-/// write transaction, how it recognises constraint violations, and how it takes a container's lease.
+/// write transaction, how it recognises constraint violations, and how it runs a take's UPDATE.
 /// </summary>
 internal abstract class FarmStore(FarmSql sql) : IFarmStore
 {
+    /// <summary>How many changes of owner the farm database keeps, the newest.</summary>
+    public const int OwnershipChangesKept = 1_000;
+
     protected FarmSql Sql { get; } = sql;
 
     /// <summary>Runs one operation on its own pooled connection, translating the dialect's failures; <paramref name="action"/> names it in errors.</summary>
@@ -23,7 +26,11 @@ internal abstract class FarmStore(FarmSql sql) : IFarmStore
 
     protected abstract bool IsForeignKeyViolation(DbException e);
 
-    public abstract Task<ContainerRecord?> TryAcquireContainerAsync(long containerId, long nodeId, TimeSpan leaseDuration, CancellationToken cancellationToken = default);
+    /// <summary>
+    /// The take's lease decision (<c>TryAcquireContainer</c>), in the take's transaction: the row it
+    /// left, or null when another node holds a live lease.
+    /// </summary>
+    protected abstract Task<ContainerRow?> TakeContainerAsync(DbConnection connection, DbTransaction transaction, object parameters, CancellationToken cancellationToken);
 
     public abstract ValueTask DisposeAsync();
 
@@ -113,9 +120,63 @@ internal abstract class FarmStore(FarmSql sql) : IFarmStore
         return renewed == 1;
     }
 
+    public Task<ContainerRecord?> TryAcquireContainerAsync(long containerId, long nodeId, TimeSpan leaseDuration, CancellationToken cancellationToken = default)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThanOrEqual(leaseDuration, TimeSpan.Zero);
+        return RunAsync("acquire a container's lease", async connection =>
+        {
+            // The conditional UPDATE alone decides. The transaction keeps what was read before it
+            // true until the commit, and commits the change it records with the take, or neither.
+            await using var transaction = await BeginWriteAsync(connection, cancellationToken).ConfigureAwait(false);
+            var before = await connection.QuerySingleOrDefaultAsync<ContainerBeforeTakeRow>(Command(
+                Sql.ReadContainerBeforeTake, new { Id = containerId }, transaction, cancellationToken)).ConfigureAwait(false);
+            var row = before is null ? null : await TakeContainerAsync(
+                connection,
+                transaction,
+                new { Id = containerId, NodeId = nodeId, LeaseMs = (long)leaseDuration.TotalMilliseconds },
+                cancellationToken).ConfigureAwait(false);
+            if (row is null)
+            {
+                await transaction.RollbackAsync(cancellationToken).ConfigureAwait(false);
+                return null;
+            }
+
+            if (before!.ChangeTo(nodeId) is { } change)
+            {
+                await connection.ExecuteAsync(Command(
+                    Sql.RecordOwnershipChange,
+                    new
+                    {
+                        ContainerId = containerId, row.Epoch, change.FromNode, ToNode = nodeId, change.Kind,
+                        change.UnownedSinceMs, Keep = OwnershipChangesKept,
+                    },
+                    transaction,
+                    cancellationToken)).ConfigureAwait(false);
+            }
+            await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
+            return (ContainerRecord?)row.ToRecord();
+        }, cancellationToken);
+    }
+
     public Task ReleaseContainerAsync(long containerId, long nodeId, CancellationToken cancellationToken = default) =>
         RunAsync("release a container's lease", connection => connection.ExecuteAsync(Command(
             Sql.ReleaseContainer, new { Id = containerId, NodeId = nodeId }, cancellationToken: cancellationToken)), cancellationToken);
+
+    public Task ReleaseAbandonedContainerAsync(long containerId, long nodeId, DateTime? lastAliveAt, CancellationToken cancellationToken = default) =>
+        RunAsync("release a container's lease", connection => connection.ExecuteAsync(Command(
+            Sql.ReleaseAbandonedContainer,
+            new { Id = containerId, NodeId = nodeId, LastAliveMs = UnixMs.FromUtc(lastAliveAt) },
+            cancellationToken: cancellationToken)), cancellationToken);
+
+    public Task<IReadOnlyList<OwnershipChangeRecord>> ListOwnershipChangesAsync(int limit, CancellationToken cancellationToken = default)
+    {
+        ArgumentOutOfRangeException.ThrowIfNegativeOrZero(limit);
+        return RunAsync<IReadOnlyList<OwnershipChangeRecord>>("list changes of owner", async connection =>
+        {
+            var rows = await connection.QueryAsync<OwnershipChangeRow>(Command(Sql.ListOwnershipChanges, new { Limit = limit }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows.Select(r => r.ToRecord()).ToList();
+        }, cancellationToken);
+    }
 
     public Task<EntityRecord> CreateEntityAsync(string name, string kind, long containerId, string propertiesJson, CancellationToken cancellationToken = default)
     {

@@ -30,13 +30,32 @@ public interface IFarmStore : IAsyncDisposable
     /// <summary>
     /// Takes or renews the lease of a container for a node: succeeds when the container is
     /// unowned, its lease has expired (database clock), or the node already owns it. The epoch
-    /// rises by one whenever the owner changes. Returns the updated record, or null when another
-    /// node holds a live lease.
+    /// rises by one whenever the owner changes, and a take that changes the owner records the
+    /// change (<see cref="ListOwnershipChangesAsync"/>) in the same transaction. Returns the
+    /// updated record, or null when another node holds a live lease.
     /// </summary>
     Task<ContainerRecord?> TryAcquireContainerAsync(long containerId, long nodeId, TimeSpan leaseDuration, CancellationToken cancellationToken = default);
 
-    /// <summary>Releases a node's lease on a container (graceful hand-over); the epoch stays.</summary>
+    /// <summary>
+    /// Releases a node's lease on a container (graceful hand-over); the epoch stays. A take by
+    /// another node is then a planned move, by the same node a restart.
+    /// </summary>
     Task ReleaseContainerAsync(long containerId, long nodeId, CancellationToken cancellationToken = default);
+
+    /// <summary>
+    /// Releases what an earlier process of the node left owned when it stopped without letting go
+    /// (it crashed or was killed), as the node's next process starts; the epoch stays. A take by
+    /// another node is then a failover, by the same node a restart, and either counts the container
+    /// unowned since <paramref name="lastAliveAt"/>: that process's last heartbeat (database clock),
+    /// or null when unknown.
+    /// </summary>
+    Task ReleaseAbandonedContainerAsync(long containerId, long nodeId, DateTime? lastAliveAt, CancellationToken cancellationToken = default);
+
+    /// <summary>
+    /// The newest changes of the containers' owners, newest first, at most <paramref name="limit"/>
+    /// (at least 1); the farm database keeps the newest 1,000.
+    /// </summary>
+    Task<IReadOnlyList<OwnershipChangeRecord>> ListOwnershipChangesAsync(int limit, CancellationToken cancellationToken = default);
 
     /// <summary>
     /// Extends a lease the node holds at <paramref name="epoch"/>; false when the container has

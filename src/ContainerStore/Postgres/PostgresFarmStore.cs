@@ -41,20 +41,9 @@ internal sealed class PostgresFarmStore : FarmStore
         }
     }
 
-    public override Task<ContainerRecord?> TryAcquireContainerAsync(long containerId, long nodeId, TimeSpan leaseDuration, CancellationToken cancellationToken = default)
-    {
-        ArgumentOutOfRangeException.ThrowIfLessThanOrEqual(leaseDuration, TimeSpan.Zero);
-        return RunAsync("acquire a container's lease", async connection =>
-        {
-            // One conditional UPDATE ... RETURNING decides and reads back: no other statement can
-            // change the row between the decision and the record returned.
-            var row = await connection.QuerySingleOrDefaultAsync<ContainerRow>(Command(
-                Sql.TryAcquireContainer,
-                new { Id = containerId, NodeId = nodeId, LeaseMs = (long)leaseDuration.TotalMilliseconds },
-                cancellationToken: cancellationToken)).ConfigureAwait(false);
-            return row?.ToRecord();
-        }, cancellationToken);
-    }
+    /// <summary>One conditional UPDATE ... RETURNING decides and reads back.</summary>
+    protected override Task<ContainerRow?> TakeContainerAsync(DbConnection connection, DbTransaction transaction, object parameters, CancellationToken cancellationToken) =>
+        connection.QuerySingleOrDefaultAsync<ContainerRow>(Command(Sql.TryAcquireContainer, parameters, transaction, cancellationToken));
 
     public override async ValueTask DisposeAsync()
     {

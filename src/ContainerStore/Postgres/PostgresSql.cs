@@ -113,21 +113,64 @@ internal static class PostgresSql
         public const string GetContainer = $"SELECT {ContainerColumns} FROM containers c WHERE c.id = @Id";
 
         /// <summary>
+        /// What a take finds, read in its transaction before <see cref="TryAcquireContainer"/>: the
+        /// owner and its last heartbeat, or who released it and since when, for the change the take
+        /// records. Locks the container's row until the take's transaction ends, so a take racing this
+        /// one waits here, then reads what the winner left (and its UPDATE finds a live lease).
+        /// </summary>
+        public const string ReadContainerBeforeTake = """
+            SELECT c.owner_node AS OwnerNode, c.epoch AS Epoch,
+                (floor(extract(epoch from c.lease_expires_at) * 1000))::bigint AS LeaseExpiresAtMs,
+                (floor(extract(epoch from n.heartbeat_at) * 1000))::bigint AS OwnerHeartbeatAtMs,
+                c.released_by AS ReleasedBy, (floor(extract(epoch from c.released_at) * 1000))::bigint AS ReleasedAtMs,
+                c.released_abandoned AS ReleasedAbandoned
+            FROM containers c LEFT JOIN nodes n ON n.id = c.owner_node
+            WHERE c.id = @Id
+            FOR UPDATE OF c
+            """;
+
+        /// <summary>
         /// The lease decision in one conditional statement, judged by the server's clock: take the
         /// container when it is unowned, its lease has run out, or the node already holds it. A new
         /// owner (including the same node coming back after a release) raises the epoch. Two nodes
         /// racing for it queue on the row lock, and the second re-checks the condition against the
-        /// first one's row, so at most one of them gets it.
+        /// first one's row, so at most one of them gets it. The record of the last release goes: the
+        /// container is owned again.
         /// </summary>
         public const string TryAcquireContainer = $"""
             UPDATE containers c SET
                 epoch = CASE WHEN c.owner_node = @NodeId THEN c.epoch ELSE c.epoch + 1 END,
                 owned_since = CASE WHEN c.owner_node = @NodeId THEN c.owned_since ELSE {Now} END,
                 owner_node = @NodeId,
-                lease_expires_at = {Now} + @LeaseMs * interval '1 millisecond'
+                lease_expires_at = {Now} + @LeaseMs * interval '1 millisecond',
+                released_at = NULL, released_by = NULL, released_abandoned = false
             WHERE c.id = @Id
               AND (c.owner_node IS NULL OR c.owner_node = @NodeId OR c.lease_expires_at <= {Now})
             RETURNING {ContainerColumns}
+            """;
+
+        /// <summary>
+        /// The change a take made, in its transaction (now is the take's time; unowned is counted up
+        /// to it), then the pruning that keeps the newest @Keep rows: the id of the @Keep-th newest is
+        /// found through the primary key, so a take reads at most @Keep index entries and deletes the
+        /// row or two past them. (GREATEST alone would turn an unknown time into 0.)
+        /// </summary>
+        public const string RecordOwnershipChange = $"""
+            INSERT INTO ownership_changes (container_id, epoch, from_node, to_node, kind, unowned_ms, at)
+            VALUES (@ContainerId, @Epoch, @FromNode, @ToNode, @Kind,
+                CASE WHEN @UnownedSinceMs IS NULL THEN NULL
+                     ELSE GREATEST(0, (floor(extract(epoch from {Now}) * 1000))::bigint - @UnownedSinceMs) END,
+                {Now});
+            DELETE FROM ownership_changes
+            WHERE id < (SELECT id FROM ownership_changes ORDER BY id DESC LIMIT 1 OFFSET @Keep - 1);
+            """;
+
+        public const string ListOwnershipChanges = """
+            SELECT container_id AS ContainerId, epoch AS Epoch, from_node AS FromNode, to_node AS ToNode, kind AS Kind,
+                unowned_ms AS UnownedMs, (floor(extract(epoch from at) * 1000))::bigint AS AtMs
+            FROM ownership_changes
+            ORDER BY id DESC
+            LIMIT @Limit
             """;
 
         public const string RenewContainerLease = $"""
@@ -135,8 +178,21 @@ internal static class PostgresSql
             WHERE id = @Id AND owner_node = @NodeId AND epoch = @Epoch
             """;
 
-        public const string ReleaseContainer = """
-            UPDATE containers SET owner_node = NULL, lease_expires_at = NULL, owned_since = NULL
+        /// <summary>
+        /// Unowned from now on, or from when the lease ran out if that came first (the owner had
+        /// stopped serving by then: a re-take after a lost lease). LEAST skips NULLs.
+        /// </summary>
+        public const string ReleaseContainer = $"""
+            UPDATE containers SET owner_node = NULL, lease_expires_at = NULL, owned_since = NULL,
+                released_at = LEAST({Now}, lease_expires_at), released_by = @NodeId, released_abandoned = false
+            WHERE id = @Id AND owner_node = @NodeId
+            """;
+
+        /// <summary>A crashed process's leftover: unowned since that process was last alive (@LastAliveMs, when known).</summary>
+        public const string ReleaseAbandonedContainer = $"""
+            UPDATE containers SET owner_node = NULL, lease_expires_at = NULL, owned_since = NULL,
+                released_at = LEAST({Now}, lease_expires_at, 'epoch'::timestamptz + @LastAliveMs * interval '1 millisecond'),
+                released_by = @NodeId, released_abandoned = true
             WHERE id = @Id AND owner_node = @NodeId
             """;
 

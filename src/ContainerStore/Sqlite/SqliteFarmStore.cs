@@ -32,29 +32,13 @@ internal sealed class SqliteFarmStore : FarmStore
         return new SqliteFarmStore(file);
     }
 
-    public override Task<ContainerRecord?> TryAcquireContainerAsync(long containerId, long nodeId, TimeSpan leaseDuration, CancellationToken cancellationToken = default)
+    /// <summary>The UPDATE reports only how many rows it changed; the row is read back under the same write lock.</summary>
+    protected override async Task<ContainerRow?> TakeContainerAsync(DbConnection connection, DbTransaction transaction, object parameters, CancellationToken cancellationToken)
     {
-        ArgumentOutOfRangeException.ThrowIfLessThanOrEqual(leaseDuration, TimeSpan.Zero);
-        return RunAsync("acquire a container's lease", async connection =>
-        {
-            // The conditional UPDATE alone decides; the transaction only makes the row read back
-            // the one this call wrote.
-            await using var transaction = await BeginWriteAsync(connection, cancellationToken).ConfigureAwait(false);
-            var taken = await connection.ExecuteAsync(Command(
-                Sql.TryAcquireContainer,
-                new { Id = containerId, NodeId = nodeId, LeaseMs = (long)leaseDuration.TotalMilliseconds },
-                transaction,
-                cancellationToken)).ConfigureAwait(false);
-            if (taken == 0)
-            {
-                await transaction.RollbackAsync(cancellationToken).ConfigureAwait(false);
-                return null;
-            }
-
-            var row = await connection.QuerySingleAsync<ContainerRow>(Command(Sql.GetContainer, new { Id = containerId }, transaction, cancellationToken)).ConfigureAwait(false);
-            await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
-            return (ContainerRecord?)row.ToRecord();
-        }, cancellationToken);
+        var taken = await connection.ExecuteAsync(Command(Sql.TryAcquireContainer, parameters, transaction, cancellationToken)).ConfigureAwait(false);
+        return taken == 0
+            ? null
+            : await connection.QuerySingleAsync<ContainerRow>(Command(Sql.GetContainer, parameters, transaction, cancellationToken)).ConfigureAwait(false);
     }
 
     public override ValueTask DisposeAsync()

@@ -83,18 +83,55 @@ internal static class SqliteSql
         public const string GetContainer = $"SELECT {ContainerColumns} FROM containers c WHERE c.id = @Id";
 
         /// <summary>
+        /// What a take finds, read in its transaction before <see cref="TryAcquireContainer"/> (the
+        /// write lock keeps it true): the owner and its last heartbeat, or who released it and since
+        /// when, for the change the take records.
+        /// </summary>
+        public const string ReadContainerBeforeTake = """
+            SELECT c.owner_node AS OwnerNode, c.epoch AS Epoch, c.lease_expires_at AS LeaseExpiresAtMs,
+                n.heartbeat_at AS OwnerHeartbeatAtMs,
+                c.released_by AS ReleasedBy, c.released_at AS ReleasedAtMs, c.released_abandoned AS ReleasedAbandoned
+            FROM containers c LEFT JOIN nodes n ON n.id = c.owner_node
+            WHERE c.id = @Id
+            """;
+
+        /// <summary>
         /// The lease decision in one conditional statement, judged by the database's clock: take the
         /// container when it is unowned, its lease has run out, or the node already holds it. A new
-        /// owner (including the same node coming back after a release) raises the epoch.
+        /// owner (including the same node coming back after a release) raises the epoch. The record
+        /// of the last release goes: the container is owned again.
         /// </summary>
         public const string TryAcquireContainer = $"""
             UPDATE containers SET
                 epoch = CASE WHEN owner_node IS @NodeId THEN epoch ELSE epoch + 1 END,
                 owned_since = CASE WHEN owner_node IS @NodeId THEN owned_since ELSE {NowMs} END,
                 owner_node = @NodeId,
-                lease_expires_at = {NowMs} + @LeaseMs
+                lease_expires_at = {NowMs} + @LeaseMs,
+                released_at = NULL, released_by = NULL, released_abandoned = 0
             WHERE id = @Id
               AND (owner_node IS NULL OR owner_node = @NodeId OR lease_expires_at <= {NowMs})
+            """;
+
+        /// <summary>
+        /// The change a take made, in its transaction (now is the take's time; unowned is counted up
+        /// to it), then the pruning that keeps the newest @Keep rows: the id of the @Keep-th newest is
+        /// found through the primary key, so a take reads at most @Keep index entries and deletes the
+        /// row or two past them.
+        /// </summary>
+        public const string RecordOwnershipChange = $"""
+            INSERT INTO ownership_changes (container_id, epoch, from_node, to_node, kind, unowned_ms, at)
+            VALUES (@ContainerId, @Epoch, @FromNode, @ToNode, @Kind,
+                CASE WHEN @UnownedSinceMs IS NULL THEN NULL ELSE MAX(0, {NowMs} - @UnownedSinceMs) END, {NowMs});
+            DELETE FROM ownership_changes
+            WHERE id < (SELECT id FROM ownership_changes ORDER BY id DESC LIMIT 1 OFFSET @Keep - 1);
+            """;
+
+        public const string ListOwnershipChanges = """
+            SELECT container_id AS ContainerId, epoch AS Epoch, from_node AS FromNode, to_node AS ToNode, kind AS Kind,
+                unowned_ms AS UnownedMs, at AS AtMs
+            FROM ownership_changes
+            ORDER BY id DESC
+            LIMIT @Limit
             """;
 
         public const string RenewContainerLease = $"""
@@ -102,8 +139,21 @@ internal static class SqliteSql
             WHERE id = @Id AND owner_node = @NodeId AND epoch = @Epoch
             """;
 
-        public const string ReleaseContainer = """
-            UPDATE containers SET owner_node = NULL, lease_expires_at = NULL, owned_since = NULL
+        /// <summary>
+        /// Unowned from now on, or from when the lease ran out if that came first (the owner had
+        /// stopped serving by then: a re-take after a lost lease).
+        /// </summary>
+        public const string ReleaseContainer = $"""
+            UPDATE containers SET owner_node = NULL, lease_expires_at = NULL, owned_since = NULL,
+                released_at = MIN({NowMs}, COALESCE(lease_expires_at, {NowMs})), released_by = @NodeId, released_abandoned = 0
+            WHERE id = @Id AND owner_node = @NodeId
+            """;
+
+        /// <summary>A crashed process's leftover: unowned since that process was last alive (@LastAliveMs, when known).</summary>
+        public const string ReleaseAbandonedContainer = $"""
+            UPDATE containers SET owner_node = NULL, lease_expires_at = NULL, owned_since = NULL,
+                released_at = MIN({NowMs}, COALESCE(lease_expires_at, {NowMs}), COALESCE(@LastAliveMs, {NowMs})),
+                released_by = @NodeId, released_abandoned = 1
             WHERE id = @Id AND owner_node = @NodeId
             """;
 

@@ -1,3 +1,4 @@
+using System.Diagnostics;
 using Farm.ContainerStore.FarmDatabase;
 
 namespace Farm.ContainerStore.Tests.Contracts;
@@ -11,6 +12,9 @@ public abstract class FarmStoreContract : IAsyncLifetime
     private static readonly TimeSpan LongLease = TimeSpan.FromMinutes(5);
     private static readonly TimeSpan ShortLease = TimeSpan.FromMilliseconds(200);
     private static readonly TimeSpan Deadline = TimeSpan.FromSeconds(10);
+
+    /// <summary>The database's times are whole milliseconds: what a duration it reports may differ from one measured here.</summary>
+    private static readonly TimeSpan ClockSlack = TimeSpan.FromMilliseconds(5);
 
     private readonly List<IFarmStore> _opened = [];
     private string? _connectionString;
@@ -241,6 +245,256 @@ public abstract class FarmStoreContract : IAsyncLifetime
         var store = await OpenAsync();
 
         Assert.Null(await store.TryAcquireContainerAsync(404, 1, LongLease));
+    }
+
+    // ---- Changes of owner ----
+
+    [StoreFact]
+    public async Task TakingANewContainer_RecordsAFirstTake_WithNoUnownedTime()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+
+        var taken = await store.TryAcquireContainerAsync(container.Id, 1, LongLease);
+
+        var change = Assert.Single(await store.ListOwnershipChangesAsync(10));
+        Assert.Equal(
+            (container.Id, 1L, 0L, 1L, OwnershipChangeKinds.First, (TimeSpan?)null),
+            (change.ContainerId, change.Epoch, change.FromNode, change.ToNode, change.Kind, change.Unowned));
+        Assert.Equal(DateTimeKind.Utc, change.At.Kind);
+        Assert.InRange(change.At, taken!.OwnedSince!.Value, taken.OwnedSince.Value + TimeSpan.FromMinutes(1));
+    }
+
+    [StoreFact]
+    public async Task TryAcquire_ByTheOwner_RecordsNoChange()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        await store.TryAcquireContainerAsync(container.Id, 1, LongLease);
+
+        await store.TryAcquireContainerAsync(container.Id, 1, LongLease);
+
+        Assert.Equal(OwnershipChangeKinds.First, Assert.Single(await store.ListOwnershipChangesAsync(10)).Kind);
+    }
+
+    [StoreFact]
+    public async Task TryAcquire_Refused_RecordsNoChange()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        await store.TryAcquireContainerAsync(container.Id, 1, LongLease);
+
+        Assert.Null(await store.TryAcquireContainerAsync(container.Id, 2, LongLease));
+        Assert.Null(await store.TryAcquireContainerAsync(404, 2, LongLease));
+
+        Assert.Single(await store.ListOwnershipChangesAsync(10));
+    }
+
+    [StoreFact]
+    public async Task ReleaseThenTakeByAnotherNode_RecordsAPlannedMove_UnownedForTheTimeBetween()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        await store.TryAcquireContainerAsync(container.Id, 1, LongLease);
+
+        var (taken, atLeast, atMost) = await ReleaseThenTakeAsync(store, container.Id, 1, 2);
+
+        var changes = await store.ListOwnershipChangesAsync(10);
+        Assert.Equal(2, changes.Count);
+        var change = changes[0];
+        Assert.Equal(
+            (container.Id, taken!.Epoch, 1L, 2L, OwnershipChangeKinds.Planned),
+            (change.ContainerId, change.Epoch, change.FromNode, change.ToNode, change.Kind));
+        Assert.InRange(change.Unowned!.Value, atLeast, atMost);
+    }
+
+    [StoreFact]
+    public async Task ReleaseThenTakeBackByTheSameNode_RecordsARestart_UnownedForTheTimeBetween()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        await store.TryAcquireContainerAsync(container.Id, 1, LongLease);
+
+        var (taken, atLeast, atMost) = await ReleaseThenTakeAsync(store, container.Id, 1, 1);
+
+        var change = (await store.ListOwnershipChangesAsync(10))[0];
+        Assert.Equal(
+            (container.Id, 2L, 1L, 1L, OwnershipChangeKinds.Restart),
+            (change.ContainerId, change.Epoch, change.FromNode, change.ToNode, change.Kind));
+        Assert.Equal(2L, taken!.Epoch);
+        Assert.InRange(change.Unowned!.Value, atLeast, atMost);
+    }
+
+    [StoreFact]
+    public async Task TakeAfterTheOwnersLeaseRanOut_RecordsAFailover_UnownedSinceTheOwnersLastHeartbeat()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        var owner = await store.RegisterNodeAsync(1, "http://node-1", 101);
+        await store.TryAcquireContainerAsync(container.Id, 1, ShortLease);
+
+        var taken = await Eventually.ValueAsync(
+            () => store.TryAcquireContainerAsync(container.Id, 2, LongLease),
+            Deadline,
+            "node 2 should take the container once node 1's 200 ms lease ran out");
+
+        var change = (await store.ListOwnershipChangesAsync(10))[0];
+        Assert.Equal(
+            (container.Id, taken.Epoch, 1L, 2L, OwnershipChangeKinds.Failover),
+            (change.ContainerId, change.Epoch, change.FromNode, change.ToNode, change.Kind));
+        // Node 1 heartbeated last before it took the lease: counted from then, so longer than the lease.
+        Assert.Equal(change.At - owner.HeartbeatAt, change.Unowned);
+        Assert.True(change.Unowned > ShortLease, $"unowned {change.Unowned}");
+    }
+
+    [StoreFact]
+    public async Task TakeAfterTheLeaseOfAnOwnerWithoutANodeRowRanOut_CountsUnownedFromTheLeasesEnd()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        var first = await store.TryAcquireContainerAsync(container.Id, 1, ShortLease);
+
+        await Eventually.ValueAsync(
+            () => store.TryAcquireContainerAsync(container.Id, 2, LongLease),
+            Deadline,
+            "node 2 should take the container once node 1's 200 ms lease ran out");
+
+        var change = (await store.ListOwnershipChangesAsync(10))[0];
+        Assert.Equal((OwnershipChangeKinds.Failover, 1L), (change.Kind, change.FromNode));
+        Assert.Equal(change.At - first!.LeaseExpiresAt, change.Unowned);
+    }
+
+    [StoreFact]
+    public async Task ACrashedProcessesLeftover_TakenBackByItsNode_IsARestart_UnownedSinceThatProcessWasLastAlive()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        var crashed = await store.RegisterNodeAsync(1, "http://node-1", 101);
+        await store.TryAcquireContainerAsync(container.Id, 1, LongLease);
+
+        // The node's next process registers (a fresh heartbeat), then lets go of what the crashed one left.
+        await store.RegisterNodeAsync(1, "http://node-1", 202);
+        await store.ReleaseAbandonedContainerAsync(container.Id, 1, crashed.HeartbeatAt);
+        var released = await store.GetContainerAsync(container.Id);
+        var taken = await store.TryAcquireContainerAsync(container.Id, 1, LongLease);
+
+        Assert.Equal((null, 1L), (released!.OwnerNode, released.Epoch));
+        var change = (await store.ListOwnershipChangesAsync(10))[0];
+        Assert.Equal(
+            (container.Id, taken!.Epoch, 1L, 1L, OwnershipChangeKinds.Restart),
+            (change.ContainerId, change.Epoch, change.FromNode, change.ToNode, change.Kind));
+        Assert.Equal(change.At - crashed.HeartbeatAt, change.Unowned);
+    }
+
+    [StoreFact]
+    public async Task ACrashedProcessesLeftover_TakenByAnotherNode_IsAFailover_UnownedSinceThatProcessWasLastAlive()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        var crashed = await store.RegisterNodeAsync(1, "http://node-1", 101);
+        await store.TryAcquireContainerAsync(container.Id, 1, LongLease);
+
+        await store.RegisterNodeAsync(1, "http://node-1", 202);
+        await store.ReleaseAbandonedContainerAsync(container.Id, 1, crashed.HeartbeatAt);
+        await store.TryAcquireContainerAsync(container.Id, 2, LongLease);
+
+        var change = (await store.ListOwnershipChangesAsync(10))[0];
+        Assert.Equal((OwnershipChangeKinds.Failover, 1L, 2L), (change.Kind, change.FromNode, change.ToNode));
+        Assert.Equal(change.At - crashed.HeartbeatAt, change.Unowned);
+    }
+
+    [StoreFact]
+    public async Task ReleaseAbandoned_ByANodeThatDoesNotOwnIt_ChangesNothing()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        var acquired = await store.TryAcquireContainerAsync(container.Id, 1, LongLease);
+
+        await store.ReleaseAbandonedContainerAsync(container.Id, 2, null);
+
+        Assert.Equal(acquired, await store.GetContainerAsync(container.Id));
+        Assert.Null(await store.TryAcquireContainerAsync(container.Id, 2, LongLease));
+    }
+
+    [StoreFact]
+    public async Task ListOwnershipChanges_IsNewestFirst_UpToTheLimit()
+    {
+        var store = await OpenAsync();
+        var one = await CreateContainerAsync(store);
+        var two = await CreateContainerAsync(store);
+        await store.TryAcquireContainerAsync(one.Id, 1, LongLease);
+        await store.TryAcquireContainerAsync(two.Id, 1, LongLease);
+        await store.ReleaseContainerAsync(one.Id, 1);
+        await store.TryAcquireContainerAsync(one.Id, 2, LongLease);
+
+        Assert.Equal(
+            [(one.Id, 2L), (two.Id, 1L), (one.Id, 1L)],
+            (await store.ListOwnershipChangesAsync(10)).Select(c => (c.ContainerId, c.Epoch)));
+        Assert.Equal([(one.Id, 2L), (two.Id, 1L)], (await store.ListOwnershipChangesAsync(2)).Select(c => (c.ContainerId, c.Epoch)));
+        await Assert.ThrowsAsync<ArgumentOutOfRangeException>(() => store.ListOwnershipChangesAsync(0));
+    }
+
+    [StoreFact]
+    public async Task OnlyTheNewest1000ChangesOfOwner_AreKept()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        const int Takes = 1_003;
+
+        for (var take = 1; take <= Takes; take++)
+        {
+            var node = take % 2 + 1;
+            Assert.NotNull(await store.TryAcquireContainerAsync(container.Id, node, LongLease));
+            await store.ReleaseContainerAsync(container.Id, node);
+        }
+
+        var changes = await store.ListOwnershipChangesAsync(int.MaxValue);
+        Assert.Equal(Enumerable.Range(Takes - 999, 1_000).Reverse().Select(epoch => (long)epoch), changes.Select(c => c.Epoch));
+        Assert.All(changes, c => Assert.Equal(OwnershipChangeKinds.Planned, c.Kind));
+    }
+
+    [StoreFact]
+    public async Task Open_Version3FarmDatabase_UpgradesAndRecordsChangesOfOwnerFromThen()
+    {
+        _connectionString ??= await NewFarmConnectionStringAsync();
+        var (owned, released, fresh) = await CreateVersion3FarmAsync(_connectionString);
+
+        var store = await OpenAsync();
+
+        Assert.Empty(await store.ListOwnershipChangesAsync(10));
+        Assert.Null(await store.TryAcquireContainerAsync(owned, 2, LongLease));
+        Assert.NotNull(await store.TryAcquireContainerAsync(released, 2, LongLease));
+        Assert.NotNull(await store.TryAcquireContainerAsync(fresh, 2, LongLease));
+        await store.ReleaseContainerAsync(owned, 1);
+        Assert.NotNull(await store.TryAcquireContainerAsync(owned, 2, LongLease));
+
+        // Released before the upgrade: a planned move (releases are), by whom and since when unknown.
+        (long, long, long, long, string, bool)[] expected =
+        [
+            (owned, 4, 1, 2, OwnershipChangeKinds.Planned, true),
+            (fresh, 1, 0, 2, OwnershipChangeKinds.First, false),
+            (released, 3, 0, 2, OwnershipChangeKinds.Planned, false),
+        ];
+        Assert.Equal(expected, (await store.ListOwnershipChangesAsync(10)).Select(c => (c.ContainerId, c.Epoch, c.FromNode, c.ToNode, c.Kind, c.Unowned is not null)));
+        var reopened = await OpenAsync();
+        Assert.Equal(3, (await reopened.ListOwnershipChangesAsync(10)).Count);
+    }
+
+    /// <summary>
+    /// Releases the container, leaves it without an owner for a while, and takes it: returns the take
+    /// and the least and most time the database can have counted between the release and the take.
+    /// </summary>
+    private static async Task<(ContainerRecord? Taken, TimeSpan AtLeast, TimeSpan AtMost)> ReleaseThenTakeAsync(
+        IFarmStore store, long containerId, long releasedBy, long takenBy)
+    {
+        var clock = Stopwatch.StartNew();
+        await store.ReleaseContainerAsync(containerId, releasedBy);
+        var released = clock.Elapsed;
+        // Not a wait for something: the time without an owner is what the change must report.
+        await Task.Delay(TimeSpan.FromMilliseconds(300));
+        var takeStarts = clock.Elapsed;
+        var taken = await store.TryAcquireContainerAsync(containerId, takenBy, LongLease);
+        return (taken, takeStarts - released - ClockSlack, clock.Elapsed + ClockSlack);
     }
 
     [StoreFact]
@@ -651,6 +905,14 @@ public abstract class FarmStoreContract : IAsyncLifetime
     /// <paramref name="queueName"/> with properties {"maxDeliveryCount":10}. Returns their ids.
     /// </summary>
     protected abstract Task<(long ContainerId, long QueueId)> CreateVersion1FarmAsync(string connectionString, string queueName);
+
+    /// <summary>
+    /// Makes the farm database at <paramref name="connectionString"/> as a build of schema version 3
+    /// left it (migrations 0001-0003), with node 1 heartbeating now and three containers: one node 1
+    /// owns at epoch 3 with a lease of five minutes from now, one released at epoch 2 (no owner),
+    /// and one never owned (epoch 0). Returns their ids.
+    /// </summary>
+    protected abstract Task<(long Owned, long Released, long New)> CreateVersion3FarmAsync(string connectionString);
 
     /// <summary>Opens the test's farm database (the same one every time within a test).</summary>
     protected async Task<IFarmStore> OpenAsync()

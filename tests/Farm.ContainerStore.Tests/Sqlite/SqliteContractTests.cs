@@ -37,6 +37,36 @@ public sealed class SqliteFarmStoreTests : FarmStoreContract
         return (containerId, queueId);
     }
 
+    /// <summary>Applies migrations 0001-0003, the way a version-3 build's migrator did, and adds a node and three containers.</summary>
+    protected override async Task<(long Owned, long Released, long New)> CreateVersion3FarmAsync(string connectionString)
+    {
+        await using var connection = new SqliteConnection(connectionString);
+        await connection.OpenAsync();
+        using var transaction = connection.BeginTransaction();
+        await connection.ExecuteAsync(SqliteSql.Schema.CreateVersionTable, transaction: transaction);
+        foreach (var migration in MigrationScript.Load(typeof(SqliteMigrator), SqliteMigrator.FarmSchema).Where(m => m.Version <= 3))
+        {
+            await connection.ExecuteAsync(migration.Sql, transaction: transaction);
+            await connection.ExecuteAsync(SqliteSql.Schema.RecordVersion, new { migration.Version, migration.Name }, transaction);
+        }
+        var now = new { Now = DateTimeOffset.UtcNow.ToUnixTimeMilliseconds() };
+        await connection.ExecuteAsync(
+            "INSERT INTO nodes (id, address, state, process_id, heartbeat_at) VALUES (1, 'http://node-1', 'active', 101, @Now)", now, transaction);
+        var owned = await connection.ExecuteScalarAsync<long>(
+            """
+            INSERT INTO containers (connection_string, owner_node, epoch, lease_expires_at, owned_since)
+            VALUES ('container-owned', 1, 3, @Now + 300000, @Now) RETURNING id
+            """,
+            now,
+            transaction);
+        var released = await connection.ExecuteScalarAsync<long>(
+            "INSERT INTO containers (connection_string, epoch) VALUES ('container-released', 2) RETURNING id", transaction: transaction);
+        var fresh = await connection.ExecuteScalarAsync<long>(
+            "INSERT INTO containers (connection_string, epoch) VALUES ('container-new', 0) RETURNING id", transaction: transaction);
+        transaction.Commit();
+        return (owned, released, fresh);
+    }
+
     public override async Task DisposeAsync()
     {
         await base.DisposeAsync();
