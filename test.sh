@@ -141,6 +141,17 @@ setup_prometheus() {
   export FARM_TEST_PROMETHEUS
 }
 
+# Chromium for the dashboard's browser test: Debian's package, driven by Playwright (its NuGet
+# package brings its own driver; no browser download). DejaVu so screenshots show text.
+setup_chromium() {
+  if ! command -v chromium >/dev/null 2>&1 || ! fc-list 2>/dev/null | grep -qi dejavu; then
+    log "installing Chromium and fonts for the browser test"
+    apt_install chromium fonts-dejavu-core
+  fi
+  FARM_TEST_CHROMIUM=$(command -v chromium)
+  export FARM_TEST_CHROMIUM
+}
+
 results=""
 cleanup() {
   stop_postgres
@@ -152,6 +163,7 @@ setup_node
 setup_postgres
 setup_prometheus
 setup_network_tools
+setup_chromium
 
 log "building (Release)"
 dotnet build Farm.sln -c Release -nologo -v quiet

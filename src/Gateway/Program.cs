@@ -6,6 +6,7 @@ using Farm.Broker.Node;
 using Farm.ContainerStore;
 using Farm.ContainerStore.Postgres;
 using Farm.ContainerStore.Sqlite;
+using Farm.Gateway.Dashboard;
 using Farm.Gateway.Grpc;
 using Farm.Gateway.Hosting;
 using Farm.Gateway.Management;
@@ -59,10 +60,12 @@ builder.Services.AddSingleton<ManagementService>();
 builder.Services.AddSingleton<NodeControlService>();
 builder.Services.AddFarmGrpc();
 builder.Services.AddNodeTelemetry(options.Node.NodeId);
+builder.Services.AddDashboard(options.Dashboard);
 
 var app = builder.Build();
 app.MapFarmGrpc();
 app.MapNodeTelemetry();
+app.MapDashboard();
 
 try
 {

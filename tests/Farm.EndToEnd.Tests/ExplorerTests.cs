@@ -1,4 +1,5 @@
 using Farm.Client;
+using Farm.Testing;
 
 namespace Farm.EndToEnd.Tests;
 
@@ -122,5 +123,92 @@ public sealed class ExplorerTests
         var again = await ReceiveAsync(receiver, 4);
         Assert.Equal(["o-2", "o-1", "o-3", "o-4"], again.Select(m => m.MessageId));
         Assert.All(again, m => Assert.Equal(1, m.DeliveryCount));
+    }
+
+    /// <summary>
+    /// A node killed (SIGKILL) in the middle of resubmitting thousands of dead letters: after it
+    /// comes back each message is in exactly one place, the queue or its dead-letter queue, never
+    /// both and never neither. A dead-letter queue lives in its entity's container, so both halves
+    /// of a resubmit are one transaction there.
+    /// </summary>
+    [Fact]
+    public async Task DeadLetterResubmit_KilledHalfway_LeavesEachMessageInExactlyOnePlace()
+    {
+        const int Count = 3000;
+        await using var farm = await LocalFarm.StartAsync(nodes: 1);
+        using var admin = new FarmAdministrationClient(farm.ConnectionString);
+        // Locks that run out past one delivery dead-letter the whole queue with no call per message.
+        await admin.CreateQueueAsync(new CreateQueueOptions("crash") { LockDuration = TimeSpan.FromSeconds(1), MaxDeliveryCount = 1 });
+        await using (var client = new FarmClient(farm.ConnectionString))
+        {
+            await using (var sender = client.CreateSender("crash"))
+            {
+                foreach (var chunk in Enumerable.Range(0, Count).Chunk(500))
+                {
+                    await sender.SendMessagesAsync([.. chunk.Select(i => new FarmMessage($"message {i}") { MessageId = $"m-{i}" })]);
+                }
+            }
+            await using var receiver = client.CreateReceiver("crash");
+            await ReceiveAsync(receiver, Count);
+        }
+        await Eventually.UntilAsync(async () => (await admin.GetQueueRuntimePropertiesAsync("crash")).DeadLetterMessageCount == Count,
+            TimeSpan.FromSeconds(60), $"all {Count} messages to be dead-lettered");
+
+        // Resubmit 50 at a time (one commit each) and kill the node once the first ones are back.
+        var resubmitted = 0L;
+        var firstBack = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var resubmitting = Task.Run(async () =>
+        {
+            await using var client = new FarmClient(farm.ConnectionString);
+            await using var deadLetters = client.CreateReceiver("crash");
+            try
+            {
+                while (true)
+                {
+                    Interlocked.Add(ref resubmitted, await deadLetters.ResubmitDeadLetteredMessagesAsync(maxMessages: 50));
+                    firstBack.TrySetResult();
+                }
+            }
+            catch (FarmException)
+            {
+                // The node died under it: what it did is what the invariant below checks.
+            }
+        });
+        await firstBack.Task.WaitAsync(TimeSpan.FromSeconds(60));
+        await farm.KillNodeAsync(1);
+        await resubmitting.WaitAsync(TimeSpan.FromSeconds(120));
+        Assert.InRange(Interlocked.Read(ref resubmitted), 50, Count - 1);
+
+        await farm.StartNodeAsync(1);
+        await using var after = new FarmClient(farm.ConnectionString);
+        var inQueue = await PeekAllIdsAsync(after, "crash");
+        var inDeadLetters = await PeekAllIdsAsync(after, FarmEntityPath.FormatDeadLetterPath("crash"));
+
+        Assert.Empty(inQueue.Intersect(inDeadLetters));
+        Assert.Equal(inQueue.Count + inDeadLetters.Count, inQueue.Union(inDeadLetters).Count());
+        Assert.Equal(Enumerable.Range(0, Count).Select(i => $"m-{i}").Order(StringComparer.Ordinal),
+            inQueue.Concat(inDeadLetters).Order(StringComparer.Ordinal));
+        Assert.True(inQueue.Count >= Interlocked.Read(ref resubmitted), $"{Interlocked.Read(ref resubmitted)} resubmits were acknowledged but only {inQueue.Count} messages are back in the queue");
+    }
+
+    /// <summary>Every message id of an entity (a queue or a dead-letter queue), peeked page by page; a duplicate fails.</summary>
+    private static async Task<HashSet<string>> PeekAllIdsAsync(FarmClient client, string entity)
+    {
+        await using var receiver = client.CreateReceiver(entity);
+        var ids = new HashSet<string>(StringComparer.Ordinal);
+        long from = 0;
+        while (true)
+        {
+            var page = await receiver.PeekMessagesAsync(500, fromSequenceNumber: from);
+            if (page.Count == 0)
+            {
+                return ids;
+            }
+            foreach (var message in page)
+            {
+                Assert.True(ids.Add(message.MessageId!), $"{message.MessageId} is twice in {entity}");
+            }
+            from = page[^1].SequenceNumber + 1;
+        }
     }
 }

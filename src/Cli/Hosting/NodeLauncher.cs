@@ -33,6 +33,9 @@ public static class NodeLauncher
     public const string NodeDllEnvironmentVariable = "FARM_NODE_DLL";
     public const string NodeDllName = "Farm.Gateway.dll";
 
+    /// <summary>This CLI's own farm.dll, which the nodes run for the dashboard's process controls.</summary>
+    private static string CliDll => Path.Combine(AppContext.BaseDirectory, "farm.dll");
+
     /// <summary>
     /// $FARM_NODE_DLL; else next to farm.dll (a single publish folder); else the build layout
     /// src/Cli/bin/&lt;Configuration&gt;/&lt;tfm&gt;/farm.dll -> src/Gateway/bin/&lt;Configuration&gt;/&lt;tfm&gt;/Farm.Gateway.dll.
@@ -173,6 +176,12 @@ public static class NodeLauncher
         startInfo.ArgumentList.Add(data.Root);
         startInfo.ArgumentList.Add("--port");
         startInfo.ArgumentList.Add(port.ToString(CultureInfo.InvariantCulture));
+        // The dashboard's kill / pause / resume / stop / start run this CLI (farm node VERB N), as an operator would.
+        if (File.Exists(CliDll))
+        {
+            startInfo.ArgumentList.Add("--farm-cli");
+            startInfo.ArgumentList.Add(CliDll);
+        }
         // Without one the node picks a free port for its Prometheus endpoint (farm status shows it).
         if (metricsPort > 0)
         {

@@ -260,6 +260,11 @@ public sealed record StatusView(
         text.AppendLine(CultureInfo.InvariantCulture, $"Farm {Version}: {Nodes.Count} node(s), {Containers.Count} container(s), {EntityCount} entit{(EntityCount == 1 ? "y" : "ies")}");
         text.AppendLine(FarmDatabase is null ? $"Store: {Store}" : $"Store: {Store}, farm database {FarmDatabase}");
         text.AppendLine(Summary());
+        var live = ContainersByNode.Where(n => n.Live).Select(n => n.NodeId).ToHashSet();
+        if (Nodes.FirstOrDefault(n => live.Contains(n.Id) && n.MetricsUrl is not null) is { MetricsUrl: { } metricsUrl })
+        {
+            text.AppendLine($"Dashboard: {DashboardUrl.Of(metricsUrl)} (every live node serves it at its METRICS address without /metrics)");
+        }
         text.AppendLine();
         AppendTable(
             text,

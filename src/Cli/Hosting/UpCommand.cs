@@ -3,6 +3,7 @@ using System.Diagnostics;
 using System.Globalization;
 using System.Net;
 using System.Net.Sockets;
+using Farm.Client;
 
 namespace Farm.Cli.Hosting;
 
@@ -92,6 +93,29 @@ public static class UpCommand
             new MessageCacheSizes(parseResult.GetValue(messageCache), parseResult.GetValue(nodeCache)),
             cancellationToken));
         return command;
+    }
+
+    /// <summary>
+    /// Says where the dashboard is (every node serves it on its HTTP address, beside /metrics), on
+    /// stderr so stdout stays the connection string alone. A farm that cannot say is no reason to fail.
+    /// </summary>
+    private static async Task PrintDashboardAsync(string connectionString, CancellationToken cancellationToken)
+    {
+        try
+        {
+            using var admin = new FarmAdministrationClient(connectionString);
+            var status = await admin.GetFarmStatusAsync(cancellationToken);
+            var urls = status.Nodes.Where(n => !string.IsNullOrEmpty(n.MetricsUrl)).OrderBy(n => n.Id)
+                .Select(n => $"node {n.Id}: {DashboardUrl.Of(n.MetricsUrl!)}").ToList();
+            if (urls.Count > 0)
+            {
+                await Console.Error.WriteLineAsync($"dashboard: {string.Join(", ", urls)}");
+            }
+        }
+        catch (Exception e) when (e is FarmException or Grpc.Core.RpcException or TimeoutException)
+        {
+            await Console.Error.WriteLineAsync($"dashboard: not known yet ({e.Message}); farm status shows it");
+        }
     }
 
     /// <summary>The first node's gRPC and metrics ports; node N listens on each + N - 1 (0: any free port).</summary>
@@ -192,6 +216,7 @@ public static class UpCommand
             var record = Record();
             FarmStateFile.Write(data, record);
             await Console.Out.WriteLineAsync(record.ConnectionString);
+            await PrintDashboardAsync(record.ConnectionString, cancellationToken);
 
             if (detach)
             {

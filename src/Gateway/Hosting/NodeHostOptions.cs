@@ -1,6 +1,7 @@
 using System.Globalization;
 using Farm.Broker;
 using Farm.Broker.Node;
+using Farm.Gateway.Dashboard;
 using Farm.Gateway.Routing;
 
 namespace Farm.Gateway.Hosting;
@@ -8,10 +9,10 @@ namespace Farm.Gateway.Hosting;
 /// <summary>
 /// The node host's command line: <c>--node-id N --data DIR --port P [--host 127.0.0.1]
 /// [--store sqlite|postgres] [--farm-connection CS] [--forward-timeout SECONDS]
-/// [--metrics-port P] [--message-cache-size-per-entity MB] [--message-cache-size-per-node MB]</c>. The `farm` CLI
-/// starts nodes this way.
+/// [--metrics-port P] [--message-cache-size-per-entity MB] [--message-cache-size-per-node MB]
+/// [--farm-cli PATH] [--dashboard-remote-control true]</c>. The `farm` CLI starts nodes this way.
 /// </summary>
-internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, int MetricsPort, ForwardingOptions Forwarding, BrokerOptions Broker)
+internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, int MetricsPort, ForwardingOptions Forwarding, BrokerOptions Broker, DashboardOptions Dashboard)
 {
     public const string Sqlite = "sqlite";
     public const string Postgres = "postgres";
@@ -57,8 +58,16 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, 
             throw new ArgumentException(
                 "--store postgres needs --farm-connection with the farm database's Npgsql connection string (Host=...;Database=...;Username=...;Password=...).");
         }
-        return new NodeHostOptions(node, configuration["host"] ?? "127.0.0.1", port, metricsPort, forwarding, broker);
+        var dashboard = new DashboardOptions
+        {
+            RemoteControl = ParseBool(configuration["dashboard-remote-control"] ?? "false", "--dashboard-remote-control"),
+            FarmCli = string.IsNullOrWhiteSpace(configuration["farm-cli"]) ? null : Path.GetFullPath(configuration["farm-cli"]!),
+        };
+        return new NodeHostOptions(node, configuration["host"] ?? "127.0.0.1", port, metricsPort, forwarding, broker, dashboard);
     }
+
+    private static bool ParseBool(string text, string name) =>
+        bool.TryParse(text, out var value) ? value : throw new ArgumentException($"{name} must be true or false; got '{text}'.");
 
     /// <summary>A positive number of seconds, e.g. 5 or 2.5.</summary>
     private static TimeSpan ParseSeconds(string text, string name)
