@@ -9,6 +9,7 @@ namespace Farm.Broker.Tests;
 /// Resubmitting dead letters (issue "Watch and steer the farm"): each goes back to its queue as a
 /// new message with the same body and properties, a fresh delivery count and time to live, and
 /// leaves the dead-letter queue in the same transaction, so a crash leaves it in exactly one place.
+/// A subscription's go back in place (they share their topic's stored body), to that subscription only.
 /// </summary>
 public sealed class ResubmitTests : IAsyncLifetime
 {
@@ -81,14 +82,46 @@ public sealed class ResubmitTests : IAsyncLifetime
     }
 
     [Fact]
-    public async Task ASubscriptionsDeadLetters_AreRefusedClearly()
+    public async Task ASubscriptionsDeadLetters_GoBackInPlace_ToThatSubscriptionOnly_AndSurviveACrash()
+    {
+        var topic = await _farm.CreateTopicAsync("t");
+        var subscription = await _farm.CreateSubscriptionAsync("t", "s");
+        var other = await _farm.CreateSubscriptionAsync("t", "other");
+        await topic.SendAsync([BrokerHarness.Text("one", "id-1"), BrokerHarness.Text("two", "id-2"), BrokerHarness.Text("three", "id-3")]);
+        var received = await subscription.ReceiveAsync(false, ReceiveMode.PeekLock, 3, TimeSpan.Zero, default);
+        await subscription.SettleAsync(false, [.. received.Select(m => new Settlement { LockToken = m.LockToken, Disposition = Disposition.DeadLetter, DeadLetterReason = "test" })]);
+        var dead = subscription.Peek(true, 0, 10).ToList();
+
+        Assert.Equal((1, true), await subscription.ResubmitDeadLettersAsync([dead[1].SequenceNumber], 0, default));
+        Assert.Equal((2, false), await subscription.ResubmitDeadLettersAsync([], 10, default));
+        await _farm.RestartAsync(crash: true);
+        subscription = await _farm.SubscriptionAsync("t", "s");
+        other = await _farm.SubscriptionAsync("t", "other");
+
+        Assert.Equal((3L, 0L), (subscription.GetCounts().Active, subscription.GetCounts().DeadLetter));
+        var back = await subscription.ReceiveAsync(false, ReceiveMode.PeekLock, 10, TimeSpan.Zero, default);
+        Assert.Equal(["one", "two", "three"], back.Select(Body));
+        Assert.Equal(dead.Select(m => m.SequenceNumber), back.Select(m => m.SequenceNumber));
+        Assert.All(back, m => Assert.Equal((1, ""), (m.DeliveryCount, m.DeadLetterReason)));
+        // The topic's other subscription got each message once, and nothing more.
+        Assert.Equal(3L, other.GetCounts().Active);
+
+        // Settled everywhere, the topic's shared copies go.
+        await subscription.SettleAsync(false, [.. back.Select(m => new Settlement { LockToken = m.LockToken, Disposition = Disposition.Complete })]);
+        var others = await other.ReceiveAsync(false, ReceiveMode.ReceiveAndDelete, 10, TimeSpan.Zero, default);
+        Assert.Equal(3, others.Count);
+        topic = await _farm.TopicAsync("t");
+        await _farm.SweepUntilAsync(() => topic.GetCounts().Count == 0, "the topic to drop its stored copies");
+    }
+
+    [Fact]
+    public async Task ASubscriptionWithNoDeadLetters_ResubmitsNothing()
     {
         await _farm.CreateTopicAsync("t");
         var subscription = await _farm.CreateSubscriptionAsync("t", "s");
 
-        var error = await Assert.ThrowsAsync<BrokerException>(() => subscription.ResubmitDeadLettersAsync([], 10, default));
-
-        Assert.Equal("NOT_SUPPORTED", FarmErrorNames.Of(error.Code));
-        Assert.Contains("subscription", error.Message, StringComparison.Ordinal);
+        Assert.Equal((0, false), await subscription.ResubmitDeadLettersAsync([], 10, default));
+        var missing = await Assert.ThrowsAsync<BrokerException>(() => subscription.ResubmitDeadLettersAsync([42], 0, default));
+        Assert.Equal("MESSAGE_NOT_FOUND", FarmErrorNames.Of(missing.Code));
     }
 }

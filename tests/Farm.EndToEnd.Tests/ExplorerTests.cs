@@ -125,6 +125,35 @@ public sealed class ExplorerTests
         Assert.All(again, m => Assert.Equal(1, m.DeliveryCount));
     }
 
+    [Fact]
+    public async Task DeadLetterResubmit_OfASubscription_PutsItsMessagesBackInPlace()
+    {
+        await using var farm = await LocalFarm.StartAsync(nodes: 1);
+        using var admin = new FarmAdministrationClient(farm.ConnectionString);
+        await admin.CreateTopicAsync(new CreateTopicOptions("events"));
+        await admin.CreateSubscriptionAsync(new CreateSubscriptionOptions("events", "audit"));
+        await using var client = new FarmClient(farm.ConnectionString);
+        await using (var sender = client.CreateSender("events"))
+        {
+            await sender.SendMessagesAsync([.. Enumerable.Range(1, 3).Select(i => new FarmMessage($"event {i}") { MessageId = $"e-{i}" })]);
+        }
+        await using var receiver = client.CreateReceiver("events", "audit");
+        foreach (var message in await ReceiveAsync(receiver, 3))
+        {
+            await receiver.DeadLetterMessageAsync(message, "bad", "later");
+        }
+
+        var byCli = await farm.RunAsync("dead-letter", "resubmit", "events/Subscriptions/audit", "--count", "2");
+        var bySdk = await receiver.ResubmitDeadLetteredMessagesAsync();
+
+        Assert.True(byCli.ExitCode == 0, byCli.ToString());
+        Assert.Equal("Resubmitted 2 message(s) to events/Subscriptions/audit", byCli.Stdout.Trim());
+        Assert.Equal(1, bySdk);
+        var again = await ReceiveAsync(receiver, 3);
+        Assert.Equal(["e-1", "e-2", "e-3"], again.Select(m => m.MessageId));
+        Assert.All(again, m => Assert.Equal(1, m.DeliveryCount));
+    }
+
     /// <summary>
     /// A node killed (SIGKILL) in the middle of resubmitting thousands of dead letters: after it
     /// comes back each message is in exactly one place, the queue or its dead-letter queue, never

@@ -3,7 +3,7 @@ using Farm.ContainerStore.Containers;
 namespace Farm.Broker.Entities;
 
 // Resubmitting dead-lettered messages (an explorer's "resubmit"): each goes back to the queue as a
-// new message with the same body and properties (a new sequence number and enqueued time, a fresh
+// new message (a subscription's: in place, see CommitReinstateAsync) with the same body and properties (a new sequence number and enqueued time, a fresh
 // delivery count and time to live), and leaves the dead-letter queue, in one transaction: a crash
 // leaves it in one place or the other, never both, never neither. Duplicate detection does not see
 // resubmits (the same MessageId coming back on purpose is not a duplicate).
@@ -16,18 +16,15 @@ internal sealed partial class QueueEntity
     /// </summary>
     public async Task<(int Resubmitted, bool More)> ResubmitDeadLettersAsync(IReadOnlyList<long> sequenceNumbers, int maxMessages, CancellationToken cancellationToken)
     {
-        if (CopiesOf != 0)
-        {
-            throw FarmErrors.NotSupported(
-                $"Resubmitting the dead letters of subscription '{Name}' is not supported yet (its messages are its topic's copies); receive them from its dead-letter queue and send them to the topic again.");
-        }
+        // A subscription's dead letters share their topic's stored body: they go back in place.
+        Func<List<StoredMessage>, Task> commit = CopiesOf != 0 ? CommitReinstateAsync : CommitResubmitAsync;
         if (sequenceNumbers.Count > 0)
         {
             var named = TakeNamedDeadLetters(sequenceNumbers);
-            await CommitResubmitAsync(named).ConfigureAwait(false);
+            await commit(named).ConfigureAwait(false);
             return (named.Count, HasDeadLetters());
         }
-        var resubmitted = await TakeAndApplyAsync(_deadLetter, long.MaxValue, maxMessages, CommitResubmitAsync, cancellationToken).ConfigureAwait(false);
+        var resubmitted = await TakeAndApplyAsync(_deadLetter, long.MaxValue, maxMessages, commit, cancellationToken).ConfigureAwait(false);
         return (resubmitted, HasDeadLetters());
     }
 
@@ -134,5 +131,49 @@ internal sealed partial class QueueEntity
                 },
                 onFailed: _ => deadLetters.ForEach(Unsettle));
         }
+    }
+
+    /// <summary>
+    /// A subscription's resubmit: its dead letters are copies of topic messages whose body the topic
+    /// stores once for every subscription, so each goes back to this subscription alone (the topic's
+    /// other subscriptions do not see it again) under its own sequence number, active, with a fresh
+    /// delivery count and no dead-letter reason: one row update, in one commit. It keeps its time to
+    /// live (the topic's copy expires when it does).
+    /// </summary>
+    private Task CommitReinstateAsync(List<StoredMessage> deadLetters)
+    {
+        if (deadLetters.Count == 0)
+        {
+            return Task.CompletedTask;
+        }
+        var updates = deadLetters.Select(m => new MessageUpdate(Id, m.SequenceNumber, SubQueue.Main, StoredMessageState.Active, 0, null, null, null, null)).ToList();
+        return _commits.CommitAsync(
+            batch => batch.Updates.AddRange(updates),
+            onCommitted: () =>
+            {
+                lock (_gate)
+                {
+                    foreach (var message in deadLetters)
+                    {
+                        // Not RemoveStored: the message does not leave the entity, so its topic must not hear it is gone.
+                        _deadLetter.Remove(message);
+                        message.SubQueue = SubQueue.Main;
+                        message.State = StoredMessageState.Active;
+                        message.DeliveryCount = 0;
+                        message.DeadLetterReason = null;
+                        message.DeadLetterDescription = null;
+                        message.Settling = false;
+                        // At or below the frontier a message must be in memory (a read-back starts after
+                        // it): when it does not fit, the frontier moves below it and it is read back in order.
+                        if (message.SequenceNumber <= _main.Frontier && OverBudget(ActiveBytesLocked(_main), message.PayloadSize))
+                        {
+                            LowerFrontierLocked(_main, message.SequenceNumber - 1);
+                        }
+                        AdmitLocked(_main, message);
+                    }
+                }
+                _main.SignalArrived();
+            },
+            onFailed: _ => deadLetters.ForEach(Unsettle));
     }
 }

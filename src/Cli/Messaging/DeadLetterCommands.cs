@@ -4,7 +4,7 @@ using Farm.Client;
 
 namespace Farm.Cli.Messaging;
 
-/// <summary>`farm dead-letter resubmit ENTITY [--count N | --sequence-number S ...]`: dead letters back to their queue.</summary>
+/// <summary>`farm dead-letter resubmit ENTITY [--count N | --sequence-number S ...]`: dead letters back to their queue or subscription.</summary>
 internal static class DeadLetterCommands
 {
     public static Command Create() => new("dead-letter", "Work with an entity's dead-letter queue (peek it with: farm peek ENTITY --dead-letter-queue)")
@@ -14,7 +14,7 @@ internal static class DeadLetterCommands
 
     private static Command Resubmit()
     {
-        var entity = new Argument<string>("ENTITY") { Description = "The queue whose dead letters go back to it" };
+        var entity = new Argument<string>("ENTITY") { Description = "The queue, or subscription (TOPIC/Subscriptions/NAME), whose dead letters go back to it" };
         var count = new Option<int?>("--count") { Description = "Resubmit at most this many, lowest sequence number first (default: all)", HelpName = "N" };
         var sequenceNumbers = new Option<long[]>("--sequence-number")
         {
@@ -23,7 +23,7 @@ internal static class DeadLetterCommands
             AllowMultipleArgumentsPerToken = false,
         };
 
-        var command = new Command("resubmit", "Move dead-lettered messages back to their queue: same body and properties, a fresh delivery count and time to live; each leaves the dead-letter queue in the same transaction")
+        var command = new Command("resubmit", "Move dead-lettered messages back to their queue (as new messages: same body and properties, a fresh delivery count and time to live) or subscription (in place, with a fresh delivery count); each leaves the dead-letter queue in the same transaction")
         {
             entity, count, sequenceNumbers,
         };
