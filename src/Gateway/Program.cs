@@ -36,6 +36,11 @@ builder.WebHost.ConfigureKestrel(kestrel =>
     listeners.Metrics = kestrel.ListenMetrics(IPAddress.Parse(options.Host), options.MetricsPort);
 });
 builder.Services.AddSingleton(options);
+if (options.DrainOnStop)
+{
+    // The host's stop (30 s by default) must outlast the hand-over of every container.
+    builder.Services.Configure<HostOptions>(host => host.ShutdownTimeout = NodeHostOptions.DrainOnStopTimeout + TimeSpan.FromSeconds(10));
+}
 builder.Services.AddSingleton(listeners);
 builder.Services.AddSingleton(options.Node);
 builder.Services.AddSingleton(options.Broker);
@@ -66,6 +71,8 @@ var app = builder.Build();
 app.MapFarmGrpc();
 app.MapNodeTelemetry();
 app.MapDashboard();
+// For container engines and load balancers: 200 while the node serves, 503 while it starts, drains or was replaced.
+app.MapHealthChecks("/healthz");
 
 try
 {

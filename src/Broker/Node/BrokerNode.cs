@@ -62,6 +62,9 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     /// <summary>The containers this node serves now.</summary>
     internal IEnumerable<ContainerHost> ServedContainers => _containers.Values;
 
+    /// <summary>How many containers this node serves now.</summary>
+    public int ServedContainerCount => _containers.Count;
+
     internal TimeProvider LeaseClock => _leaseClock;
 
     internal TimeProvider Time => _time;

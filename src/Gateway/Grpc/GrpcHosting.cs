@@ -52,11 +52,15 @@ internal static class GrpcHosting
         return metrics!;
     }
 
-    /// <summary>http://host:port of a started listener, with the port the OS picked for port 0 and a reachable host for "any".</summary>
-    public static string AddressOf(ListenOptions listener)
+    /// <summary>
+    /// http://host:port of a started listener, with the port the OS picked for port 0 and a reachable
+    /// host for "any"; <paramref name="advertiseHost"/>, when given, is the host others reach it by.
+    /// </summary>
+    public static string AddressOf(ListenOptions listener, string? advertiseHost = null)
     {
         var endpoint = listener.IPEndPoint!;
-        var host = endpoint.Address.Equals(IPAddress.Any) || endpoint.Address.Equals(IPAddress.IPv6Any) ? "127.0.0.1"
+        var host = advertiseHost is not null ? (advertiseHost.Contains(':', StringComparison.Ordinal) ? $"[{advertiseHost}]" : advertiseHost)
+            : endpoint.Address.Equals(IPAddress.Any) || endpoint.Address.Equals(IPAddress.IPv6Any) ? "127.0.0.1"
             : endpoint.AddressFamily == System.Net.Sockets.AddressFamily.InterNetworkV6 ? $"[{endpoint.Address}]"
             : endpoint.Address.ToString();
         return $"http://{host}:{endpoint.Port}";

@@ -20,21 +20,27 @@ internal sealed class NodeListeners
 /// id), and stops the node with the host. <see cref="ExitCode"/> says how it ended.
 /// </summary>
 internal sealed partial class BrokerNodeService(
-    BrokerNode node, NodeListeners listeners, IHostApplicationLifetime lifetime, ILogger<BrokerNodeService> logger)
-    : IHostedLifecycleService
+    BrokerNode node, NodeListeners listeners, NodeHostOptions options, IHostApplicationLifetime lifetime, ILogger<BrokerNodeService> logger)
+    : IHostedLifecycleService, IDisposable
 {
     private Task? _leaving;
+
+    /// <summary>
+    /// The node's own stop, apart from the host's: a stop with --drain-on-stop keeps the node's
+    /// heartbeats and ownership passes running while it hands its containers over.
+    /// </summary>
+    private readonly CancellationTokenSource _nodeStopping = new();
 
     /// <summary>0 for a normal stop; 1 when the node could not start or another process took its id.</summary>
     public int ExitCode { get; private set; }
 
     public async Task StartedAsync(CancellationToken cancellationToken)
     {
-        var address = GrpcHosting.AddressOf(listeners.Grpc!);
-        var metricsAddress = GrpcHosting.AddressOf(listeners.Metrics!) + NodeTelemetry.MetricsPath;
+        var address = GrpcHosting.AddressOf(listeners.Grpc!, options.AdvertiseHost);
+        var metricsAddress = GrpcHosting.AddressOf(listeners.Metrics!, options.AdvertiseHost) + NodeTelemetry.MetricsPath;
         try
         {
-            await node.StartAsync(address, lifetime.ApplicationStopping, metricsAddress).ConfigureAwait(false);
+            await node.StartAsync(address, _nodeStopping.Token, metricsAddress).ConfigureAwait(false);
         }
         catch (Exception e) when (e is StoreUnavailableException or InvalidOperationException or IOException or UnauthorizedAccessException)
         {
@@ -78,7 +84,39 @@ internal sealed partial class BrokerNodeService(
 
     public Task StopAsync(CancellationToken cancellationToken) => Task.CompletedTask;
 
-    public Task StoppingAsync(CancellationToken cancellationToken) => Task.CompletedTask;
+    /// <summary>
+    /// The host is stopping (SIGTERM, Ctrl+C). With --drain-on-stop the node first hands its
+    /// containers to the others, planned moves one at a time, within <see cref="NodeHostOptions.DrainOnStopTimeout"/>
+    /// (what is left then is released by the stop and failed over); then the node stops.
+    /// </summary>
+    public async Task StoppingAsync(CancellationToken cancellationToken)
+    {
+        if (options.DrainOnStop && node.ServedContainerCount > 0 && !node.Drained.IsCompleted && !node.Replaced.IsCompleted)
+        {
+            LogDrainingOnStop(logger, node.NodeId, node.ServedContainerCount);
+            try
+            {
+                if (!node.IsDraining)
+                {
+                    await node.StartDrainAsync(cancellationToken).ConfigureAwait(false);
+                }
+                await node.Drained.WaitAsync(NodeHostOptions.DrainOnStopTimeout, cancellationToken).ConfigureAwait(false);
+            }
+            catch (Exception e) when (e is TimeoutException or OperationCanceledException or StoreUnavailableException)
+            {
+                LogDrainOnStopFailed(logger, node.NodeId, e.Message);
+            }
+        }
+        await _nodeStopping.CancelAsync().ConfigureAwait(false);
+    }
+
+    public void Dispose() => _nodeStopping.Dispose();
+
+    [LoggerMessage(Level = LogLevel.Information, Message = "Node {NodeId} stopping: handing its {Count} containers to the other nodes first (--drain-on-stop)")]
+    private static partial void LogDrainingOnStop(ILogger logger, long nodeId, int count);
+
+    [LoggerMessage(Level = LogLevel.Warning, Message = "Node {NodeId} stopping without finishing its drain: {Reason}")]
+    private static partial void LogDrainOnStopFailed(ILogger logger, long nodeId, string reason);
 
     [LoggerMessage(Level = LogLevel.Information, Message = "Node {NodeId} drained: every container handed over; stopping")]
     private static partial void LogDrained(ILogger logger, long nodeId);

@@ -10,37 +10,54 @@ namespace Farm.Gateway.Hosting;
 /// The node host's command line: <c>--node-id N --data DIR --port P [--host 127.0.0.1]
 /// [--store sqlite|postgres] [--farm-connection CS] [--forward-timeout SECONDS]
 /// [--metrics-port P] [--message-cache-size-per-entity MB] [--message-cache-size-per-node MB]
-/// [--farm-cli PATH] [--dashboard-remote-control true]</c>. The `farm` CLI starts nodes this way.
+/// [--farm-cli PATH] [--dashboard-remote-control true] [--advertise-host NAME] [--drain-on-stop true]</c>.
+/// The `farm` CLI starts nodes this way; each option may instead come from FARM_NAME in the
+/// environment (FARM_NODE_ID, FARM_FARM_CONNECTION, ...), which is how a container image sets them.
 /// </summary>
 internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, int MetricsPort, ForwardingOptions Forwarding, BrokerOptions Broker, DashboardOptions Dashboard)
 {
     public const string Sqlite = "sqlite";
+
+    /// <summary>The host other nodes and clients reach this node by (a container's service name); null: the address it listens on.</summary>
+    public string? AdvertiseHost { get; init; }
+
+    /// <summary>On SIGTERM, hand every container to the other nodes before exiting (a container's stop).</summary>
+    public bool DrainOnStop { get; init; }
+
+    /// <summary>How long a stop may spend handing containers over before it stops anyway.</summary>
+    public static readonly TimeSpan DrainOnStopTimeout = TimeSpan.FromSeconds(50);
+
     public const string Postgres = "postgres";
 
     public static NodeHostOptions Parse(IConfiguration configuration)
     {
-        var nodeId = ParseLong(configuration["node-id"] ?? "1", "--node-id", min: 1);
-        var port = (int)ParseLong(configuration["port"] ?? "5480", "--port", min: 0, max: 65535);
+        // --name value on the command line, else FARM_NAME in the environment (a container's way).
+        string? Get(string name) => configuration[name] is { Length: > 0 } value ? value
+            : Environment.GetEnvironmentVariable("FARM_" + name.ToUpperInvariant().Replace('-', '_')) is { Length: > 0 } fromEnvironment ? fromEnvironment
+            : null;
+
+        var nodeId = ParseLong(Get("node-id") ?? "1", "--node-id", min: 1);
+        var port = (int)ParseLong(Get("port") ?? "5480", "--port", min: 0, max: 65535);
         // Prometheus scrapes over HTTP/1.1, which the HTTP/2-only gRPC port cannot serve; 0 picks a free port.
-        var metricsPort = (int)ParseLong(configuration["metrics-port"] ?? "0", "--metrics-port", min: 0, max: 65535);
+        var metricsPort = (int)ParseLong(Get("metrics-port") ?? "0", "--metrics-port", min: 0, max: 65535);
         var node = new NodeOptions
         {
             NodeId = nodeId,
-            DataDirectory = Path.GetFullPath(configuration["data"] ?? ".farm"),
-            Store = (configuration["store"] ?? Sqlite).Trim().ToLowerInvariant(),
-            FarmConnectionString = configuration["farm-connection"],
+            DataDirectory = Path.GetFullPath(Get("data") ?? ".farm"),
+            Store = (Get("store") ?? Sqlite).Trim().ToLowerInvariant(),
+            FarmConnectionString = Get("farm-connection"),
         };
         var broker = new BrokerOptions();
-        if (configuration["message-cache-size-per-entity"] is { } cacheMb)
+        if (Get("message-cache-size-per-entity") is { } cacheMb)
         {
             broker.MessageCacheSizePerEntity = ParseLong(cacheMb, "--message-cache-size-per-entity (MB)", min: 1, max: 65536) * 1024 * 1024;
         }
-        if (configuration["message-cache-size-per-node"] is { } nodeCacheMb)
+        if (Get("message-cache-size-per-node") is { } nodeCacheMb)
         {
             broker.MessageCacheSizePerNode = ParseLong(nodeCacheMb, "--message-cache-size-per-node (MB)", min: 1, max: 65536) * 1024 * 1024;
         }
         var forwarding = new ForwardingOptions();
-        if (configuration["forward-timeout"] is { } forwardTimeout)
+        if (Get("forward-timeout") is { } forwardTimeout)
         {
             forwarding.ForwardTimeout = ParseSeconds(forwardTimeout, "--forward-timeout");
         }
@@ -60,10 +77,20 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, 
         }
         var dashboard = new DashboardOptions
         {
-            RemoteControl = ParseBool(configuration["dashboard-remote-control"] ?? "false", "--dashboard-remote-control"),
-            FarmCli = string.IsNullOrWhiteSpace(configuration["farm-cli"]) ? null : Path.GetFullPath(configuration["farm-cli"]!),
+            RemoteControl = ParseBool(Get("dashboard-remote-control") ?? "false", "--dashboard-remote-control"),
+            FarmCli = string.IsNullOrWhiteSpace(Get("farm-cli")) ? null : Path.GetFullPath(Get("farm-cli")!),
         };
-        return new NodeHostOptions(node, configuration["host"] ?? "127.0.0.1", port, metricsPort, forwarding, broker, dashboard);
+        var advertiseHost = Get("advertise-host")?.Trim();
+        if (advertiseHost is not null && Uri.CheckHostName(advertiseHost) == UriHostNameType.Unknown)
+        {
+            throw new ArgumentException($"--advertise-host must be a host name or IP address; got '{advertiseHost}'.");
+        }
+        var drainOnStop = ParseBool(Get("drain-on-stop") ?? "false", "--drain-on-stop");
+        return new NodeHostOptions(node, Get("host") ?? "127.0.0.1", port, metricsPort, forwarding, broker, dashboard)
+        {
+            AdvertiseHost = advertiseHost,
+            DrainOnStop = drainOnStop,
+        };
     }
 
     private static bool ParseBool(string text, string name) =>

@@ -41,7 +41,7 @@ internal static class NodeTelemetry
                 tracing.AddSource(SourceName)
                     .AddAspNetCoreInstrumentation(aspNet =>
                         // Scrapes and health probes are not worth a span each.
-                        aspNet.Filter = http => !http.Request.Path.StartsWithSegments(MetricsPath));
+                        aspNet.Filter = http => !http.Request.Path.StartsWithSegments(MetricsPath) && !http.Request.Path.StartsWithSegments("/healthz"));
                 if (otlp)
                 {
                     tracing.AddOtlpExporter();

@@ -1,0 +1,176 @@
+using System.Diagnostics;
+using System.Globalization;
+using System.Net;
+using System.Net.Sockets;
+using System.Text;
+using System.Text.Json;
+using Farm.Client;
+using Farm.Testing;
+
+namespace Farm.EndToEnd.Tests;
+
+/// <summary>
+/// Nodes started as a container image starts them: no `farm` CLI, every setting from FARM_*
+/// environment variables, an advertised host name, GET /healthz for the engine's health check, and
+/// --drain-on-stop so that SIGTERM (docker stop) hands the node's containers to the others by
+/// planned moves before it exits, with nothing acknowledged lost.
+/// </summary>
+[Collection(FarmCollection.Name)]
+public sealed class ContainerStyleNodeTests
+{
+    private static readonly TimeSpan Deadline = TimeSpan.FromSeconds(60);
+
+    [Fact]
+    public async Task ANodeConfiguredByEnvironment_AdvertisesItsHost_ReportsHealth_AndHandsItsContainersOverOnSigterm()
+    {
+        var data = Directory.CreateTempSubdirectory("farm-env-").FullName;
+        using var node1 = StartNode(1, data);
+        using var node2 = StartNode(2, data);
+        try
+        {
+            using var http = new HttpClient { Timeout = TimeSpan.FromSeconds(5) };
+            foreach (var node in new[] { node1, node2 })
+            {
+                await Eventually.UntilAsync(async () => await HealthAsync(http, node) == HttpStatusCode.OK, Deadline, $"node {node.Id}'s /healthz to answer 200; its log: {node.Log}");
+            }
+            var connection = $"Endpoint=http://127.0.0.1:{node1.Port},http://127.0.0.1:{node2.Port}";
+            using var admin = new FarmAdministrationClient(connection);
+            await admin.CreateContainerAsync();
+            await admin.CreateContainerAsync();
+            await admin.CreateQueueAsync("work");
+            await using var client = new FarmClient(connection);
+            await using (var sender = client.CreateSender("work"))
+            {
+                await sender.SendMessagesAsync([.. Enumerable.Range(1, 20).Select(i => new FarmMessage($"job {i}"))]);
+            }
+            var owned = await LocalFarm.WaitForContainerOwnedByAsync(admin, 1);
+
+            // Each node registered the host it advertises, not the address it listens on.
+            var status = await admin.GetFarmStatusAsync();
+            Assert.Equal(
+                [$"http://localhost:{node1.Port}", $"http://localhost:{node2.Port}"],
+                status.Nodes.OrderBy(n => n.Id).Select(n => n.Address));
+            Assert.Equal($"http://localhost:{node1.MetricsPort}/metrics", status.Nodes.Single(n => n.Id == 1).MetricsUrl);
+
+            // docker stop: SIGTERM. The node drains first, then exits on its own with 0.
+            var mine = (await admin.GetContainersAsync()).Where(c => c.OwnerNode == 1).Select(c => c.Id).ToList();
+            Signal(node1.Process.Id, "TERM");
+            Assert.True(node1.Process.WaitForExit(Deadline), $"node 1 did not exit within {Deadline} of SIGTERM; its log: {node1.Log}");
+            Assert.Equal(0, node1.Process.ExitCode);
+            Assert.Contains("handing its", node1.Log, StringComparison.Ordinal);
+
+            var containers = await admin.GetContainersAsync();
+            Assert.All(containers, c => Assert.Equal(2L, c.OwnerNode));
+            using var farm = JsonDocument.Parse(await http.GetStringAsync($"http://127.0.0.1:{node2.MetricsPort}/api/farm"));
+            var planned = farm.RootElement.GetProperty("changes").EnumerateArray()
+                .Where(c => c.GetProperty("kind").GetString() == "planned" && c.GetProperty("from").GetInt64() == 1)
+                .Select(c => c.GetProperty("container").GetInt64()).ToList();
+            Assert.Equal(mine.Order(), planned.Order());
+            Assert.Contains(owned.Id, planned);
+            Assert.Equal(20, (await admin.GetQueueRuntimePropertiesAsync("work")).ActiveMessageCount);
+        }
+        finally
+        {
+            foreach (var node in new[] { node1, node2 })
+            {
+                if (!node.Process.HasExited)
+                {
+                    node.Process.Kill();
+                }
+            }
+            Directory.Delete(data, recursive: true);
+        }
+    }
+
+    private static async Task<HttpStatusCode?> HealthAsync(HttpClient http, EnvNode node)
+    {
+        try
+        {
+            using var response = await http.GetAsync($"http://127.0.0.1:{node.MetricsPort}/healthz");
+            return response.StatusCode;
+        }
+        catch (HttpRequestException)
+        {
+            return null; // not listening yet
+        }
+    }
+
+    private static EnvNode StartNode(int id, string data)
+    {
+        var port = FreePort();
+        var metricsPort = FreePort();
+        var start = new ProcessStartInfo("dotnet")
+        {
+            UseShellExecute = false,
+            RedirectStandardOutput = true,
+            RedirectStandardError = true,
+        };
+        start.ArgumentList.Add(TestPaths.NodeDll);
+        start.Environment.Remove("FARM_CONNECTION");
+        start.Environment.Remove("FARM_HOME");
+        start.Environment["FARM_NODE_ID"] = id.ToString(CultureInfo.InvariantCulture);
+        start.Environment["FARM_DATA"] = data;
+        start.Environment["FARM_HOST"] = "0.0.0.0";
+        start.Environment["FARM_PORT"] = port.ToString(CultureInfo.InvariantCulture);
+        start.Environment["FARM_METRICS_PORT"] = metricsPort.ToString(CultureInfo.InvariantCulture);
+        start.Environment["FARM_ADVERTISE_HOST"] = "localhost";
+        start.Environment["FARM_DRAIN_ON_STOP"] = "true";
+        var node = new EnvNode(id, port, metricsPort, new Process { StartInfo = start });
+        node.Process.OutputDataReceived += (_, e) => node.Append(e.Data);
+        node.Process.ErrorDataReceived += (_, e) => node.Append(e.Data);
+        node.Process.Start();
+        node.Process.BeginOutputReadLine();
+        node.Process.BeginErrorReadLine();
+        return node;
+    }
+
+    private static int FreePort()
+    {
+        using var listener = new TcpListener(IPAddress.Loopback, 0);
+        listener.Start();
+        return ((IPEndPoint)listener.LocalEndpoint).Port;
+    }
+
+    private static void Signal(int pid, string signal)
+    {
+        using var kill = Process.Start("kill", ["-" + signal, pid.ToString(CultureInfo.InvariantCulture)]);
+        kill.WaitForExit();
+    }
+
+    private sealed class EnvNode(int id, int port, int metricsPort, Process process) : IDisposable
+    {
+        private readonly StringBuilder _log = new();
+
+        public int Id { get; } = id;
+
+        public int Port { get; } = port;
+
+        public int MetricsPort { get; } = metricsPort;
+
+        public Process Process { get; } = process;
+
+        public string Log
+        {
+            get
+            {
+                lock (_log)
+                {
+                    return _log.ToString();
+                }
+            }
+        }
+
+        public void Append(string? line)
+        {
+            if (line is not null)
+            {
+                lock (_log)
+                {
+                    _log.AppendLine(line);
+                }
+            }
+        }
+
+        public void Dispose() => Process.Dispose();
+    }
+}
