@@ -20,6 +20,7 @@ var root = new RootCommand("Farm: a self-hosted message-broker farm with Azure S
     SubscriptionCommands.Create(),
     RuleCommands.Create(),
     ContainerCommands.Create(),
+    ServerCommands.Create(),
     SendCommand.Create(),
     ReceiveCommand.Create(),
     PeekCommand.Create(),

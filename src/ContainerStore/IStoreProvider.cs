@@ -20,6 +20,16 @@ public interface IStoreProvider
 
     /// <summary>The connection string of a new container database, derived from the farm's.</summary>
     string NewContainerConnectionString(string farmConnectionString, long containerId);
+
+    /// <summary>
+    /// The connection string of a new container database on another database server (the farm's
+    /// naming, that server's host and login). Throws <see cref="StoreUnavailableException"/> where the
+    /// store has no servers (SQLite) or the server's connection string is not valid.
+    /// </summary>
+    string NewContainerConnectionString(string farmConnectionString, long containerId, string serverConnectionString);
+
+    /// <summary>Checks a database server can be reached with its connection string; throws <see cref="StoreUnavailableException"/> saying why not.</summary>
+    Task CheckServerAsync(string serverConnectionString, CancellationToken cancellationToken = default);
 }
 
 /// <summary>The store could not be opened or reached; nothing was written. Message names the cause.</summary>

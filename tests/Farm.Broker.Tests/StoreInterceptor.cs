@@ -80,4 +80,10 @@ internal sealed class InterceptedStoreProvider(
 
     public string NewContainerConnectionString(string farmConnectionString, long containerId) =>
         inner.NewContainerConnectionString(farmConnectionString, containerId);
+
+    public string NewContainerConnectionString(string farmConnectionString, long containerId, string serverConnectionString) =>
+        inner.NewContainerConnectionString(farmConnectionString, containerId, serverConnectionString);
+
+    public Task CheckServerAsync(string serverConnectionString, CancellationToken cancellationToken = default) =>
+        inner.CheckServerAsync(serverConnectionString, cancellationToken);
 }

@@ -22,6 +22,7 @@ internal sealed class ThrowawayPostgres : IAsyncDisposable
     private readonly string _bin;
     private readonly string[] _runAs;
     private bool _started;
+    private string _startOptions = "";
 
     private ThrowawayPostgres(string directory, string bin, string[] runAs, int port, string password)
     {
@@ -87,7 +88,21 @@ internal sealed class ThrowawayPostgres : IAsyncDisposable
             $"-c unix_socket_directories={socket}",
             "-c fsync=on",
             "-c max_connections=300");
-        await RunAsync([.. _runAs, Path.Combine(_bin, "pg_ctl"), "-D", data, "-l", LogFile, "-w", "-t", "60", "-o", options, "start"]);
+        _startOptions = options;
+        await StartAgainAsync();
+    }
+
+    /// <summary>Stops the server as a crash would (immediate: no checkpoint), keeping its data.</summary>
+    public async Task StopAsync()
+    {
+        await RunAsync([.. _runAs, Path.Combine(_bin, "pg_ctl"), "-D", Path.Combine(_directory, "data"), "-m", "immediate", "-w", "stop"]);
+        _started = false;
+    }
+
+    /// <summary>Starts the stopped server again on the same port and data (it recovers what it had).</summary>
+    public async Task StartAgainAsync()
+    {
+        await RunAsync([.. _runAs, Path.Combine(_bin, "pg_ctl"), "-D", Path.Combine(_directory, "data"), "-l", LogFile, "-w", "-t", "60", "-o", _startOptions, "start"]);
         _started = true;
     }
 

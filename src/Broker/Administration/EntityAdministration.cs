@@ -157,6 +157,28 @@ public sealed partial class EntityAdministration(BrokerNode node, IStoreProvider
     public async Task<ContainerInfo> CreateContainerAsync(CancellationToken ct) =>
         DescribeContainer(await node.CreateContainerAsync(ct).ConfigureAwait(false));
 
+    public async Task<ContainerInfo> CreateContainerAsync(string? server, CancellationToken ct) =>
+        DescribeContainer(await node.CreateContainerAsync(string.IsNullOrWhiteSpace(server) ? null : server.Trim(), ct).ConfigureAwait(false));
+
+    public async Task<ServerInfo> AddServerAsync(string name, string connectionString, CancellationToken ct) =>
+        DescribeServer(await node.AddServerAsync(name?.Trim() ?? "", connectionString ?? "", ct).ConfigureAwait(false));
+
+    public async Task<IReadOnlyList<ServerInfo>> ListServersAsync(CancellationToken ct) =>
+        [.. (await Farm.ListServersAsync(ct).ConfigureAwait(false)).Select(DescribeServer)];
+
+    public Task RemoveServerAsync(string name, CancellationToken ct) => node.RemoveServerAsync(name?.Trim() ?? "", ct);
+
+    private static ServerInfo DescribeServer(ServerRecord s) => new()
+    {
+        Name = s.Name,
+        ConnectionString = MaskPassword(s.ConnectionString),
+        ContainerCount = s.ContainerCount,
+    };
+
+    /// <summary>A connection string fit to show: its password (Password= or Pwd=) as ***.</summary>
+    private static string MaskPassword(string connectionString) =>
+        System.Text.RegularExpressions.Regex.Replace(connectionString, "(?i)\\b(password|pwd)\\s*=\\s*[^;]*", "$1=***");
+
     public async Task<IReadOnlyList<ContainerInfo>> ListContainersAsync(CancellationToken ct) =>
         (await Farm.ListContainersAsync(ct).ConfigureAwait(false)).Select(DescribeContainer).ToList();
 
@@ -220,6 +242,7 @@ public sealed partial class EntityAdministration(BrokerNode node, IStoreProvider
             Epoch = c.Epoch,
             EntityCount = c.EntityCount,
             Store = store.Name,
+            Server = c.Server ?? "",
         };
         if (c.OwnedSince is { } since)
         {

@@ -164,18 +164,66 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         (await farm.ListNodesAsync(cancellationToken).ConfigureAwait(false)).FirstOrDefault(n => n.Id == NodeId);
 
     /// <summary>Creates a container record and its database, and takes it.</summary>
-    public async Task<ContainerRecord> CreateContainerAsync(CancellationToken cancellationToken)
+    public async Task<ContainerRecord> CreateContainerAsync(CancellationToken cancellationToken) =>
+        await CreateContainerAsync(server: null, cancellationToken).ConfigureAwait(false);
+
+    /// <summary>A new container, its database on the named database <paramref name="server"/> (null: beside the farm database).</summary>
+    public async Task<ContainerRecord> CreateContainerAsync(string? server, CancellationToken cancellationToken)
     {
         // Created unowned: the ownership passes give it to the node whose share has room.
-        var record = await CreateContainerAsync(Farm, cancellationToken).ConfigureAwait(false);
+        var record = await CreateContainerAsync(Farm, cancellationToken, server).ConfigureAwait(false);
         await AssignAsync(Farm, cancellationToken).ConfigureAwait(false);
         return (await Farm.GetContainerAsync(record.Id, cancellationToken).ConfigureAwait(false))!;
     }
 
-    private async Task<ContainerRecord> CreateContainerAsync(IFarmStore farm, CancellationToken cancellationToken)
+    /// <summary>Registers a database server containers may be placed on, once it answers with the login given.</summary>
+    public async Task<ServerRecord> AddServerAsync(string name, string connectionString, CancellationToken cancellationToken)
+    {
+        if (string.IsNullOrWhiteSpace(name) || name.Length > 64 || !name.All(c => char.IsAsciiLetterOrDigit(c) || c is '-' or '_' or '.'))
+        {
+            throw FarmErrors.Invalid($"'{name}' is not a server name: use 1 to 64 letters, digits, '-', '_' or '.'.");
+        }
+        await CheckServerAsync(connectionString, cancellationToken).ConfigureAwait(false);
+        return await Farm.AddServerAsync(name, connectionString, cancellationToken).ConfigureAwait(false)
+            ?? throw FarmErrors.Create(Contracts.V1.FarmErrorCode.MessagingEntityAlreadyExists, $"This farm already has a database server named '{name}'.");
+    }
+
+    /// <summary>Forgets a server no container is on.</summary>
+    public async Task RemoveServerAsync(string name, CancellationToken cancellationToken)
+    {
+        var server = (await Farm.ListServersAsync(cancellationToken).ConfigureAwait(false)).FirstOrDefault(s => s.Name == name)
+            ?? throw FarmErrors.Invalid($"This farm has no database server '{name}'.");
+        if (server.ContainerCount > 0 || !await Farm.RemoveServerAsync(name, cancellationToken).ConfigureAwait(false))
+        {
+            throw FarmErrors.Invalid($"Database server '{name}' still holds {server.ContainerCount} container(s); a container never leaves its database.");
+        }
+    }
+
+    private async Task CheckServerAsync(string connectionString, CancellationToken cancellationToken)
+    {
+        try
+        {
+            await _provider.CheckServerAsync(connectionString, cancellationToken).ConfigureAwait(false);
+        }
+        catch (StoreUnavailableException e)
+        {
+            throw FarmErrors.Invalid(e.Message);
+        }
+    }
+
+    private async Task<ContainerRecord> CreateContainerAsync(IFarmStore farm, CancellationToken cancellationToken, string? server = null)
     {
         var farmConnection = FarmConnectionString;
-        var record = await farm.CreateContainerAsync(id => _provider.NewContainerConnectionString(farmConnection, id), cancellationToken).ConfigureAwait(false);
+        Func<long, string> connectionString = id => _provider.NewContainerConnectionString(farmConnection, id);
+        if (server is not null)
+        {
+            var named = (await farm.ListServersAsync(cancellationToken).ConfigureAwait(false)).FirstOrDefault(s => s.Name == server)
+                ?? throw FarmErrors.Invalid($"This farm has no database server '{server}'; add it first with: farm server add {server} --connection 'Host=...;Username=...;Password=...'.");
+            // Before the container's row exists: a server that cannot be reached leaves nothing behind.
+            await CheckServerAsync(named.ConnectionString, cancellationToken).ConfigureAwait(false);
+            connectionString = id => _provider.NewContainerConnectionString(farmConnection, id, named.ConnectionString);
+        }
+        var record = await farm.CreateContainerAsync(connectionString, server, cancellationToken).ConfigureAwait(false);
         // Create and migrate the database now, so a bad location fails here and not on first send.
         var database = await _provider.OpenContainerAsync(record.ConnectionString, cancellationToken).ConfigureAwait(false);
         await database.DisposeAsync().ConfigureAwait(false);

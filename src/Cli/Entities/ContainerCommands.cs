@@ -6,7 +6,7 @@ using Farm.Client;
 
 namespace Farm.Cli.Entities;
 
-/// <summary>`farm container create [--count K] | list | move ID --to N`.</summary>
+/// <summary>`farm container create [--count K] [--server NAME] | list | move ID --to N`.</summary>
 internal static class ContainerCommands
 {
     public static Command Create()
@@ -22,7 +22,8 @@ internal static class ContainerCommands
     {
         var count = new Option<int>("--count") { Description = "How many containers to create", DefaultValueFactory = _ => 1, HelpName = "K" };
         var json = new Option<bool>("--json") { Description = "Print JSON (stable snake_case names)" };
-        var command = new Command("create", "Create message containers; the farm assigns them to brokers") { count, json };
+        var server = new Option<string?>("--server") { Description = "Put their databases on this database server (see farm server add); default: beside the farm database", HelpName = "NAME" };
+        var command = new Command("create", "Create message containers; the farm assigns them to brokers") { count, server, json };
         command.SetAction(async (parseResult, cancellationToken) =>
         {
             var k = parseResult.GetValue(count);
@@ -35,7 +36,7 @@ internal static class ContainerCommands
             var created = new List<ContainerProperties>(k);
             for (var i = 0; i < k; i++)
             {
-                created.Add(await admin.CreateContainerAsync(cancellationToken));
+                created.Add(await admin.CreateContainerAsync(parseResult.GetValue(server), cancellationToken));
             }
 
             if (parseResult.GetValue(json))
@@ -67,7 +68,7 @@ internal static class ContainerCommands
             }
 
             await Console.Out.WriteAsync(CliValues.Table(
-                ["CONTAINER", "OWNER", "EPOCH", "ENTITIES", "OWNED-SINCE", "STORE"],
+                ["CONTAINER", "OWNER", "EPOCH", "ENTITIES", "OWNED-SINCE", "STORE", "SERVER"],
                 containers.OrderBy(c => c.Id).Select(c => new[]
                 {
                     CliValues.Number(c.Id),
@@ -76,6 +77,7 @@ internal static class ContainerCommands
                     CliValues.Number(c.EntityCount),
                     CliValues.Timestamp(c.OwnedSince),
                     c.Store.Length == 0 ? "-" : c.Store,
+                    c.Server ?? "-",
                 })));
             return ExitCodes.Ok;
         });
@@ -204,5 +206,6 @@ internal static class ContainerCommands
         ["entity_count"] = container.EntityCount,
         ["owned_since"] = CliValues.TimestampJson(container.OwnedSince),
         ["store"] = container.Store,
+        ["server"] = container.Server,
     };
 }

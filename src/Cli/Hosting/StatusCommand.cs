@@ -198,7 +198,7 @@ public sealed record StatusView(
             ProcessStateOf(n, local),
             n.MetricsUrl)).ToList();
         var containers = status.Containers.OrderBy(c => c.Id)
-            .Select(c => new ContainerView(c.Id, c.OwnerNode, c.Epoch, c.EntityCount, c.OwnedSince, c.Store)).ToList();
+            .Select(c => new ContainerView(c.Id, c.OwnerNode, c.Epoch, c.EntityCount, c.OwnedSince, c.Store) { Server = c.Server }).ToList();
 
         // Every live node, with 0 if it owns nothing; a node that is not live but still owns some is listed too.
         var owned = containers.Where(c => c.OwnerNode is not null).GroupBy(c => c.OwnerNode!.Value).ToDictionary(g => g.Key, g => g.LongCount());
@@ -282,7 +282,7 @@ public sealed record StatusView(
         text.AppendLine();
         AppendTable(
             text,
-            ["CONTAINER", "OWNER", "EPOCH", "ENTITIES", "SINCE"],
+            ["CONTAINER", "OWNER", "EPOCH", "ENTITIES", "SINCE", "SERVER"],
             Containers.Select(c => new[]
             {
                 c.Id.ToString(CultureInfo.InvariantCulture),
@@ -290,6 +290,7 @@ public sealed record StatusView(
                 c.Epoch.ToString(CultureInfo.InvariantCulture),
                 c.EntityCount.ToString(CultureInfo.InvariantCulture),
                 c.OwnedSince?.ToString("yyyy-MM-dd HH:mm:ss'Z'", CultureInfo.InvariantCulture) ?? "-",
+                c.Server ?? "(farm's)",
             }));
         return text.ToString();
     }
@@ -315,4 +316,8 @@ public sealed record NodeView(long Id, string State, string Address, long? Heart
 /// <summary>How many containers a node owns; live is its farm-database state being active.</summary>
 public sealed record NodeContainersView(long NodeId, bool Live, long Containers);
 
-public sealed record ContainerView(long Id, long? OwnerNode, long Epoch, long EntityCount, DateTimeOffset? OwnedSince, string Store);
+public sealed record ContainerView(long Id, long? OwnerNode, long Epoch, long EntityCount, DateTimeOffset? OwnedSince, string Store)
+{
+    /// <summary>The named database server its database is on; null: the farm database's.</summary>
+    public string? Server { get; init; }
+}

@@ -115,10 +115,39 @@ public sealed partial class FarmAdministrationClient : IDisposable
         }
     }
 
-    public async Task<ContainerProperties> CreateContainerAsync(CancellationToken cancellationToken = default)
+    public Task<ContainerProperties> CreateContainerAsync(CancellationToken cancellationToken = default) =>
+        CreateContainerAsync(server: null, cancellationToken);
+
+    /// <summary>A new container whose database is on the named database server (null: beside the farm database).</summary>
+    public async Task<ContainerProperties> CreateContainerAsync(string? server, CancellationToken cancellationToken = default)
     {
-        var info = await CallAsync(FarmCalls.CreateContainer, new CreateContainerRequest(), null, cancellationToken).ConfigureAwait(false);
+        var info = await CallAsync(FarmCalls.CreateContainer, new CreateContainerRequest { Server = server ?? "" }, null, cancellationToken).ConfigureAwait(false);
         return QueueMapper.FromProto(info);
+    }
+
+    /// <summary>
+    /// Registers a PostgreSQL server containers may be placed on (Npgsql connection string; the login
+    /// needs CREATEDB). The farm checks it can log in first.
+    /// </summary>
+    public async Task<DatabaseServerProperties> AddServerAsync(string name, string connectionString, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrWhiteSpace(name);
+        ArgumentException.ThrowIfNullOrWhiteSpace(connectionString);
+        var info = await CallAsync(FarmCalls.AddServer, new AddServerRequest { Name = name, ConnectionString = connectionString }, null, cancellationToken).ConfigureAwait(false);
+        return QueueMapper.FromProto(info);
+    }
+
+    public async Task<IReadOnlyList<DatabaseServerProperties>> GetServersAsync(CancellationToken cancellationToken = default)
+    {
+        var response = await CallAsync(FarmCalls.ListServers, new ListServersRequest(), null, cancellationToken).ConfigureAwait(false);
+        return response.Servers.Select(QueueMapper.FromProto).ToList();
+    }
+
+    /// <summary>Forgets a server no container is on.</summary>
+    public async Task RemoveServerAsync(string name, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrWhiteSpace(name);
+        await CallAsync(FarmCalls.RemoveServer, new RemoveServerRequest { Name = name }, null, cancellationToken).ConfigureAwait(false);
     }
 
     public async Task<IReadOnlyList<ContainerProperties>> GetContainersAsync(CancellationToken cancellationToken = default)

@@ -17,6 +17,20 @@ public sealed record ContainerProperties
 
     /// <summary>The store kind (e.g. "sqlite").</summary>
     public string Store { get; init; } = string.Empty;
+
+    /// <summary>The named database server its database is on; null: the farm database's own server.</summary>
+    public string? Server { get; init; }
+}
+
+/// <summary>A database server containers may be placed on (PostgreSQL farms).</summary>
+public sealed record DatabaseServerProperties
+{
+    public string Name { get; init; } = string.Empty;
+
+    /// <summary>Its connection string, password masked.</summary>
+    public string ConnectionString { get; init; } = string.Empty;
+
+    public long ContainerCount { get; init; }
 }
 
 /// <summary>A broker node of the farm.</summary>

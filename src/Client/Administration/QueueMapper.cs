@@ -63,6 +63,14 @@ internal static class QueueMapper
         EntityCount = info.EntityCount,
         OwnedSince = info.OwnedSince?.ToDateTimeOffset(),
         Store = info.Store,
+        Server = string.IsNullOrEmpty(info.Server) ? null : info.Server,
+    };
+
+    public static DatabaseServerProperties FromProto(Proto.ServerInfo server) => new()
+    {
+        Name = server.Name,
+        ConnectionString = server.ConnectionString,
+        ContainerCount = server.ContainerCount,
     };
 
     public static FarmNodeProperties FromProto(Proto.NodeInfo node) => new()

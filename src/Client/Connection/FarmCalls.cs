@@ -51,6 +51,9 @@ internal static class FarmCalls
     public static readonly FarmCall<DeleteQueueRequest, DeleteQueueResponse> DeleteQueue = Management<DeleteQueueRequest, DeleteQueueResponse>("DeleteQueue", (c, r, o) => c.DeleteQueueAsync(r, o));
     public static readonly FarmCall<ListQueuesRequest, ListQueuesResponse> ListQueues = Management<ListQueuesRequest, ListQueuesResponse>("ListQueues", (c, r, o) => c.ListQueuesAsync(r, o));
     public static readonly FarmCall<CreateContainerRequest, ContainerInfo> CreateContainer = Management<CreateContainerRequest, ContainerInfo>("CreateContainer", (c, r, o) => c.CreateContainerAsync(r, o));
+    public static readonly FarmCall<AddServerRequest, ServerInfo> AddServer = Management<AddServerRequest, ServerInfo>("AddServer", (c, r, o) => c.AddServerAsync(r, o));
+    public static readonly FarmCall<ListServersRequest, ListServersResponse> ListServers = Management<ListServersRequest, ListServersResponse>("ListServers", (c, r, o) => c.ListServersAsync(r, o));
+    public static readonly FarmCall<RemoveServerRequest, RemoveServerResponse> RemoveServer = Management<RemoveServerRequest, RemoveServerResponse>("RemoveServer", (c, r, o) => c.RemoveServerAsync(r, o));
     public static readonly FarmCall<ListContainersRequest, ListContainersResponse> ListContainers = Management<ListContainersRequest, ListContainersResponse>("ListContainers", (c, r, o) => c.ListContainersAsync(r, o));
     public static readonly FarmCall<GetStatusRequest, FarmStatus> GetStatus = Management<GetStatusRequest, FarmStatus>("GetStatus", (c, r, o) => c.GetStatusAsync(r, o));
 

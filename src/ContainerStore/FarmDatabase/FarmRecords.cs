@@ -25,7 +25,14 @@ public sealed record ContainerRecord(
     long Epoch,
     DateTime? LeaseExpiresAt,
     DateTime? OwnedSince,
-    long EntityCount);
+    long EntityCount)
+{
+    /// <summary>The named database server its database is on; null: the farm database's own server.</summary>
+    public string? Server { get; init; }
+}
+
+/// <summary>A database server containers may be placed on, and how many are.</summary>
+public sealed record ServerRecord(string Name, string ConnectionString, long ContainerCount);
 
 /// <summary>
 /// One change of a container's owner: a take that raised its <see cref="Epoch"/> to this value,

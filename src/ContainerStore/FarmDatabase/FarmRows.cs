@@ -26,9 +26,19 @@ internal sealed class ContainerRow
     public long? LeaseExpiresAtMs { get; set; }
     public long? OwnedSinceMs { get; set; }
     public long EntityCount { get; set; }
+    public string? Server { get; set; }
 
     public ContainerRecord ToRecord() =>
-        new(Id, ConnectionString, OwnerNode, Epoch, UnixMs.ToUtc(LeaseExpiresAtMs), UnixMs.ToUtc(OwnedSinceMs), EntityCount);
+        new(Id, ConnectionString, OwnerNode, Epoch, UnixMs.ToUtc(LeaseExpiresAtMs), UnixMs.ToUtc(OwnedSinceMs), EntityCount) { Server = Server };
+}
+
+internal sealed class ServerRow
+{
+    public string Name { get; set; } = "";
+    public string ConnectionString { get; set; } = "";
+    public long ContainerCount { get; set; }
+
+    public ServerRecord ToRecord() => new(Name, ConnectionString, ContainerCount);
 }
 
 /// <summary>A container as a take found it, read in the take's transaction before the take's UPDATE.</summary>
@@ -156,6 +166,9 @@ internal sealed class FarmSql
     public string SetContainerConnectionString { get; private set; } = "";
     public string ListContainers { get; private set; } = "";
     public string GetContainer { get; private set; } = "";
+    public string InsertServer { get; private set; } = "";
+    public string ListServers { get; private set; } = "";
+    public string DeleteServer { get; private set; } = "";
     public string TryAcquireContainer { get; private set; } = "";
     public string RenewContainerLease { get; private set; } = "";
     public string ReleaseContainer { get; private set; } = "";

@@ -77,7 +77,7 @@ internal abstract class FarmStore(FarmSql sql) : IFarmStore
             return rows.Select(r => r.ToRecord()).ToList();
         }, cancellationToken);
 
-    public Task<ContainerRecord> CreateContainerAsync(Func<long, string> connectionStringForId, CancellationToken cancellationToken = default)
+    public Task<ContainerRecord> CreateContainerAsync(Func<long, string> connectionStringForId, string? server, CancellationToken cancellationToken = default)
     {
         ArgumentNullException.ThrowIfNull(connectionStringForId);
         return RunAsync("create a container", async connection =>
@@ -87,7 +87,7 @@ internal abstract class FarmStore(FarmSql sql) : IFarmStore
             var id = await connection.ExecuteScalarAsync<long>(Command(Sql.InsertContainer, transaction: transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
             await connection.ExecuteAsync(Command(
                 Sql.SetContainerConnectionString,
-                new { Id = id, ConnectionString = connectionStringForId(id) },
+                new { Id = id, ConnectionString = connectionStringForId(id), Server = server },
                 transaction,
                 cancellationToken)).ConfigureAwait(false);
             var row = await connection.QuerySingleAsync<ContainerRow>(Command(Sql.GetContainer, new { Id = id }, transaction, cancellationToken)).ConfigureAwait(false);
@@ -95,6 +95,23 @@ internal abstract class FarmStore(FarmSql sql) : IFarmStore
             return row.ToRecord();
         }, cancellationToken);
     }
+
+    public Task<ServerRecord?> AddServerAsync(string name, string connectionString, CancellationToken cancellationToken = default) =>
+        RunAsync("add a database server", async connection =>
+        {
+            var added = await connection.ExecuteAsync(Command(Sql.InsertServer, new { Name = name, ConnectionString = connectionString }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return added == 0 ? null : new ServerRecord(name, connectionString, 0);
+        }, cancellationToken);
+
+    public Task<IReadOnlyList<ServerRecord>> ListServersAsync(CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<ServerRecord>>("list database servers", async connection =>
+            (await connection.QueryAsync<ServerRow>(Command(Sql.ListServers, cancellationToken: cancellationToken)).ConfigureAwait(false))
+                .Select(r => r.ToRecord()).ToList(), cancellationToken);
+
+    public Task<bool> RemoveServerAsync(string name, CancellationToken cancellationToken = default) =>
+        RunAsync("remove a database server", async connection =>
+            await connection.ExecuteAsync(Command(Sql.DeleteServer, new { Name = name }, cancellationToken: cancellationToken)).ConfigureAwait(false) > 0,
+            cancellationToken);
 
     public Task<IReadOnlyList<ContainerRecord>> ListContainersAsync(CancellationToken cancellationToken = default) =>
         RunAsync<IReadOnlyList<ContainerRecord>>("list containers", async connection =>

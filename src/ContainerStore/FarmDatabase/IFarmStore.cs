@@ -21,7 +21,19 @@ public interface IFarmStore : IAsyncDisposable
     Task<IReadOnlyList<NodeRecord>> ListNodesAsync(CancellationToken cancellationToken = default);
 
     /// <summary>Creates a container record; the connection string is derived by the provider from the id.</summary>
-    Task<ContainerRecord> CreateContainerAsync(Func<long, string> connectionStringForId, CancellationToken cancellationToken = default);
+    Task<ContainerRecord> CreateContainerAsync(Func<long, string> connectionStringForId, CancellationToken cancellationToken = default) =>
+        CreateContainerAsync(connectionStringForId, server: null, cancellationToken);
+
+    /// <summary>Creates a container record on the named database <paramref name="server"/> (null: the farm database's).</summary>
+    Task<ContainerRecord> CreateContainerAsync(Func<long, string> connectionStringForId, string? server, CancellationToken cancellationToken = default);
+
+    /// <summary>Registers a database server by name; null when the name is taken.</summary>
+    Task<ServerRecord?> AddServerAsync(string name, string connectionString, CancellationToken cancellationToken = default);
+
+    Task<IReadOnlyList<ServerRecord>> ListServersAsync(CancellationToken cancellationToken = default);
+
+    /// <summary>Forgets a server no container is on; false when there is no such server or a container is on it.</summary>
+    Task<bool> RemoveServerAsync(string name, CancellationToken cancellationToken = default);
 
     Task<IReadOnlyList<ContainerRecord>> ListContainersAsync(CancellationToken cancellationToken = default);
 

@@ -41,5 +41,33 @@ public sealed class PostgresStoreProvider : IStoreProvider
         return settings.ConnectionString;
     }
 
+    /// <summary>Database "{farm database}_container_{id}" on the server the other connection string names, with its login.</summary>
+    public string NewContainerConnectionString(string farmConnectionString, long containerId, string serverConnectionString)
+    {
+        // Named (and length-checked) as on the farm's own server.
+        var name = PostgresDatabase.Parse(NewContainerConnectionString(farmConnectionString, containerId), "container database").Database;
+        var server = PostgresDatabase.Parse(serverConnectionString, "database server");
+        server.Database = name;
+        return server.ConnectionString;
+    }
+
+    /// <summary>Logs in to the server's maintenance database: the server is there and the login works.</summary>
+    public async Task CheckServerAsync(string serverConnectionString, CancellationToken cancellationToken = default)
+    {
+        var settings = PostgresDatabase.Parse(serverConnectionString, "database server");
+        settings.Database = "postgres";
+        settings.Pooling = false;
+        settings.Timeout = Math.Min(settings.Timeout, 10);
+        try
+        {
+            await using var connection = new Npgsql.NpgsqlConnection(settings.ConnectionString);
+            await connection.OpenAsync(cancellationToken).ConfigureAwait(false);
+        }
+        catch (Npgsql.NpgsqlException e)
+        {
+            throw new StoreUnavailableException($"Cannot reach the PostgreSQL server {settings.Host}:{settings.Port} as '{settings.Username}': {e.Message.TrimEnd('.')}.", e);
+        }
+    }
+
     internal static string ContainerDatabaseName(string farmDatabase, long containerId) => $"{farmDatabase}_container_{containerId}";
 }

@@ -70,13 +70,26 @@ internal static class SqliteSql
         private const string ContainerColumns = """
             c.id AS Id, c.connection_string AS ConnectionString, c.owner_node AS OwnerNode, c.epoch AS Epoch,
             c.lease_expires_at AS LeaseExpiresAtMs, c.owned_since AS OwnedSinceMs,
-            (SELECT COUNT(*) FROM entities e WHERE e.container_id = c.id AND e.parent_id IS NULL) AS EntityCount
+            (SELECT COUNT(*) FROM entities e WHERE e.container_id = c.id AND e.parent_id IS NULL) AS EntityCount, c.server AS Server
             """;
 
         /// <summary>The real connection string needs the id, so the row is inserted first and named after.</summary>
         public const string InsertContainer = "INSERT INTO containers (connection_string, epoch) VALUES ('', 0) RETURNING id";
 
-        public const string SetContainerConnectionString = "UPDATE containers SET connection_string = @ConnectionString WHERE id = @Id";
+        public const string SetContainerConnectionString = "UPDATE containers SET connection_string = @ConnectionString, server = @Server WHERE id = @Id";
+
+        public const string InsertServer = $"""
+            INSERT INTO servers (name, connection_string, created_at) VALUES (@Name, @ConnectionString, {NowMs})
+            ON CONFLICT (name) DO NOTHING
+            """;
+
+        public const string ListServers = """
+            SELECT s.name AS Name, s.connection_string AS ConnectionString,
+                   (SELECT COUNT(*) FROM containers c WHERE c.server = s.name) AS ContainerCount
+            FROM servers s ORDER BY s.name
+            """;
+
+        public const string DeleteServer = "DELETE FROM servers WHERE name = @Name AND NOT EXISTS (SELECT 1 FROM containers c WHERE c.server = @Name)";
 
         public const string ListContainers = $"SELECT {ContainerColumns} FROM containers c ORDER BY c.id";
 

@@ -25,4 +25,13 @@ public sealed class SqliteStoreProvider : IStoreProvider
         builder.DataSource = Path.Combine(directory, "containers", $"container-{containerId}.db");
         return builder.ConnectionString;
     }
+
+    public string NewContainerConnectionString(string farmConnectionString, long containerId, string serverConnectionString) =>
+        throw NoServers();
+
+    public Task CheckServerAsync(string serverConnectionString, CancellationToken cancellationToken = default) =>
+        throw NoServers();
+
+    private static StoreUnavailableException NoServers() =>
+        new("A SQLite farm keeps every container in its data directory: database servers need a PostgreSQL farm (farm up --store postgres).");
 }

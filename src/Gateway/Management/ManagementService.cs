@@ -81,7 +81,19 @@ internal sealed partial class ManagementService(EntityAdministration admin, Owne
     }
 
     public override Task<ContainerInfo> CreateContainer(CreateContainerRequest request, ServerCallContext context) =>
-        admin.CreateContainerAsync(context.CancellationToken);
+        admin.CreateContainerAsync(request.Server, context.CancellationToken);
+
+    public override Task<ServerInfo> AddServer(AddServerRequest request, ServerCallContext context) =>
+        admin.AddServerAsync(request.Name, request.ConnectionString, context.CancellationToken);
+
+    public override async Task<ListServersResponse> ListServers(ListServersRequest request, ServerCallContext context) =>
+        new() { Servers = { await admin.ListServersAsync(context.CancellationToken) } };
+
+    public override async Task<RemoveServerResponse> RemoveServer(RemoveServerRequest request, ServerCallContext context)
+    {
+        await admin.RemoveServerAsync(request.Name, context.CancellationToken);
+        return new RemoveServerResponse();
+    }
 
     public override async Task<ListContainersResponse> ListContainers(ListContainersRequest request, ServerCallContext context) =>
         new() { Containers = { await admin.ListContainersAsync(context.CancellationToken) } };

@@ -125,6 +125,28 @@ public abstract class FarmStoreContract : IAsyncLifetime
     }
 
     [StoreFact]
+    public async Task Servers_AreNamedOnce_CountTheirContainers_AndStayWhileAContainerIsOnThem()
+    {
+        var store = await OpenAsync();
+
+        var added = await store.AddServerAsync("east", "Host=east;Username=farm");
+        var again = await store.AddServerAsync("east", "Host=elsewhere");
+        var onEast = await store.CreateContainerAsync(id => $"east-{id}", "east");
+        var onFarms = await store.CreateContainerAsync(id => $"farm-{id}");
+        await store.AddServerAsync("west", "Host=west");
+
+        Assert.Equal(new ServerRecord("east", "Host=east;Username=farm", 0), added);
+        Assert.Null(again);
+        Assert.Equal(("east", (string?)null), (onEast.Server, onFarms.Server));
+        Assert.Equal("east", (await store.GetContainerAsync(onEast.Id))!.Server);
+        Assert.Equal([("east", 1L), ("west", 0L)], (await store.ListServersAsync()).Select(s => (s.Name, s.ContainerCount)));
+        Assert.False(await store.RemoveServerAsync("east"));
+        Assert.True(await store.RemoveServerAsync("west"));
+        Assert.False(await store.RemoveServerAsync("west"));
+        Assert.Equal(["east"], (await store.ListServersAsync()).Select(s => s.Name));
+    }
+
+    [StoreFact]
     public async Task CreateContainer_NamesItsConnectionStringFromItsId()
     {
         var store = await OpenAsync();
