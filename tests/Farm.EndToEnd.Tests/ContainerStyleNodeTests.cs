@@ -82,6 +82,39 @@ public sealed class ContainerStyleNodeTests
         }
     }
 
+    [Theory]
+    [InlineData("postgres", null, 2, "--store postgres needs --farm-connection")]
+    [InlineData("postgres", "Host=127.0.0.1;Port=1;Database=farm;Username=farm;Password=secret;Timeout=3", 1, "cannot start: Cannot open the PostgreSQL farm database 'farm' on 127.0.0.1:1")]
+    [InlineData("oracle", null, 2, "--store oracle is not supported")]
+    public async Task ABadlyConfiguredNode_ExitsWithOneClearLine(string store, string? farmConnection, int exitCode, string line)
+    {
+        var data = Directory.CreateTempSubdirectory("farm-env-").FullName;
+        try
+        {
+            var environment = new Dictionary<string, string?>
+            {
+                ["FARM_NODE_ID"] = "1",
+                ["FARM_DATA"] = data,
+                ["FARM_PORT"] = "0",
+                ["FARM_STORE"] = store,
+                ["FARM_FARM_CONNECTION"] = farmConnection,
+                ["FARM_CONNECTION"] = null,
+                ["FARM_HOME"] = null,
+            };
+            var result = await ProcessRunner.RunAsync("dotnet", [TestPaths.NodeDll], Deadline, workingDirectory: data, environment: environment);
+
+            Assert.True(result.ExitCode == exitCode, result.ToString());
+            var errors = result.Stderr.Split('\n', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries);
+            Assert.True(errors.Length == 1, $"expected one line on stderr: {result}");
+            Assert.Contains(line, errors[0], StringComparison.Ordinal);
+            Assert.DoesNotContain("secret", result.Stderr + result.Stdout, StringComparison.Ordinal);
+        }
+        finally
+        {
+            Directory.Delete(data, recursive: true);
+        }
+    }
+
     private static async Task<HttpStatusCode?> HealthAsync(HttpClient http, EnvNode node)
     {
         try

@@ -110,7 +110,7 @@ internal sealed class DashboardFeed(
             n.ProcessId, NodeProcessControl.StateOf(n.ProcessId, n.Address, node.Address),
             [.. status.Containers.Where(c => c.OwnerNode == n.Id).Select(c => c.Id).Order()])).ToList();
         var containers = status.Containers.OrderBy(c => c.Id).Select(c => new ContainerView(
-            c.Id, c.OwnerNode, c.Epoch, c.EntityCount, c.OwnedSince?.ToDateTimeOffset())).ToList();
+            c.Id, c.OwnerNode, c.Epoch, c.EntityCount, c.OwnedSince?.ToDateTimeOffset(), string.IsNullOrEmpty(c.Server) ? null : c.Server)).ToList();
         var timeline = changes.Select(c => new OwnershipChangeView(
             c.ContainerId, c.Epoch, c.FromNode, c.ToNode, c.Kind, c.Unowned?.TotalSeconds, new DateTimeOffset(c.At, TimeSpan.Zero))).ToList();
 

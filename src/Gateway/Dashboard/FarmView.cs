@@ -26,7 +26,8 @@ internal sealed record NodeView(
     long Id, string State, bool Live, string Address, string DashboardUrl, double HeartbeatAgeSeconds,
     int ProcessId, string Process, IReadOnlyList<long> Containers);
 
-internal sealed record ContainerView(long Id, long Owner, long Epoch, long Entities, DateTimeOffset? OwnedSince);
+/// <summary>A container; <c>Server</c> names the database server it is on (null: the farm database's).</summary>
+internal sealed record ContainerView(long Id, long Owner, long Epoch, long Entities, DateTimeOffset? OwnedSince, string? Server);
 
 /// <summary>One change of a container's owner: failover, planned, first or restart, and how long it had no owner.</summary>
 internal sealed record OwnershipChangeView(long Container, long Epoch, long From, long To, string Kind, double? UnownedSeconds, DateTimeOffset At);

@@ -67,7 +67,8 @@ function renderNodes(v) {
     const process = n.process === 'unknown' ? '' : ` · process ${esc(n.process)}`;
     const chips = n.containers.map(id => {
       const c = v.containers.find(x => x.id === id);
-      return `<span class="container" data-testid="container-${id}">container ${id} · epoch ${c?.epoch ?? '?'} · entities ${c?.entities ?? 0}</span>`;
+      const server = c?.server ? ` · on ${esc(c.server)}` : '';
+      return `<span class="container" data-testid="container-${id}">container ${id} · epoch ${c?.epoch ?? '?'} · entities ${c?.entities ?? 0}${server}</span>`;
     }).join('') || '<span class="muted">no containers</span>';
     const processButtons = ['kill', 'pause', 'resume', 'stop', 'start'].map(verb =>
       `<button data-control data-process data-node="${n.id}" data-action="${verb}" ${verb === 'kill' ? 'class="danger"' : ''}
