@@ -20,6 +20,9 @@ public class CommandLineTests
         QueueCommands.Create(),
         DeadLetterCommands.Create(),
         Farm.Cli.Hosting.StatusCommand.Create(),
+        ContainerCommands.Create(),
+        ServerCommands.Create(),
+        Farm.Cli.Hosting.NodeCommands.Create(),
     };
 
     [Theory]
@@ -49,6 +52,12 @@ public class CommandLineTests
     [InlineData("dead-letter resubmit orders --count 10")]
     [InlineData("dead-letter resubmit orders --sequence-number 4 --sequence-number 7")]
     [InlineData("status --watch --interval 0.5 --count 10 --json")]
+    [InlineData("server add east --connection Host=db-east;Username=farm")]
+    [InlineData("server list --json")]
+    [InlineData("server remove east")]
+    [InlineData("container create --count 2 --server east")]
+    [InlineData("node kill 2 --engine podman")]
+    [InlineData("node start 2 --engine docker")]
     public void Synopsis_Parses(string line)
     {
         var result = Root().Parse(line);
@@ -65,6 +74,8 @@ public class CommandLineTests
     [InlineData("queue purge")]
     [InlineData("dead-letter resubmit orders --sequence-number x")]
     [InlineData("status --watch --interval soon")]
+    [InlineData("server add east")]
+    [InlineData("server remove")]
     public void IncompleteCommands_AreParseErrors(string line)
     {
         Assert.NotEmpty(Root().Parse(line).Errors);

@@ -32,15 +32,25 @@ public static partial class NodeCommands
     private static Command NodeCommand(string name, string description, NodeAction action)
     {
         var id = new Argument<int>("N") { Description = "The node's id (1 for the first node)" };
-        var command = new Command(name, description) { id };
+        var engine = new Option<string?>("--engine")
+        {
+            Description = "The farm runs in containers (deploy/compose.yaml): act on node N's container farm-nodeN through this engine instead of a local process",
+            HelpName = "docker|podman",
+        };
+        var command = new Command(name, description) { id, engine };
         command.SetAction(async (parseResult, cancellationToken) =>
         {
-            var data = new FarmDataDirectory(CliContext.ResolveDataDirectory(parseResult));
             var nodeId = parseResult.GetValue(id);
             if (nodeId < 1)
             {
                 throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"Node id must be 1 or more, not {nodeId}."));
             }
+            if (parseResult.GetValue(engine) is { } engineName)
+            {
+                return await ContainerNodes.RunAsync(engineName, name, nodeId, cancellationToken);
+            }
+
+            var data = new FarmDataDirectory(CliContext.ResolveDataDirectory(parseResult));
 
             // Before taking the lock, so naming a directory with no farm does not create it.
             _ = FarmStateFile.Read(data);
