@@ -152,6 +152,22 @@ setup_chromium() {
   export FARM_TEST_CHROMIUM
 }
 
+# The containers test: podman, podman-compose and the images deploy/compose.yaml runs, built here
+# from nothing by deploy/build-images.sh (no image registry needed; about 5 minutes the first
+# time, seconds after). podman runs the farm's containers as root.
+setup_compose() {
+  if [[ $(id -u) != 0 ]]; then
+    log "not root: the containers test cannot run podman here (skipped, but it fails on CI)"
+    return 0
+  fi
+  log "building the container images (deploy/build-images.sh)"
+  if deploy/build-images.sh >/dev/null; then
+    export FARM_TEST_COMPOSE=1
+  else
+    log "deploy/build-images.sh failed (above): the containers test will fail"
+  fi
+}
+
 results=""
 cleanup() {
   stop_postgres
@@ -164,6 +180,7 @@ setup_postgres
 setup_prometheus
 setup_network_tools
 setup_chromium
+setup_compose
 
 log "building (Release)"
 dotnet build Farm.sln -c Release -nologo -v quiet
