@@ -29,6 +29,8 @@ catch (ArgumentException e)
 builder.Logging.AddSimpleConsole(console => console.TimestampFormat = "HH:mm:ss.fff ");
 builder.Logging.AddFilter("Microsoft.AspNetCore", LogLevel.Warning);
 builder.Logging.AddFilter("Microsoft.Hosting", LogLevel.Warning);
+// A node that is starting or draining answers /healthz with 503 by design; that is not an error to log on every probe.
+builder.Logging.AddFilter("Microsoft.Extensions.Diagnostics.HealthChecks", LogLevel.Critical);
 var listeners = new NodeListeners();
 builder.WebHost.ConfigureKestrel(kestrel =>
 {
