@@ -181,6 +181,13 @@ public sealed record StatusView(
     /// <summary>The farm database's state of a node that serves and may own containers.</summary>
     public const string ActiveState = "active";
 
+    /// <summary>
+    /// Active and heartbeating within the farm's default node timeout: a killed or frozen node
+    /// (a container killed by its engine, where the CLI sees no process) is not live, whatever its row says.
+    /// </summary>
+    public static bool IsLive(NodeView node) =>
+        node.State == ActiveState && node.HeartbeatAgeMs is { } age && age < StatusWatch.NodeTimeout.TotalMilliseconds;
+
     /// <summary>Where the farm keeps its databases: sqlite or postgres.</summary>
     public string Store { get; init; } = NodeStore.Sqlite;
 
@@ -204,7 +211,7 @@ public sealed record StatusView(
         var owned = containers.Where(c => c.OwnerNode is not null).GroupBy(c => c.OwnerNode!.Value).ToDictionary(g => g.Key, g => g.LongCount());
         var byNode = nodes
             .Where(n => n.State == ActiveState || owned.ContainsKey(n.Id))
-            .Select(n => new NodeContainersView(n.Id, n.State == ActiveState, owned.GetValueOrDefault(n.Id)))
+            .Select(n => new NodeContainersView(n.Id, IsLive(n), owned.GetValueOrDefault(n.Id)))
             .Concat(owned.Keys.Where(id => nodes.All(n => n.Id != id)).Select(id => new NodeContainersView(id, false, owned[id])))
             .OrderBy(n => n.NodeId)
             .ToList();
@@ -248,7 +255,7 @@ public sealed record StatusView(
         var notLive = ContainersByNode.Where(n => !n.Live).Select(n => string.Create(CultureInfo.InvariantCulture, $"node {n.NodeId}: {n.Containers}")).ToList();
         if (notLive.Count > 0)
         {
-            text += "; on nodes not active: " + string.Join(", ", notLive);
+            text += "; on nodes not live: " + string.Join(", ", notLive);
         }
 
         return text + string.Create(CultureInfo.InvariantCulture, $"; unowned: {UnownedContainers}");

@@ -39,8 +39,7 @@ public sealed class StatusWatch
         return [.. changes.Select(text => new Change(seenAt, text))];
     }
 
-    private static bool IsLive(NodeView node) =>
-        node.State == StatusView.ActiveState && node.HeartbeatAgeMs is { } age && age < NodeTimeout.TotalMilliseconds;
+    private static bool IsLive(NodeView node) => StatusView.IsLive(node);
 
     private static string Seconds(double milliseconds) => (milliseconds / 1000).ToString("0.0", CultureInfo.InvariantCulture) + " s";
 
