@@ -2,6 +2,7 @@ using System.Collections.Concurrent;
 using System.Diagnostics;
 using System.Text.Json;
 using Farm.Client;
+using Farm.Testing;
 using Xunit.Abstractions;
 
 namespace Farm.EndToEnd.Tests;
@@ -111,9 +112,8 @@ public sealed class ChaosTests(ITestOutputHelper output)
     /// <summary>Every container owned, by live nodes only, the same number each.</summary>
     private static async Task WaitUntilBalancedAsync(FarmAdministrationClient admin, int nodes)
     {
-        var deadline = Stopwatch.StartNew();
         var last = "";
-        while (true)
+        var balanced = await Eventually.HoldsWithinAsync(async () =>
         {
             try
             {
@@ -121,19 +121,15 @@ public sealed class ChaosTests(ITestOutputHelper output)
                 var live = status.Nodes.Where(n => n.State == "active" && n.HeartbeatAge < TimeSpan.FromSeconds(3)).Select(n => n.Id).ToHashSet();
                 var counts = live.ToDictionary(n => n, n => status.Containers.Count(c => c.OwnerNode == n));
                 last = JsonSerializer.Serialize(counts);
-                if (live.Count == nodes && status.Containers.All(c => c.OwnerNode is { } o && live.Contains(o))
-                    && counts.Values.Distinct().Count() == 1)
-                {
-                    return;
-                }
+                return live.Count == nodes && status.Containers.All(c => c.OwnerNode is { } o && live.Contains(o))
+                    && counts.Values.Distinct().Count() == 1;
             }
             catch (FarmException)
             {
-                // A gateway that just died; the admin client moves on to the next endpoint.
+                return false; // a gateway that just died; the admin client moves on to the next endpoint
             }
-            Assert.True(deadline.Elapsed < BalanceDeadline, $"the farm did not balance within {BalanceDeadline}: {last}");
-            await Task.Delay(200);
-        }
+        }, BalanceDeadline, TimeSpan.FromMilliseconds(200));
+        Assert.True(balanced, $"the farm did not balance within {BalanceDeadline}: {last}");
     }
 }
 

@@ -1,6 +1,7 @@
 using System.Diagnostics;
 using System.Globalization;
 using Farm.Client;
+using Farm.Testing;
 using Farm.Contracts;
 using Grpc.Core;
 using Farm.Contracts.V1;
@@ -271,19 +272,12 @@ public sealed class PartitionTests(ITestOutputHelper output)
     private static async Task<T> PollAsync<T>(Func<Task<T?>> probe, TimeSpan deadline, Func<string> what, Func<Task<string>> diagnose)
         where T : class
     {
-        var waited = Stopwatch.StartNew();
-        while (true)
+        T? found = null;
+        if (!await Eventually.HoldsWithinAsync(async () => (found = await probe()) is not null, deadline, TimeSpan.FromMilliseconds(100)))
         {
-            if (await probe() is { } value)
-            {
-                return value;
-            }
-            if (waited.Elapsed > deadline)
-            {
-                Assert.Fail($"timed out after {deadline} waiting for {what()}{Environment.NewLine}{await diagnose()}");
-            }
-            await Task.Delay(100);
+            Assert.Fail($"timed out after {deadline} waiting for {what()}{Environment.NewLine}{await diagnose()}");
         }
+        return found!;
     }
 
     /// <summary>The farm as the database sees it, what each server session waits for, and the nodes' last log lines.</summary>

@@ -477,6 +477,8 @@ internal sealed class PlannedLoad(string connection, string queue)
     {
         await using var client = new FarmClient(connection);
         await using var sender = client.CreateSender(queue);
+        // A correctness test, not a benchmark: a steady stream (a batch every 5 ms at most), not a flood.
+        using var pacing = new PeriodicTimer(TimeSpan.FromMilliseconds(5));
         for (var batch = 0; !_stopSending.IsCancellationRequested; batch++)
         {
             var ids = Enumerable.Range(0, BatchSize).Select(i => $"s{senderId}-b{batch}-m{i}").ToList();
@@ -493,8 +495,7 @@ internal sealed class PlannedLoad(string connection, string queue)
                 _failures.Enqueue($"send {ids[0]}..: {ex.GetType().Name}: {ex.Message}");
             }
 
-            // A correctness test, not a benchmark: a steady stream, not a flood.
-            await Task.Delay(5);
+            await pacing.WaitForNextTickAsync();
         }
     }
 

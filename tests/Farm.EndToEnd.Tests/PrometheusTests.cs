@@ -4,6 +4,7 @@ using System.Net;
 using System.Net.Sockets;
 using System.Text.Json;
 using Farm.Client;
+using Farm.Testing;
 using Xunit.Abstractions;
 
 namespace Farm.EndToEnd.Tests;
@@ -73,16 +74,10 @@ public sealed class PrometheusTests(ITestOutputHelper output)
 
     private static async Task<double> WaitForAsync(PrometheusServer prometheus, string query, Func<double, bool> done, string what)
     {
-        var waited = Stopwatch.StartNew();
         double? last = null;
-        while (waited.Elapsed < Patience)
+        if (await Eventually.HoldsWithinAsync(async () => (last = await prometheus.QueryAsync(query)) is { } value && done(value), Patience, TimeSpan.FromMilliseconds(250)))
         {
-            last = await prometheus.QueryAsync(query);
-            if (last is { } value && done(value))
-            {
-                return value;
-            }
-            await Task.Delay(250);
+            return last!.Value;
         }
         throw new Xunit.Sdk.XunitException($"timed out after {Patience.TotalSeconds} s waiting for {what}: {query} = {last?.ToString(CultureInfo.InvariantCulture) ?? "no data"}");
     }
@@ -139,25 +134,20 @@ public sealed class PrometheusTests(ITestOutputHelper output)
 
         private async Task WaitReadyAsync()
         {
-            var waited = Stopwatch.StartNew();
-            while (true)
+            var ready = await Eventually.HoldsWithinAsync(async () =>
             {
                 Assert.False(_process.HasExited, $"prometheus exited with {(_process.HasExited ? _process.ExitCode : 0)}");
                 try
                 {
                     using var response = await _http.GetAsync(new Uri(Address, "/-/ready"));
-                    if (response.IsSuccessStatusCode)
-                    {
-                        return;
-                    }
+                    return response.IsSuccessStatusCode;
                 }
                 catch (HttpRequestException)
                 {
-                    // Not listening yet.
+                    return false; // not listening yet
                 }
-                Assert.True(waited.Elapsed < Patience, "prometheus did not become ready");
-                await Task.Delay(100);
-            }
+            }, Patience, TimeSpan.FromMilliseconds(100));
+            Assert.True(ready, "prometheus did not become ready");
         }
 
         /// <summary>The value of an instant query with one result, or null when it has none.</summary>
