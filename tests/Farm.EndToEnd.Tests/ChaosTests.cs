@@ -307,11 +307,7 @@ internal sealed class ChaosLoad(string connection, IReadOnlyList<string> queues)
         await _stopSending.CancelAsync();
         // Sends in flight when the senders stop may still be acknowledged: count them before draining.
         await Task.WhenAll(_senders);
-        var waited = Stopwatch.StartNew();
-        while (_acknowledged.Keys.Any(id => !_received.ContainsKey(id)) && waited.Elapsed < deadline)
-        {
-            await Task.Delay(100);
-        }
+        await Eventually.HoldsWithinAsync(() => _acknowledged.Keys.All(_received.ContainsKey), deadline);
         await _stopReceiving.CancelAsync();
         await Task.WhenAll(_receivers);
     }

@@ -1,5 +1,6 @@
 using System.Diagnostics;
 using Farm.Client;
+using Farm.Testing;
 using Farm.Contracts;
 using Grpc.Core;
 using Farm.Contracts.V1;
@@ -172,22 +173,19 @@ public sealed class PauseTests(ITestOutputHelper output)
     private static async Task<T> WaitUntilAsync<T>(Func<Task<T?>> probe, TimeSpan deadline, string what)
         where T : class
     {
-        var waited = Stopwatch.StartNew();
-        while (true)
+        T? found = null;
+        var arrived = await Eventually.HoldsWithinAsync(async () =>
         {
             try
             {
-                if (await probe() is { } value)
-                {
-                    return value;
-                }
+                return (found = await probe()) is not null;
             }
             catch (FarmException)
             {
-                // A gateway on the paused node does not answer; the admin client moves on.
+                return false; // a gateway on the paused node does not answer; the admin client moves on
             }
-            Assert.True(waited.Elapsed < deadline, $"timed out waiting for {what}");
-            await Task.Delay(100);
-        }
+        }, deadline, TimeSpan.FromMilliseconds(100));
+        Assert.True(arrived, $"timed out waiting for {what}");
+        return found!;
     }
 }
