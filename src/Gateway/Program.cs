@@ -6,6 +6,7 @@ using Farm.Broker.Node;
 using Farm.ContainerStore;
 using Farm.ContainerStore.Postgres;
 using Farm.ContainerStore.Sqlite;
+using Farm.Gateway.Amqp;
 using Farm.Gateway.Dashboard;
 using Farm.Gateway.Grpc;
 using Farm.Gateway.Hosting;
@@ -68,6 +69,7 @@ builder.Services.AddSingleton<NodeControlService>();
 builder.Services.AddFarmGrpc();
 builder.Services.AddNodeTelemetry(options.Node.NodeId);
 builder.Services.AddDashboard(options.Dashboard);
+builder.Services.AddAmqpFrontDoor(new AmqpOptions { Port = int.Parse(builder.Configuration["amqp-port"] ?? Environment.GetEnvironmentVariable("FARM_AMQP_PORT") ?? "0", System.Globalization.CultureInfo.InvariantCulture) });
 
 var app = builder.Build();
 app.MapFarmGrpc();
