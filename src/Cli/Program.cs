@@ -3,9 +3,10 @@ using Farm.Cli;
 using Farm.Cli.Entities;
 using Farm.Cli.Hosting;
 using Farm.Cli.Messaging;
+using Farm.Cli.Security;
 
 // The `farm` command. Each group of commands lives in its own folder: Hosting/ (up, down, status, node),
-// Entities/ (queue, topic, subscription, rule, container) and Messaging/ (send, receive, peek, queue purge, dead-letter resubmit). CliContext holds what they
+// Entities/ (queue, topic, subscription, rule, container), Messaging/ (send, receive, peek, queue purge, dead-letter resubmit) and Security/ (auth policy, connection-string). CliContext holds what they
 // share: the global options, finding the farm, and errors as one line plus an exit code.
 var root = new RootCommand("Farm: a self-hosted message-broker farm with Azure Service Bus semantics")
 {
@@ -21,6 +22,8 @@ var root = new RootCommand("Farm: a self-hosted message-broker farm with Azure S
     RuleCommands.Create(),
     ContainerCommands.Create(),
     ServerCommands.Create(),
+    AuthCommands.Create(),
+    ConnectionStringCommand.Create(),
     SendCommand.Create(),
     ReceiveCommand.Create(),
     PeekCommand.Create(),

@@ -1,6 +1,7 @@
 using System.CommandLine;
 using Farm.Cli.Entities;
 using Farm.Cli.Messaging;
+using Farm.Cli.Security;
 
 namespace Farm.Cli.Tests;
 
@@ -23,6 +24,9 @@ public class CommandLineTests
         ContainerCommands.Create(),
         ServerCommands.Create(),
         Farm.Cli.Hosting.NodeCommands.Create(),
+        Farm.Cli.Hosting.UpCommand.Create(),
+        AuthCommands.Create(),
+        ConnectionStringCommand.Create(),
     };
 
     [Theory]
@@ -58,6 +62,17 @@ public class CommandLineTests
     [InlineData("container create --count 2 --server east")]
     [InlineData("node kill 2 --engine podman")]
     [InlineData("node start 2 --engine docker")]
+    [InlineData("auth policy create sender --rights Send,Listen")]
+    [InlineData("auth policy list")]
+    [InlineData("auth policy list --show-keys --json")]
+    [InlineData("auth policy delete sender")]
+    [InlineData("auth policy renew-key sender")]
+    [InlineData("auth policy renew-key sender --key secondary")]
+    [InlineData("connection-string")]
+    [InlineData("connection-string --amqp")]
+    [InlineData("connection-string --amqp --policy sender --node 2")]
+    [InlineData("up --nodes 3 --port 5480 --amqp-port 5672 --metrics-port 9100 --detach")]
+    [InlineData("up --port 0 --amqp-port 0")]
     public void Synopsis_Parses(string line)
     {
         var result = Root().Parse(line);
@@ -76,6 +91,11 @@ public class CommandLineTests
     [InlineData("status --watch --interval soon")]
     [InlineData("server add east")]
     [InlineData("server remove")]
+    [InlineData("auth policy create sender")]
+    [InlineData("auth policy delete")]
+    [InlineData("auth policy renew-key sender --key tertiary")]
+    [InlineData("connection-string --amqp --node two")]
+    [InlineData("up --amqp-port many")]
     public void IncompleteCommands_AreParseErrors(string line)
     {
         Assert.NotEmpty(Root().Parse(line).Errors);

@@ -231,6 +231,7 @@ public sealed partial class EntityAdministration(BrokerNode node, IStoreProvider
         HeartbeatAge = Duration.FromTimeSpan(n.HeartbeatAge < TimeSpan.Zero ? TimeSpan.Zero : n.HeartbeatAge),
         ProcessId = n.ProcessId,
         MetricsUrl = n.MetricsAddress ?? "",
+        AmqpAddress = n.AmqpAddress ?? "",
     };
 
     private ContainerInfo DescribeContainer(ContainerRecord c)

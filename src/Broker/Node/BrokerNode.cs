@@ -73,6 +73,9 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
 
     public string Address => _address;
 
+    /// <summary>Where this node listens for AMQP (<see cref="NodeOptions.AmqpAddress"/>), or null.</summary>
+    public string? AmqpAddress => _nodeOptions.AmqpAddress;
+
     public BrokerOptions Options { get; }
 
     /// <summary>The bytes of messages this node's entities keep in memory, against MessageCacheSizePerNode.</summary>
@@ -102,7 +105,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             await farm.DisposeAsync().ConfigureAwait(false);
             throw;
         }
-        await farm.RegisterNodeAsync(NodeId, address, Environment.ProcessId, metricsAddress, cancellationToken).ConfigureAwait(false);
+        await farm.RegisterNodeAsync(NodeId, address, Environment.ProcessId, metricsAddress, _nodeOptions.AmqpAddress, cancellationToken).ConfigureAwait(false);
 
         var containers = await farm.ListContainersAsync(cancellationToken).ConfigureAwait(false);
         if (containers.Count == 0)

@@ -14,6 +14,15 @@ public sealed class NodeOptions
     /// <summary>The farm database; empty means DataDirectory/farm.db for SQLite.</summary>
     public string? FarmConnectionString { get; set; }
 
+    /// <summary>
+    /// Where this node listens for AMQP 1.0 (amqp://host:port, the host clients reach it by), or null
+    /// when it does not. The node registers it in the farm database when it starts (nodes.amqp_address;
+    /// `farm status` and `farm connection-string --amqp` read it there), so the AMQP listener sets it
+    /// once its socket is bound, before the node starts: in its hosted service's StartAsync, which
+    /// the host runs before BrokerNodeService.StartedAsync starts the node.
+    /// </summary>
+    public string? AmqpAddress { get; set; }
+
     /// <summary>How long a container lease lasts without renewal (database clock).</summary>
     public TimeSpan LeaseDuration { get; set; } = TimeSpan.FromSeconds(3);
 

@@ -12,9 +12,10 @@ public enum FarmState
 /// <summary>
 /// One node as 'farm up' (or 'farm node start') recorded it in farm.json: its id, its pid (null
 /// once it was stopped or killed), its address, the port it listens on (kept when it is started
-/// again, so the connection string stays true) and its log file (null when it ran in the foreground).
+/// again, so the connection string stays true), its log file (null when it ran in the foreground),
+/// and the metrics and AMQP ports it was given (null: it picks a free one each time it starts).
 /// </summary>
-public sealed record FarmNodeEntry(int Id, int? Pid, string Address, int? Port = null, string? LogFile = null, int? MetricsPort = null)
+public sealed record FarmNodeEntry(int Id, int? Pid, string Address, int? Port = null, string? LogFile = null, int? MetricsPort = null, int? AmqpPort = null)
 {
     /// <summary>The port to start this node on again: the recorded one, else the one in its address.</summary>
     public int ListenPort()

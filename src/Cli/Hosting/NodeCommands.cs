@@ -131,9 +131,10 @@ public static partial class NodeCommands
 
         var port = node.ListenPort();
         UpCommand.RefuseIfPortsTaken(port, 1);
+        UpCommand.RefuseIfPortsTaken(node.AmqpPort ?? 0, 1, "--amqp-port");
         var nodeDll = NodeLauncher.FindNodeDll();
 
-        using var launched = NodeLauncher.StartDetached(nodeDll, node.Id, data, port, state.NodeStore, node.MetricsPort ?? 0, state.MessageCache);
+        using var launched = NodeLauncher.StartDetached(nodeDll, node.Id, data, port, state.NodeStore, node.MetricsPort ?? 0, state.MessageCache, node.AmqpPort ?? 0);
         try
         {
             await UpCommand.WaitUntilReadyAsync([launched], [launched], cancellationToken);

@@ -26,7 +26,7 @@ public sealed class LaunchedNode(int nodeId, Process process, int port, string? 
 
 /// <summary>
 /// Finds the node host (Farm.Gateway.dll) and starts node processes:
-/// <c>dotnet Farm.Gateway.dll --node-id N --data DIR --port P [--store postgres --farm-connection CS]</c>.
+/// <c>dotnet Farm.Gateway.dll --node-id N --data DIR --port P [--metrics-port P] [--amqp-port P] [--store postgres --farm-connection CS]</c>.
 /// </summary>
 public static class NodeLauncher
 {
@@ -72,7 +72,7 @@ public static class NodeLauncher
     /// terminal does not reach it, stdin from /dev/null and its output appended to its log file.
     /// The shell execs setsid, which execs dotnet, so the pid we get is the node's.
     /// </summary>
-    public static LaunchedNode StartDetached(string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort = 0, MessageCacheSizes? messageCache = null)
+    public static LaunchedNode StartDetached(string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort = 0, MessageCacheSizes? messageCache = null, int amqpPort = 0)
     {
         if (OperatingSystem.IsWindows())
         {
@@ -93,7 +93,7 @@ public static class NodeLauncher
             : "log=$1; shift; exec \"$0\" \"$@\" </dev/null >>\"$log\" 2>&1");
         startInfo.ArgumentList.Add(setsid ?? "farm-node");
         startInfo.ArgumentList.Add(logFile);
-        AddNodeCommand(startInfo, nodeDll, nodeId, data, port, store, metricsPort, messageCache);
+        AddNodeCommand(startInfo, nodeDll, nodeId, data, port, store, metricsPort, messageCache, amqpPort);
 
         var process = Process.Start(startInfo)
             ?? throw new CliException(ExitCodes.Error, $"Could not start node {nodeId}.");
@@ -104,7 +104,7 @@ public static class NodeLauncher
     /// Starts a node as our child in our process group (a Ctrl+C reaches it too). Its log lines go
     /// to our stderr as they come, so stdout carries only the connection string.
     /// </summary>
-    public static LaunchedNode StartForeground(string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort = 0, MessageCacheSizes? messageCache = null)
+    public static LaunchedNode StartForeground(string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort = 0, MessageCacheSizes? messageCache = null, int amqpPort = 0)
     {
         var startInfo = new ProcessStartInfo(DotnetHost())
         {
@@ -113,7 +113,7 @@ public static class NodeLauncher
             RedirectStandardError = true,
         };
         startInfo.ArgumentList.Add(nodeDll);
-        AddNodeArguments(startInfo, nodeId, data, port, store, metricsPort, messageCache);
+        AddNodeArguments(startInfo, nodeId, data, port, store, metricsPort, messageCache, amqpPort);
 
         var process = new Process { StartInfo = startInfo };
         process.OutputDataReceived += (_, e) => ForwardLine(e.Data);
@@ -161,14 +161,14 @@ public static class NodeLauncher
         return [.. lines];
     }
 
-    private static void AddNodeCommand(ProcessStartInfo startInfo, string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort, MessageCacheSizes? messageCache)
+    private static void AddNodeCommand(ProcessStartInfo startInfo, string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort, MessageCacheSizes? messageCache, int amqpPort)
     {
         startInfo.ArgumentList.Add(DotnetHost());
         startInfo.ArgumentList.Add(nodeDll);
-        AddNodeArguments(startInfo, nodeId, data, port, store, metricsPort, messageCache);
+        AddNodeArguments(startInfo, nodeId, data, port, store, metricsPort, messageCache, amqpPort);
     }
 
-    private static void AddNodeArguments(ProcessStartInfo startInfo, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort, MessageCacheSizes? messageCache)
+    private static void AddNodeArguments(ProcessStartInfo startInfo, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort, MessageCacheSizes? messageCache, int amqpPort)
     {
         startInfo.ArgumentList.Add("--node-id");
         startInfo.ArgumentList.Add(nodeId.ToString(CultureInfo.InvariantCulture));
@@ -187,6 +187,13 @@ public static class NodeLauncher
         {
             startInfo.ArgumentList.Add("--metrics-port");
             startInfo.ArgumentList.Add(metricsPort.ToString(CultureInfo.InvariantCulture));
+        }
+
+        // Without one the node's AMQP listener picks a free port (farm status and farm connection-string --amqp show it).
+        if (amqpPort > 0)
+        {
+            startInfo.ArgumentList.Add("--amqp-port");
+            startInfo.ArgumentList.Add(amqpPort.ToString(CultureInfo.InvariantCulture));
         }
 
         if (messageCache?.PerEntityMb is { } perEntityMb)

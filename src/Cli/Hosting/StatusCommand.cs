@@ -203,7 +203,8 @@ public sealed record StatusView(
             (long)n.HeartbeatAge.TotalMilliseconds,
             n.ProcessId == 0 ? null : n.ProcessId,
             ProcessStateOf(n, local),
-            n.MetricsUrl)).ToList();
+            n.MetricsUrl,
+            n.AmqpAddress)).ToList();
         var containers = status.Containers.OrderBy(c => c.Id)
             .Select(c => new ContainerView(c.Id, c.OwnerNode, c.Epoch, c.EntityCount, c.OwnedSince, c.Store) { Server = c.Server }).ToList();
 
@@ -275,7 +276,7 @@ public sealed record StatusView(
         text.AppendLine();
         AppendTable(
             text,
-            ["NODE", "STATE", "ADDRESS", "HEARTBEAT", "PID", "PROCESS", "METRICS"],
+            ["NODE", "STATE", "ADDRESS", "HEARTBEAT", "PID", "PROCESS", "METRICS", "AMQP"],
             Nodes.Select(n => new[]
             {
                 n.Id.ToString(CultureInfo.InvariantCulture),
@@ -285,6 +286,7 @@ public sealed record StatusView(
                 n.Pid?.ToString(CultureInfo.InvariantCulture) ?? "-",
                 n.ProcessState ?? "-",
                 n.MetricsUrl ?? "-",
+                n.AmqpAddress ?? "-",
             }));
         text.AppendLine();
         AppendTable(
@@ -315,10 +317,11 @@ public sealed record StatusView(
 }
 
 /// <summary>
-/// A node: state, address, heartbeat age and Prometheus scrape URL from the farm database;
-/// process_state as the CLI sees the pid here (null for a farm on another machine).
+/// A node: state, address, heartbeat age, Prometheus scrape URL and AMQP address (amqp://host:port,
+/// null when it does not listen for AMQP) from the farm database; process_state as the CLI sees the
+/// pid here (null for a farm on another machine).
 /// </summary>
-public sealed record NodeView(long Id, string State, string Address, long? HeartbeatAgeMs, int? Pid, string? ProcessState, string? MetricsUrl = null);
+public sealed record NodeView(long Id, string State, string Address, long? HeartbeatAgeMs, int? Pid, string? ProcessState, string? MetricsUrl = null, string? AmqpAddress = null);
 
 /// <summary>How many containers a node owns; live is its farm-database state being active.</summary>
 public sealed record NodeContainersView(long NodeId, bool Live, long Containers);

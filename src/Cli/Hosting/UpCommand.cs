@@ -8,7 +8,7 @@ using Farm.Client;
 namespace Farm.Cli.Hosting;
 
 /// <summary>
-/// `farm up [--nodes N] [--port P] [--detach] [--store sqlite|postgres --farm-connection CS]`: starts the farm's node processes on a data
+/// `farm up [--nodes N] [--port P] [--metrics-port P] [--amqp-port P] [--detach] [--store sqlite|postgres --farm-connection CS]`: starts the farm's node processes on a data
 /// directory (node 1 first, then the others together, all sharing the directory), waits until they
 /// serve, records them in farm.json and prints the connection string listing every node's endpoint
 /// (the only thing written to stdout, so <c>export FARM_CONNECTION=$(./farm up --detach)</c> works).
@@ -16,6 +16,9 @@ namespace Farm.Cli.Hosting;
 public static class UpCommand
 {
     public const int DefaultPort = 5480;
+
+    /// <summary>Node 1's AMQP port when --port is the default: AMQP's own port, as Azure's emulator uses.</summary>
+    public const int DefaultAmqpPort = 5672;
 
     /// <summary>How long the nodes get to start serving.</summary>
     public static readonly TimeSpan StartTimeout = TimeSpan.FromSeconds(60);
@@ -45,6 +48,11 @@ public static class UpCommand
             Description = "Port of node 1's Prometheus endpoint (node N serves it on metrics-port + N - 1); 0 (the default) lets each node pick a free port, shown by farm status",
             HelpName = "PORT",
             DefaultValueFactory = _ => 0,
+        };
+        var amqpPort = new Option<int?>("--amqp-port")
+        {
+            Description = $"Port of node 1's AMQP 1.0 listener (node N listens on amqp-port + N - 1); 0 lets each node pick a free port. Default: {DefaultAmqpPort} with the default --port, else 0",
+            HelpName = "PORT",
         };
         var detach = new Option<bool>("--detach")
         {
@@ -78,6 +86,7 @@ public static class UpCommand
             nodes,
             port,
             metricsPort,
+            amqpPort,
             detach,
             store,
             farmConnection,
@@ -87,7 +96,7 @@ public static class UpCommand
         command.SetAction((parseResult, cancellationToken) => RunAsync(
             new FarmDataDirectory(CliContext.ResolveDataDirectory(parseResult)),
             parseResult.GetValue(nodes),
-            new NodePorts(parseResult.GetValue(port), parseResult.GetValue(metricsPort)),
+            new NodePorts(parseResult.GetValue(port), parseResult.GetValue(metricsPort), AmqpPortFor(parseResult.GetValue(port), parseResult.GetValue(amqpPort))),
             parseResult.GetValue(detach),
             NodeStore.FromOptions(parseResult.GetValue(store), parseResult.GetValue(farmConnection)),
             new MessageCacheSizes(parseResult.GetValue(messageCache), parseResult.GetValue(nodeCache)),
@@ -118,10 +127,51 @@ public static class UpCommand
         }
     }
 
+    /// <summary>
+    /// Says each node's AMQP connection string (signed with RootManageSharedAccessKey), on stderr
+    /// beside the dashboard. A node registers its AMQP address in the farm database before it says
+    /// it serves, so once every node serves, what the farm database has is what each node does: a
+    /// node without an address does not listen for AMQP, and waiting longer would not change that.
+    /// </summary>
+    private static async Task PrintAmqpAsync(string connectionString, CancellationToken cancellationToken)
+    {
+        try
+        {
+            using var admin = new FarmAdministrationClient(connectionString);
+            var status = await admin.GetFarmStatusAsync(cancellationToken);
+            var root = (await admin.GetSharedAccessPoliciesAsync(cancellationToken)).FirstOrDefault(p => p.Name == RootPolicyName);
+            foreach (var node in status.Nodes.Where(n => n.State == StatusView.ActiveState).OrderBy(n => n.Id))
+            {
+                await Console.Error.WriteLineAsync(string.Create(CultureInfo.InvariantCulture, $"amqp: node {node.Id}: ") + (node.AmqpAddress, root) switch
+                {
+                    ({ } address, { } policy) => Security.AmqpConnectionString.For(address, policy),
+                    ({ } address, null) => $"{address} (no {RootPolicyName} policy: farm connection-string --amqp --policy NAME)",
+                    _ => "not listening for AMQP",
+                });
+            }
+        }
+        catch (Exception e) when (e is FarmException or Grpc.Core.RpcException or TimeoutException or CliException)
+        {
+            await Console.Error.WriteLineAsync($"amqp: not known yet ({e.Message}); farm connection-string --amqp says it");
+        }
+    }
+
+    private const string RootPolicyName = "RootManageSharedAccessKey";
+
+    /// <summary>
+    /// Node 1's AMQP port: the one given; else <see cref="DefaultAmqpPort"/> for a farm on the default
+    /// --port, and 0 (each node picks a free port) for any other, so farms started side by side with
+    /// --port 0 or ports of their own never collide on 5672.
+    /// </summary>
+    internal static int AmqpPortFor(int grpcPort, int? amqpPort) => amqpPort ?? (grpcPort == DefaultPort ? DefaultAmqpPort : 0);
+
     /// <summary>The first node's gRPC and metrics ports; node N listens on each + N - 1 (0: any free port).</summary>
     private static int MetricsPortOf(NodePorts ports, int nodeId) => ports.Metrics == 0 ? 0 : ports.Metrics + nodeId - 1;
 
-    private readonly record struct NodePorts(int Grpc, int Metrics);
+    /// <summary>Node N's AMQP port, as <see cref="MetricsPortOf"/>.</summary>
+    private static int AmqpPortOf(NodePorts ports, int nodeId) => ports.Amqp == 0 ? 0 : ports.Amqp + nodeId - 1;
+
+    private readonly record struct NodePorts(int Grpc, int Metrics, int Amqp);
 
     private static async Task<int> RunAsync(FarmDataDirectory data, int nodeCount, NodePorts ports, bool detach, NodeStore store, MessageCacheSizes messageCache, CancellationToken cancellationToken)
     {
@@ -160,11 +210,27 @@ public static class UpCommand
             throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"--metrics-port {ports.Metrics} overlaps the gRPC ports {port}-{port + nodeCount - 1}; pick ports apart."));
         }
 
+        if (ports.Amqp is < 0 or > 65535 || (ports.Amqp > 0 && ports.Amqp + nodeCount - 1 > 65535))
+        {
+            throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"--amqp-port must be 0, or a port from which {nodeCount} ports up to 65535 follow; got {ports.Amqp}."));
+        }
+
+        if (port > 0 && ports.Amqp > 0 && ports.Amqp < port + nodeCount && port < ports.Amqp + nodeCount)
+        {
+            throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"--amqp-port {ports.Amqp} overlaps the gRPC ports {port}-{port + nodeCount - 1}; pick ports apart."));
+        }
+
+        if (ports.Metrics > 0 && ports.Amqp > 0 && ports.Amqp < ports.Metrics + nodeCount && ports.Metrics < ports.Amqp + nodeCount)
+        {
+            throw new CliException(ExitCodes.BadInput, string.Create(CultureInfo.InvariantCulture, $"--amqp-port {ports.Amqp} overlaps the metrics ports {ports.Metrics}-{ports.Metrics + nodeCount - 1}; pick ports apart."));
+        }
+
         var nodeDll = NodeLauncher.FindNodeDll();
         using var dataLock = data.AcquireLock();
         RefuseIfRunning(data);
         RefuseIfPortsTaken(port, nodeCount);
-        RefuseIfPortsTaken(ports.Metrics, nodeCount);
+        RefuseIfPortsTaken(ports.Metrics, nodeCount, "--metrics-port");
+        RefuseIfPortsTaken(ports.Amqp, nodeCount, "--amqp-port");
         // The node ports are chosen here, so the CLI knows every address before a node starts
         // and learns that it serves from its health service; "any free port" is picked now.
         var nodePorts = port == 0 ? PickFreePorts(nodeCount) : [.. Enumerable.Range(port, nodeCount)];
@@ -180,7 +246,8 @@ public static class UpCommand
                 n.Address,
                 n.Port,
                 n.LogFile,
-                MetricsPortOf(ports, n.NodeId) is var metrics and > 0 ? metrics : null))],
+                MetricsPortOf(ports, n.NodeId) is var metrics and > 0 ? metrics : null,
+                AmqpPortOf(ports, n.NodeId) is var amqp and > 0 ? amqp : null))],
             StartedAt = DateTimeOffset.UtcNow,
             Detached = detach,
             Store = store.Name,
@@ -194,9 +261,10 @@ public static class UpCommand
             {
                 var nodePort = nodePorts[nodeId - 1];
                 var nodeMetricsPort = MetricsPortOf(ports, nodeId);
+                var nodeAmqpPort = AmqpPortOf(ports, nodeId);
                 var node = detach
-                    ? NodeLauncher.StartDetached(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort, messageCache)
-                    : NodeLauncher.StartForeground(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort, messageCache);
+                    ? NodeLauncher.StartDetached(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort, messageCache, nodeAmqpPort)
+                    : NodeLauncher.StartForeground(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort, messageCache, nodeAmqpPort);
                 launched.Add(node);
                 // Recorded at once: a 'farm up' interrupted from here on leaves nodes that
                 // 'farm down' finds and a second 'farm up' refuses to start over.
@@ -217,6 +285,7 @@ public static class UpCommand
             FarmStateFile.Write(data, record);
             await Console.Out.WriteLineAsync(record.ConnectionString);
             await PrintDashboardAsync(record.ConnectionString, cancellationToken);
+            await PrintAmqpAsync(record.ConnectionString, cancellationToken);
 
             if (detach)
             {
@@ -278,7 +347,7 @@ public static class UpCommand
     }
 
     /// <summary>A taken port would only show as a node crash; say so up front instead.</summary>
-    internal static void RefuseIfPortsTaken(int port, int nodeCount)
+    internal static void RefuseIfPortsTaken(int port, int nodeCount, string option = "--port")
     {
         if (port == 0)
         {
@@ -295,7 +364,7 @@ public static class UpCommand
             }
             catch (SocketException)
             {
-                throw new CliException(ExitCodes.Error, string.Create(CultureInfo.InvariantCulture, $"Port {nodePort} is already in use (another farm?); pick a free one with --port, or --port 0 for any."));
+                throw new CliException(ExitCodes.Error, string.Create(CultureInfo.InvariantCulture, $"Port {nodePort} is already in use (another farm?); pick a free one with {option}, or {option} 0 for any."));
             }
         }
     }

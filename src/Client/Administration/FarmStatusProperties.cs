@@ -49,6 +49,9 @@ public sealed record FarmNodeProperties
 
     /// <summary>Where the node serves its Prometheus metrics (http://host:port/metrics); null when it does not say.</summary>
     public string? MetricsUrl { get; init; }
+
+    /// <summary>Where the node listens for AMQP 1.0 (amqp://host:port); null when it does not.</summary>
+    public string? AmqpAddress { get; init; }
 }
 
 /// <summary>The whole farm at a glance (farm status).</summary>

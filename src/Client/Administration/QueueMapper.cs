@@ -81,6 +81,7 @@ internal static class QueueMapper
         HeartbeatAge = node.HeartbeatAge?.ToTimeSpan() ?? TimeSpan.Zero,
         ProcessId = node.ProcessId,
         MetricsUrl = string.IsNullOrEmpty(node.MetricsUrl) ? null : node.MetricsUrl,
+        AmqpAddress = string.IsNullOrEmpty(node.AmqpAddress) ? null : node.AmqpAddress,
     };
 
     public static FarmStatusProperties FromProto(Proto.FarmStatus status) => new()

@@ -56,6 +56,10 @@ internal static class FarmCalls
     public static readonly FarmCall<RemoveServerRequest, RemoveServerResponse> RemoveServer = Management<RemoveServerRequest, RemoveServerResponse>("RemoveServer", (c, r, o) => c.RemoveServerAsync(r, o));
     public static readonly FarmCall<ListContainersRequest, ListContainersResponse> ListContainers = Management<ListContainersRequest, ListContainersResponse>("ListContainers", (c, r, o) => c.ListContainersAsync(r, o));
     public static readonly FarmCall<GetStatusRequest, FarmStatus> GetStatus = Management<GetStatusRequest, FarmStatus>("GetStatus", (c, r, o) => c.GetStatusAsync(r, o));
+    public static readonly FarmCall<CreateAccessPolicyRequest, AccessPolicyInfo> CreateAccessPolicy = Management<CreateAccessPolicyRequest, AccessPolicyInfo>("CreateAccessPolicy", (c, r, o) => c.CreateAccessPolicyAsync(r, o));
+    public static readonly FarmCall<ListAccessPoliciesRequest, ListAccessPoliciesResponse> ListAccessPolicies = Management<ListAccessPoliciesRequest, ListAccessPoliciesResponse>("ListAccessPolicies", (c, r, o) => c.ListAccessPoliciesAsync(r, o));
+    public static readonly FarmCall<DeleteAccessPolicyRequest, DeleteAccessPolicyResponse> DeleteAccessPolicy = Management<DeleteAccessPolicyRequest, DeleteAccessPolicyResponse>("DeleteAccessPolicy", (c, r, o) => c.DeleteAccessPolicyAsync(r, o));
+    public static readonly FarmCall<RenewAccessPolicyKeyRequest, AccessPolicyInfo> RenewAccessPolicyKey = Management<RenewAccessPolicyKeyRequest, AccessPolicyInfo>("RenewAccessPolicyKey", (c, r, o) => c.RenewAccessPolicyKeyAsync(r, o));
 
     public static readonly FarmCall<CreateTopicRequest, TopicInfo> CreateTopic = Management<CreateTopicRequest, TopicInfo>("CreateTopic", (c, r, o) => c.CreateTopicAsync(r, o));
     public static readonly FarmCall<GetTopicRequest, TopicInfo> GetTopic = Management<GetTopicRequest, TopicInfo>("GetTopic", (c, r, o) => c.GetTopicAsync(r, o));

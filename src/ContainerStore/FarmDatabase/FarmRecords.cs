@@ -5,6 +5,9 @@ public sealed record NodeRecord(long Id, string Address, string State, int Proce
 {
     /// <summary>The node's Prometheus scrape URL (http://host:port/metrics), or null when it serves none.</summary>
     public string? MetricsAddress { get; init; }
+
+    /// <summary>Where the node listens for AMQP 1.0 (amqp://host:port), or null when it does not.</summary>
+    public string? AmqpAddress { get; init; }
 }
 
 public static class NodeStates
@@ -108,6 +111,68 @@ public sealed class RuleAlreadyExistsException(string subscription, string name)
     : Exception($"The subscription '{subscription}' already has a rule named '{name}'.")
 {
     public string Subscription { get; } = subscription;
+    public string Name { get; } = name;
+}
+
+/// <summary>
+/// What a shared access policy allows a client signing with its keys, as in Azure Service Bus:
+/// Listen (receive), Send, Manage (administer; always comes with Send and Listen).
+/// </summary>
+[Flags]
+public enum AccessRights
+{
+    None = 0,
+    Listen = 1,
+    Send = 2,
+    Manage = 4,
+}
+
+/// <summary>
+/// A shared access policy of the farm: a name (the SharedAccessKeyName of a connection string) and
+/// two keys (base64 of 32 random bytes, as Azure's), either of which signs SharedAccessSignature
+/// tokens. Two keys let a client move to a renewed key while the other one still works.
+/// </summary>
+public sealed record AccessPolicyRecord(
+    string Name,
+    AccessRights Rights,
+    string PrimaryKey,
+    string SecondaryKey,
+    DateTimeOffset CreatedAt,
+    DateTimeOffset UpdatedAt);
+
+/// <summary>The policy every farm starts with, and how keys are made.</summary>
+public static class AccessPolicies
+{
+    /// <summary>Azure's name for a namespace's first policy; a farm creates it when its database is first opened.</summary>
+    public const string RootPolicyName = "RootManageSharedAccessKey";
+
+    /// <summary>Every right: what <see cref="RootPolicyName"/> has.</summary>
+    public const AccessRights AllRights = AccessRights.Manage | AccessRights.Send | AccessRights.Listen;
+
+    /// <summary>A new key: 32 random bytes from the operating system's generator, base64 (44 characters), as Azure's keys are.</summary>
+    public static string NewKey() => Convert.ToBase64String(System.Security.Cryptography.RandomNumberGenerator.GetBytes(32));
+
+    /// <summary>
+    /// The rights as stored: Manage always with Send and Listen (Azure requires both for it).
+    /// Throws for none, or for bits that name no right.
+    /// </summary>
+    public static AccessRights Normalize(AccessRights rights)
+    {
+        if (rights == AccessRights.None || (rights & ~AllRights) != 0)
+        {
+            throw new ArgumentOutOfRangeException(nameof(rights), rights, "A policy needs at least one of Manage, Send and Listen, and nothing else.");
+        }
+        return rights.HasFlag(AccessRights.Manage) ? AllRights : rights;
+    }
+}
+
+/// <summary>
+/// Deleting the policy would leave the farm with no policy that has Manage, so nobody could
+/// administer it over AMQP any more: the delete is refused.
+/// </summary>
+public sealed class LastManageAccessPolicyException(string name)
+    : Exception($"The policy '{name}' is the farm's last one with Manage rights; create another with Manage before deleting it, so the farm never locks itself out.")
+{
     public string Name { get; } = name;
 }
 

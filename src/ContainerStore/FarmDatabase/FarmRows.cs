@@ -8,13 +8,14 @@ internal sealed class NodeRow
     public long Id { get; set; }
     public string Address { get; set; } = "";
     public string? MetricsAddress { get; set; }
+    public string? AmqpAddress { get; set; }
     public string State { get; set; } = "";
     public int ProcessId { get; set; }
     public long HeartbeatAtMs { get; set; }
     public long HeartbeatAgeMs { get; set; }
 
     public NodeRecord ToRecord() =>
-        new(Id, Address, State, ProcessId, UnixMs.ToUtc(HeartbeatAtMs), TimeSpan.FromMilliseconds(Math.Max(0, HeartbeatAgeMs))) { MetricsAddress = MetricsAddress };
+        new(Id, Address, State, ProcessId, UnixMs.ToUtc(HeartbeatAtMs), TimeSpan.FromMilliseconds(Math.Max(0, HeartbeatAgeMs))) { MetricsAddress = MetricsAddress, AmqpAddress = AmqpAddress };
 }
 
 internal sealed class ContainerRow
@@ -30,6 +31,20 @@ internal sealed class ContainerRow
 
     public ContainerRecord ToRecord() =>
         new(Id, ConnectionString, OwnerNode, Epoch, UnixMs.ToUtc(LeaseExpiresAtMs), UnixMs.ToUtc(OwnedSinceMs), EntityCount) { Server = Server };
+}
+
+internal sealed class AccessPolicyRow
+{
+    public string Name { get; set; } = "";
+    public long Rights { get; set; }
+    public string PrimaryKey { get; set; } = "";
+    public string SecondaryKey { get; set; } = "";
+    public long CreatedAtMs { get; set; }
+    public long UpdatedAtMs { get; set; }
+
+    public AccessPolicyRecord ToRecord() => new(
+        Name, (AccessRights)Rights, PrimaryKey, SecondaryKey,
+        DateTimeOffset.FromUnixTimeMilliseconds(CreatedAtMs), DateTimeOffset.FromUnixTimeMilliseconds(UpdatedAtMs));
 }
 
 internal sealed class ServerRow
@@ -191,4 +206,11 @@ internal sealed class FarmSql
     public string UpdateRule { get; private set; } = "";
     public string ListRules { get; private set; } = "";
     public string ListRulesOfTopic { get; private set; } = "";
+    public string InsertRootAccessPolicy { get; private set; } = "";
+    public string InsertAccessPolicy { get; private set; } = "";
+    public string ListAccessPolicies { get; private set; } = "";
+    public string GetAccessPolicy { get; private set; } = "";
+    public string LockAccessPolicies { get; private set; } = "";
+    public string DeleteAccessPolicy { get; private set; } = "";
+    public string UpdateAccessPolicyKeys { get; private set; } = "";
 }

@@ -34,14 +34,14 @@ internal abstract class FarmStore(FarmSql sql) : IFarmStore
 
     public abstract ValueTask DisposeAsync();
 
-    public Task<NodeRecord> RegisterNodeAsync(long nodeId, string address, int processId, string? metricsAddress = null, CancellationToken cancellationToken = default)
+    public Task<NodeRecord> RegisterNodeAsync(long nodeId, string address, int processId, string? metricsAddress = null, string? amqpAddress = null, CancellationToken cancellationToken = default)
     {
         ArgumentNullException.ThrowIfNull(address);
         return RunAsync("register a node", async connection =>
         {
             var row = await connection.QuerySingleAsync<NodeRow>(Command(
                 Sql.RegisterNode,
-                new { Id = nodeId, Address = address, MetricsAddress = metricsAddress, State = NodeStates.Active, ProcessId = processId },
+                new { Id = nodeId, Address = address, MetricsAddress = metricsAddress, AmqpAddress = amqpAddress, State = NodeStates.Active, ProcessId = processId },
                 cancellationToken: cancellationToken)).ConfigureAwait(false);
             return row.ToRecord();
         }, cancellationToken);
@@ -390,6 +390,87 @@ internal abstract class FarmStore(FarmSql sql) : IFarmStore
             var rows = await connection.QueryAsync<RuleRow>(Command(Sql.ListRulesOfTopic, new { TopicId = topicId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
             return rows.Select(r => r.ToRecord()).ToList();
         }, cancellationToken);
+
+    /// <summary>
+    /// Gives a farm with no policy that has Manage its <see cref="AccessPolicies.RootPolicyName"/>,
+    /// with new keys; each dialect's open runs it right after migrating, so every farm has one from
+    /// its first start on, whichever process opened it first. Idempotent: a farm with a Manage policy
+    /// (the root one or another) is left alone, and an existing root policy's keys are never
+    /// replaced, also when two processes open a new farm at once.
+    /// </summary>
+    protected Task EnsureManageAccessPolicyAsync(CancellationToken cancellationToken) =>
+        RunAsync("create the root access policy", connection => connection.ExecuteAsync(Command(
+            Sql.InsertRootAccessPolicy,
+            new
+            {
+                Name = AccessPolicies.RootPolicyName,
+                Rights = (int)AccessPolicies.AllRights,
+                Manage = (int)AccessRights.Manage,
+                PrimaryKey = AccessPolicies.NewKey(),
+                SecondaryKey = AccessPolicies.NewKey(),
+            },
+            cancellationToken: cancellationToken)), cancellationToken);
+
+    public Task<IReadOnlyList<AccessPolicyRecord>> ListAccessPoliciesAsync(CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<AccessPolicyRecord>>("list access policies", async connection =>
+            (await connection.QueryAsync<AccessPolicyRow>(Command(Sql.ListAccessPolicies, cancellationToken: cancellationToken)).ConfigureAwait(false))
+                .Select(r => r.ToRecord()).ToList(), cancellationToken);
+
+    public Task<AccessPolicyRecord?> GetAccessPolicyAsync(string name, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(name);
+        return RunAsync("read an access policy", async connection =>
+            (await connection.QuerySingleOrDefaultAsync<AccessPolicyRow>(Command(Sql.GetAccessPolicy, new { Name = name }, cancellationToken: cancellationToken)).ConfigureAwait(false))
+                ?.ToRecord(), cancellationToken);
+    }
+
+    public Task<AccessPolicyRecord?> CreateAccessPolicyAsync(string name, AccessRights rights, string primaryKey, string secondaryKey, CancellationToken cancellationToken = default)
+    {
+        ArgumentException.ThrowIfNullOrWhiteSpace(name);
+        ArgumentException.ThrowIfNullOrWhiteSpace(primaryKey);
+        ArgumentException.ThrowIfNullOrWhiteSpace(secondaryKey);
+        var stored = AccessPolicies.Normalize(rights);
+        return RunAsync("create an access policy", async connection =>
+            (await connection.QuerySingleOrDefaultAsync<AccessPolicyRow>(Command(
+                Sql.InsertAccessPolicy,
+                new { Name = name, Rights = (int)stored, PrimaryKey = primaryKey, SecondaryKey = secondaryKey },
+                cancellationToken: cancellationToken)).ConfigureAwait(false))?.ToRecord(), cancellationToken);
+    }
+
+    public Task<bool> DeleteAccessPolicyAsync(string name, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(name);
+        return RunAsync("delete an access policy", async connection =>
+        {
+            // Locked against every other change of the policies: two deletes of the last two Manage
+            // policies must not each see the other one and both go.
+            await using var transaction = await BeginWriteAsync(connection, cancellationToken).ConfigureAwait(false);
+            await connection.ExecuteAsync(Command(Sql.LockAccessPolicies, transaction: transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            var deleted = await connection.ExecuteAsync(Command(
+                Sql.DeleteAccessPolicy, new { Name = name, Manage = (int)AccessRights.Manage }, transaction, cancellationToken)).ConfigureAwait(false);
+            if (deleted == 0)
+            {
+                var exists = await connection.QuerySingleOrDefaultAsync<AccessPolicyRow>(Command(
+                    Sql.GetAccessPolicy, new { Name = name }, transaction, cancellationToken)).ConfigureAwait(false);
+                await transaction.RollbackAsync(cancellationToken).ConfigureAwait(false);
+                return exists is null ? false : throw new LastManageAccessPolicyException(name);
+            }
+            await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
+            return true;
+        }, cancellationToken);
+    }
+
+    public Task<AccessPolicyRecord?> UpdateAccessPolicyKeysAsync(string name, string primaryKey, string secondaryKey, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(name);
+        ArgumentException.ThrowIfNullOrWhiteSpace(primaryKey);
+        ArgumentException.ThrowIfNullOrWhiteSpace(secondaryKey);
+        return RunAsync("renew an access policy's keys", async connection =>
+            (await connection.QuerySingleOrDefaultAsync<AccessPolicyRow>(Command(
+                Sql.UpdateAccessPolicyKeys,
+                new { Name = name, PrimaryKey = primaryKey, SecondaryKey = secondaryKey },
+                cancellationToken: cancellationToken)).ConfigureAwait(false))?.ToRecord(), cancellationToken);
+    }
 
     /// <summary>Entity names are unique regardless of case, as in Service Bus.</summary>
     protected static string NameKey(string name) => name.ToLowerInvariant();

@@ -6,8 +6,11 @@ namespace Farm.ContainerStore.FarmDatabase;
 /// </summary>
 public interface IFarmStore : IAsyncDisposable
 {
-    /// <summary>Registers a node (or re-registers a known id) as active, heartbeat now, with where it serves metrics (if it does).</summary>
-    Task<NodeRecord> RegisterNodeAsync(long nodeId, string address, int processId, string? metricsAddress = null, CancellationToken cancellationToken = default);
+    /// <summary>
+    /// Registers a node (or re-registers a known id) as active, heartbeat now, with where it serves
+    /// metrics and where it listens for AMQP (each null when it does not).
+    /// </summary>
+    Task<NodeRecord> RegisterNodeAsync(long nodeId, string address, int processId, string? metricsAddress = null, string? amqpAddress = null, CancellationToken cancellationToken = default);
 
     /// <summary>
     /// Records a heartbeat of the process that registered the node (<paramref name="processId"/> at
@@ -123,4 +126,28 @@ public interface IFarmStore : IAsyncDisposable
 
     /// <summary>The rules of all of a topic's subscriptions (one query, for loading a topic), in creation order.</summary>
     Task<IReadOnlyList<RuleRecord>> ListRulesOfTopicAsync(long topicId, CancellationToken cancellationToken = default);
+
+    /// <summary>
+    /// The farm's shared access policies, by name (bytewise). Every farm has at least one with
+    /// Manage: opening the farm database creates <see cref="AccessPolicies.RootPolicyName"/> when it has none.
+    /// </summary>
+    Task<IReadOnlyList<AccessPolicyRecord>> ListAccessPoliciesAsync(CancellationToken cancellationToken = default);
+
+    /// <summary>A policy by name (exact, case-sensitive); null when there is none.</summary>
+    Task<AccessPolicyRecord?> GetAccessPolicyAsync(string name, CancellationToken cancellationToken = default);
+
+    /// <summary>
+    /// Creates a policy with the keys given (rights normalised: Manage brings Send and Listen);
+    /// null when the name is taken.
+    /// </summary>
+    Task<AccessPolicyRecord?> CreateAccessPolicyAsync(string name, AccessRights rights, string primaryKey, string secondaryKey, CancellationToken cancellationToken = default);
+
+    /// <summary>
+    /// Deletes a policy; false when there is none. Throws <see cref="LastManageAccessPolicyException"/>
+    /// (and deletes nothing) when it is the last policy with Manage.
+    /// </summary>
+    Task<bool> DeleteAccessPolicyAsync(string name, CancellationToken cancellationToken = default);
+
+    /// <summary>Replaces a policy's two keys (its rights stay); null when there is no such policy.</summary>
+    Task<AccessPolicyRecord?> UpdateAccessPolicyKeysAsync(string name, string primaryKey, string secondaryKey, CancellationToken cancellationToken = default);
 }

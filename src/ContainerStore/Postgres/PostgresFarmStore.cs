@@ -32,7 +32,9 @@ internal sealed class PostgresFarmStore : FarmStore
                 await PostgresMigrator.MigrateAsync(database, connection, PostgresMigrator.FarmSchema, cancellationToken).ConfigureAwait(false);
             }
 
-            return new PostgresFarmStore(database);
+            var store = new PostgresFarmStore(database);
+            await store.EnsureManageAccessPolicyAsync(cancellationToken).ConfigureAwait(false);
+            return store;
         }
         catch
         {

@@ -72,15 +72,15 @@ internal static class PostgresSql
     public static class FarmDb
     {
         private const string NodeColumns = $"""
-            id AS Id, address AS Address, metrics_address AS MetricsAddress, state AS State, process_id AS ProcessId,
+            id AS Id, address AS Address, metrics_address AS MetricsAddress, amqp_address AS AmqpAddress, state AS State, process_id AS ProcessId,
             (floor(extract(epoch from heartbeat_at) * 1000))::bigint AS HeartbeatAtMs, (floor(extract(epoch from ({Now} - heartbeat_at)) * 1000))::bigint AS HeartbeatAgeMs
             """;
 
         public const string RegisterNode = $"""
-            INSERT INTO nodes (id, address, metrics_address, state, process_id, heartbeat_at)
-            VALUES (@Id, @Address, @MetricsAddress, @State, @ProcessId, {Now})
+            INSERT INTO nodes (id, address, metrics_address, amqp_address, state, process_id, heartbeat_at)
+            VALUES (@Id, @Address, @MetricsAddress, @AmqpAddress, @State, @ProcessId, {Now})
             ON CONFLICT (id) DO UPDATE SET
-                address = excluded.address, metrics_address = excluded.metrics_address, state = excluded.state,
+                address = excluded.address, metrics_address = excluded.metrics_address, amqp_address = excluded.amqp_address, state = excluded.state,
                 process_id = excluded.process_id, heartbeat_at = excluded.heartbeat_at
             RETURNING {NodeColumns}
             """;
@@ -276,6 +276,54 @@ internal static class PostgresSql
 
         /// <summary>Identity ids rise with every rule created, so id order is creation order.</summary>
         public const string ListRules = $"SELECT {RuleColumns} FROM rules r WHERE r.subscription_id = @SubscriptionId ORDER BY r.id";
+
+        private const string AccessPolicyColumns = """
+            name AS Name, rights AS Rights, primary_key AS PrimaryKey, secondary_key AS SecondaryKey,
+            (floor(extract(epoch from created_at) * 1000))::bigint AS CreatedAtMs, (floor(extract(epoch from updated_at) * 1000))::bigint AS UpdatedAtMs
+            """;
+
+        /// <summary>
+        /// The first Manage policy of a farm that has none (a new farm, or one from before schema 6);
+        /// ON CONFLICT: a policy of that name stays as it is, keys and all.
+        /// </summary>
+        public const string InsertRootAccessPolicy = $"""
+            INSERT INTO access_policies (name, rights, primary_key, secondary_key, created_at, updated_at)
+            SELECT @Name, @Rights, @PrimaryKey, @SecondaryKey, {Now}, {Now}
+            WHERE NOT EXISTS (SELECT 1 FROM access_policies WHERE (rights & @Manage) <> 0)
+            ON CONFLICT (name) DO NOTHING
+            """;
+
+        /// <summary>No row when the name is taken.</summary>
+        public const string InsertAccessPolicy = $"""
+            INSERT INTO access_policies (name, rights, primary_key, secondary_key, created_at, updated_at)
+            VALUES (@Name, @Rights, @PrimaryKey, @SecondaryKey, {Now}, {Now})
+            ON CONFLICT (name) DO NOTHING
+            RETURNING {AccessPolicyColumns}
+            """;
+
+        public const string ListAccessPolicies = $"SELECT {AccessPolicyColumns} FROM access_policies ORDER BY name";
+
+        public const string GetAccessPolicy = $"SELECT {AccessPolicyColumns} FROM access_policies WHERE name = @Name";
+
+        /// <summary>
+        /// Held to the end of the transaction: changes of the policies that check the others (a delete
+        /// keeps the last Manage policy) run one at a time. Readers are not blocked.
+        /// </summary>
+        public const string LockAccessPolicies = "LOCK TABLE access_policies IN SHARE ROW EXCLUSIVE MODE";
+
+        /// <summary>Deletes nothing when the policy is the last one with Manage (the farm would lock itself out).</summary>
+        public const string DeleteAccessPolicy = """
+            DELETE FROM access_policies
+            WHERE name = @Name
+              AND ((rights & @Manage) = 0
+                   OR EXISTS (SELECT 1 FROM access_policies other WHERE other.name <> @Name AND (other.rights & @Manage) <> 0))
+            """;
+
+        public const string UpdateAccessPolicyKeys = $"""
+            UPDATE access_policies SET primary_key = @PrimaryKey, secondary_key = @SecondaryKey, updated_at = {Now}
+            WHERE name = @Name
+            RETURNING {AccessPolicyColumns}
+            """;
 
         public const string ListRulesOfTopic = $"""
             SELECT {RuleColumns}

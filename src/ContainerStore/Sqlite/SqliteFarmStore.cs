@@ -29,7 +29,9 @@ internal sealed class SqliteFarmStore : FarmStore
             await SqliteMigrator.MigrateAsync(file, connection, SqliteMigrator.FarmSchema, cancellationToken).ConfigureAwait(false);
         }
 
-        return new SqliteFarmStore(file);
+        var store = new SqliteFarmStore(file);
+        await store.EnsureManageAccessPolicyAsync(cancellationToken).ConfigureAwait(false);
+        return store;
     }
 
     /// <summary>The UPDATE reports only how many rows it changed; the row is read back under the same write lock.</summary>

@@ -59,12 +59,15 @@ internal static class GrpcHosting
     public static string AddressOf(ListenOptions listener, string? advertiseHost = null)
     {
         var endpoint = listener.IPEndPoint!;
-        var host = advertiseHost is not null ? (advertiseHost.Contains(':', StringComparison.Ordinal) ? $"[{advertiseHost}]" : advertiseHost)
+        return $"http://{HostOf(endpoint, advertiseHost)}:{endpoint.Port}";
+    }
+
+    /// <summary>The host part of a bound endpoint's address, as <see cref="AddressOf"/> writes it (IPv6 in brackets).</summary>
+    public static string HostOf(IPEndPoint endpoint, string? advertiseHost) =>
+        advertiseHost is not null ? (advertiseHost.Contains(':', StringComparison.Ordinal) ? $"[{advertiseHost}]" : advertiseHost)
             : endpoint.Address.Equals(IPAddress.Any) || endpoint.Address.Equals(IPAddress.IPv6Any) ? "127.0.0.1"
             : endpoint.AddressFamily == System.Net.Sockets.AddressFamily.InterNetworkV6 ? $"[{endpoint.Address}]"
             : endpoint.Address.ToString();
-        return $"http://{host}:{endpoint.Port}";
-    }
 
     private static readonly string[] FarmServices =
     [

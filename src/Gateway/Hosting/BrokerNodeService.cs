@@ -1,3 +1,4 @@
+using System.Net;
 using Farm.Broker.Node;
 using Farm.ContainerStore;
 using Farm.Gateway.Grpc;
@@ -11,6 +12,13 @@ internal sealed class NodeListeners
     public ListenOptions? Grpc { get; set; }
 
     public ListenOptions? Metrics { get; set; }
+
+    /// <summary>
+    /// The address the AMQP listener registers once it is bound (into <see cref="NodeOptions.AmqpAddress"/>):
+    /// amqp://host:port with the port the OS picked for --amqp-port 0, and the host others reach it by.
+    /// </summary>
+    public static string AmqpAddressOf(IPEndPoint bound, string? advertiseHost) =>
+        $"amqp://{GrpcHosting.HostOf(bound, advertiseHost)}:{bound.Port}";
 }
 
 /// <summary>
@@ -50,7 +58,9 @@ internal sealed partial class BrokerNodeService(
             return;
         }
         _leaving = StopWhenTheNodeLeavesAsync();
-        Console.WriteLine($"Farm node {node.NodeId} serving at {address}, metrics at {metricsAddress}");
+        Console.WriteLine(node.AmqpAddress is { } amqp
+            ? $"Farm node {node.NodeId} serving at {address}, metrics at {metricsAddress}, AMQP at {amqp}"
+            : $"Farm node {node.NodeId} serving at {address}, metrics at {metricsAddress}");
     }
 
     /// <summary>A drained node has handed every container over; a replaced one must not serve: either way the process ends.</summary>

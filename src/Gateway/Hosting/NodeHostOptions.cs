@@ -9,7 +9,7 @@ namespace Farm.Gateway.Hosting;
 /// <summary>
 /// The node host's command line: <c>--node-id N --data DIR --port P [--host 127.0.0.1]
 /// [--store sqlite|postgres] [--farm-connection CS] [--forward-timeout SECONDS]
-/// [--metrics-port P] [--message-cache-size-per-entity MB] [--message-cache-size-per-node MB]
+/// [--metrics-port P] [--amqp-port P] [--message-cache-size-per-entity MB] [--message-cache-size-per-node MB]
 /// [--farm-cli PATH] [--dashboard-remote-control true] [--advertise-host NAME] [--drain-on-stop true]</c>.
 /// The `farm` CLI starts nodes this way; each option may instead come from FARM_NAME in the
 /// environment (FARM_NODE_ID, FARM_FARM_CONNECTION, ...), which is how a container image sets them.
@@ -20,6 +20,13 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, 
 
     /// <summary>The host other nodes and clients reach this node by (a container's service name); null: the address it listens on.</summary>
     public string? AdvertiseHost { get; init; }
+
+    /// <summary>
+    /// The port the AMQP 1.0 listener binds on <see cref="Host"/> (--amqp-port, FARM_AMQP_PORT); 0 (the
+    /// default) lets the OS pick a free one. Once bound, the listener sets <see cref="NodeOptions.AmqpAddress"/>
+    /// (<see cref="NodeListeners.AmqpAddressOf"/>), which the node registers in the farm database.
+    /// </summary>
+    public int AmqpPort { get; init; }
 
     /// <summary>On SIGTERM, hand every container to the other nodes before exiting (a container's stop).</summary>
     public bool DrainOnStop { get; init; }
@@ -40,6 +47,7 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, 
         var port = (int)ParseLong(Get("port") ?? "5480", "--port", min: 0, max: 65535);
         // Prometheus scrapes over HTTP/1.1, which the HTTP/2-only gRPC port cannot serve; 0 picks a free port.
         var metricsPort = (int)ParseLong(Get("metrics-port") ?? "0", "--metrics-port", min: 0, max: 65535);
+        var amqpPort = (int)ParseLong(Get("amqp-port") ?? "0", "--amqp-port", min: 0, max: 65535);
         var node = new NodeOptions
         {
             NodeId = nodeId,
@@ -90,6 +98,7 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, 
         {
             AdvertiseHost = advertiseHost,
             DrainOnStop = drainOnStop,
+            AmqpPort = amqpPort,
         };
     }
 

@@ -100,4 +100,19 @@ internal sealed partial class ManagementService(EntityAdministration admin, Owne
 
     public override Task<FarmStatus> GetStatus(GetStatusRequest request, ServerCallContext context) =>
         admin.GetStatusAsync(context.CancellationToken);
+
+    public override Task<AccessPolicyInfo> CreateAccessPolicy(CreateAccessPolicyRequest request, ServerCallContext context) =>
+        admin.CreateAccessPolicyAsync(request.Name, request.Rights, context.CancellationToken);
+
+    public override async Task<ListAccessPoliciesResponse> ListAccessPolicies(ListAccessPoliciesRequest request, ServerCallContext context) =>
+        new() { Policies = { await admin.ListAccessPoliciesAsync(context.CancellationToken) } };
+
+    public override async Task<DeleteAccessPolicyResponse> DeleteAccessPolicy(DeleteAccessPolicyRequest request, ServerCallContext context)
+    {
+        await admin.DeleteAccessPolicyAsync(request.Name, context.CancellationToken);
+        return new DeleteAccessPolicyResponse();
+    }
+
+    public override Task<AccessPolicyInfo> RenewAccessPolicyKey(RenewAccessPolicyKeyRequest request, ServerCallContext context) =>
+        admin.RenewAccessPolicyKeyAsync(request.Name, request.Key, context.CancellationToken);
 }

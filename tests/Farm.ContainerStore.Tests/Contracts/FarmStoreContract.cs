@@ -125,6 +125,155 @@ public abstract class FarmStoreContract : IAsyncLifetime
     }
 
     [StoreFact]
+    public async Task RegisterNode_KeepsWhereItListensForAmqp_AndAReRegistrationReplacesIt()
+    {
+        var store = await OpenAsync();
+
+        var registered = await store.RegisterNodeAsync(1, "http://a:1", 1, "http://a:9101/metrics", "amqp://a:5672");
+        var listed = Assert.Single(await store.ListNodesAsync());
+        await store.RegisterNodeAsync(1, "http://a:1", 2, "http://a:9101/metrics");
+        var without = Assert.Single(await store.ListNodesAsync());
+
+        Assert.Equal(("amqp://a:5672", "amqp://a:5672"), (registered.AmqpAddress, listed.AmqpAddress));
+        Assert.Equal("http://a:9101/metrics", listed.MetricsAddress);
+        Assert.Null(without.AmqpAddress);
+    }
+
+    [StoreFact]
+    public async Task Open_NewFarm_HasTheRootManagePolicyWithTwoRandomKeys()
+    {
+        var store = await OpenAsync();
+
+        var root = Assert.Single(await store.ListAccessPoliciesAsync());
+
+        Assert.Equal((AccessPolicies.RootPolicyName, AccessRights.Manage | AccessRights.Send | AccessRights.Listen), (root.Name, root.Rights));
+        Assert.Equal(32, Convert.FromBase64String(root.PrimaryKey).Length);
+        Assert.Equal(32, Convert.FromBase64String(root.SecondaryKey).Length);
+        Assert.NotEqual(root.PrimaryKey, root.SecondaryKey);
+        Assert.True(DateTimeOffset.UtcNow - root.CreatedAt < TimeSpan.FromMinutes(1));
+        Assert.Equal(root, await store.GetAccessPolicyAsync(AccessPolicies.RootPolicyName));
+    }
+
+    [StoreFact]
+    public async Task Open_NewFarmByThreeProcessesAtOnce_ThenAgain_KeepsOneRootPolicyWithItsFirstKeys()
+    {
+        _connectionString ??= await NewFarmConnectionStringAsync();
+        var connectionString = _connectionString;
+
+        var opened = await Task.WhenAll(Enumerable.Range(0, 3).Select(_ => Provider.OpenFarmStoreAsync(connectionString)));
+        _opened.AddRange(opened);
+        var root = Assert.Single(await opened[0].ListAccessPoliciesAsync());
+        var again = await OpenAsync();
+
+        foreach (var store in opened.Append(again))
+        {
+            Assert.Equal(root, Assert.Single(await store.ListAccessPoliciesAsync()));
+        }
+    }
+
+    [StoreFact]
+    public async Task AccessPolicies_AreCreatedListedRenewedAndDeleted_ByExactName()
+    {
+        var store = await OpenAsync();
+
+        var sender = await store.CreateAccessPolicyAsync("sender", AccessRights.Send, "p1", "s1");
+        var taken = await store.CreateAccessPolicyAsync("sender", AccessRights.Listen, "p2", "s2");
+        var otherCase = await store.CreateAccessPolicyAsync("Sender", AccessRights.Send | AccessRights.Listen, "p3", "s3");
+        var renewed = await store.UpdateAccessPolicyKeysAsync("sender", "p1-new", "s1");
+
+        Assert.NotNull(sender);
+        Assert.Equal(("sender", AccessRights.Send, "p1", "s1"), (sender.Name, sender.Rights, sender.PrimaryKey, sender.SecondaryKey));
+        Assert.Null(taken);
+        Assert.NotNull(otherCase);
+        Assert.NotNull(renewed);
+        Assert.Equal(("p1-new", "s1", AccessRights.Send, sender.CreatedAt), (renewed.PrimaryKey, renewed.SecondaryKey, renewed.Rights, renewed.CreatedAt));
+        Assert.True(renewed.UpdatedAt >= sender.UpdatedAt);
+        Assert.Equal(renewed, await store.GetAccessPolicyAsync("sender"));
+        Assert.Null(await store.GetAccessPolicyAsync("SENDER"));
+        Assert.Equal([AccessPolicies.RootPolicyName, "Sender", "sender"], (await store.ListAccessPoliciesAsync()).Select(p => p.Name));
+
+        Assert.True(await store.DeleteAccessPolicyAsync("sender"));
+        Assert.False(await store.DeleteAccessPolicyAsync("sender"));
+        Assert.Null(await store.UpdateAccessPolicyKeysAsync("sender", "a", "b"));
+        Assert.Equal([AccessPolicies.RootPolicyName, "Sender"], (await store.ListAccessPoliciesAsync()).Select(p => p.Name));
+    }
+
+    [StoreFact]
+    public async Task CreateAccessPolicy_WithManage_StoresSendAndListenToo_AndRefusesNoRights()
+    {
+        var store = await OpenAsync();
+
+        var admin = await store.CreateAccessPolicyAsync("admin", AccessRights.Manage, "p", "s");
+
+        Assert.Equal(AccessRights.Manage | AccessRights.Send | AccessRights.Listen, admin!.Rights);
+        await Assert.ThrowsAnyAsync<ArgumentException>(() => store.CreateAccessPolicyAsync("nothing", AccessRights.None, "p", "s"));
+        await Assert.ThrowsAnyAsync<ArgumentException>(() => store.CreateAccessPolicyAsync("unknown", (AccessRights)8, "p", "s"));
+        Assert.Null(await store.GetAccessPolicyAsync("nothing"));
+    }
+
+    [StoreFact]
+    public async Task DeleteAccessPolicy_TheLastWithManage_IsRefused_AndAnotherManagePolicyLetsTheRootGo()
+    {
+        var store = await OpenAsync();
+        await store.CreateAccessPolicyAsync("listener", AccessRights.Listen, "p", "s");
+
+        var refused = await Assert.ThrowsAsync<LastManageAccessPolicyException>(() => store.DeleteAccessPolicyAsync(AccessPolicies.RootPolicyName));
+        await store.CreateAccessPolicyAsync("admin", AccessRights.Manage, "p", "s");
+        var deleted = await store.DeleteAccessPolicyAsync(AccessPolicies.RootPolicyName);
+        var reopened = await OpenAsync();
+
+        Assert.Contains("last one with Manage", refused.Message, StringComparison.Ordinal);
+        Assert.True(deleted);
+        await Assert.ThrowsAsync<LastManageAccessPolicyException>(() => store.DeleteAccessPolicyAsync("admin"));
+        Assert.True(await store.DeleteAccessPolicyAsync("listener"));
+        // A farm that still has a Manage policy does not get the root one back when it is opened again.
+        Assert.Equal(["admin"], (await reopened.ListAccessPoliciesAsync()).Select(p => p.Name));
+    }
+
+    [StoreFact]
+    public async Task DeleteAccessPolicy_TwoManagePoliciesDeletedAtOnce_LeavesOne()
+    {
+        var store = await OpenAsync();
+        await store.CreateAccessPolicyAsync("admin", AccessRights.Manage, "p", "s");
+
+        var deletes = await Task.WhenAll(
+            Attempt(() => store.DeleteAccessPolicyAsync(AccessPolicies.RootPolicyName)),
+            Attempt(() => store.DeleteAccessPolicyAsync("admin")));
+
+        Assert.Equal(1, deletes.Count(deleted => deleted));
+        Assert.Single(await store.ListAccessPoliciesAsync(), p => p.Rights.HasFlag(AccessRights.Manage));
+
+        static async Task<bool> Attempt(Func<Task<bool>> delete)
+        {
+            try
+            {
+                return await delete();
+            }
+            catch (LastManageAccessPolicyException)
+            {
+                return false;
+            }
+        }
+    }
+
+    [StoreFact]
+    public async Task Open_Version5FarmDatabase_UpgradesWithTheRootPolicy_AndItsNodesKeepWorking()
+    {
+        _connectionString ??= await NewFarmConnectionStringAsync();
+        var containerId = await CreateVersion5FarmAsync(_connectionString);
+
+        var store = await OpenAsync();
+
+        var node = Assert.Single(await store.ListNodesAsync());
+        Assert.Equal((1L, "http://node-1", (string?)null), (node.Id, node.Address, node.AmqpAddress));
+        Assert.True(await store.HeartbeatAsync(1, 101, "http://node-1"));
+        Assert.NotNull(await store.TryAcquireContainerAsync(containerId, 1, LongLease));
+        Assert.Equal(AccessPolicies.RootPolicyName, Assert.Single(await store.ListAccessPoliciesAsync()).Name);
+        await store.RegisterNodeAsync(1, "http://node-1", 202, amqpAddress: "amqp://node-1:5672");
+        Assert.Equal("amqp://node-1:5672", Assert.Single(await (await OpenAsync()).ListNodesAsync()).AmqpAddress);
+    }
+
+    [StoreFact]
     public async Task Servers_AreNamedOnce_CountTheirContainers_AndStayWhileAContainerIsOnThem()
     {
         var store = await OpenAsync();
@@ -935,6 +1084,13 @@ public abstract class FarmStoreContract : IAsyncLifetime
     /// and one never owned (epoch 0). Returns their ids.
     /// </summary>
     protected abstract Task<(long Owned, long Released, long New)> CreateVersion3FarmAsync(string connectionString);
+
+    /// <summary>
+    /// Makes the farm database at <paramref name="connectionString"/> as a build of schema version 5
+    /// left it (migrations 0001-0005: no access policies, no AMQP addresses), with node 1 (pid 101 at
+    /// http://node-1) heartbeating now and one container nobody owns. Returns the container's id.
+    /// </summary>
+    protected abstract Task<long> CreateVersion5FarmAsync(string connectionString);
 
     /// <summary>Opens the test's farm database (the same one every time within a test).</summary>
     protected async Task<IFarmStore> OpenAsync()

@@ -67,6 +67,26 @@ public sealed class SqliteFarmStoreTests : FarmStoreContract
         return (owned, released, fresh);
     }
 
+    /// <summary>Applies migrations 0001-0005, the way a version-5 build's migrator did, and adds a node and a container.</summary>
+    protected override async Task<long> CreateVersion5FarmAsync(string connectionString)
+    {
+        await using var connection = new SqliteConnection(connectionString);
+        await connection.OpenAsync();
+        using var transaction = connection.BeginTransaction();
+        await connection.ExecuteAsync(SqliteSql.Schema.CreateVersionTable, transaction: transaction);
+        foreach (var migration in MigrationScript.Load(typeof(SqliteMigrator), SqliteMigrator.FarmSchema).Where(m => m.Version <= 5))
+        {
+            await connection.ExecuteAsync(migration.Sql, transaction: transaction);
+            await connection.ExecuteAsync(SqliteSql.Schema.RecordVersion, new { migration.Version, migration.Name }, transaction);
+        }
+        await connection.ExecuteAsync(
+            "INSERT INTO nodes (id, address, metrics_address, state, process_id, heartbeat_at) VALUES (1, 'http://node-1', NULL, 'active', 101, @Now)", new { Now = DateTimeOffset.UtcNow.ToUnixTimeMilliseconds() }, transaction);
+        var containerId = await connection.ExecuteScalarAsync<long>(
+            "INSERT INTO containers (connection_string, epoch) VALUES ('container-x', 0) RETURNING id", transaction: transaction);
+        transaction.Commit();
+        return containerId;
+    }
+
     public override async Task DisposeAsync()
     {
         await base.DisposeAsync();

@@ -46,7 +46,7 @@ public sealed class SqliteStoreProviderTests : IDisposable
         var versions = (await connection.QueryAsync<long>("SELECT version FROM schema_version ORDER BY version")).ToList();
         var mode = await connection.ExecuteScalarAsync<string>("PRAGMA journal_mode");
 
-        Assert.Equal([1L, 2L, 3L, 4L, 5L], versions);
+        Assert.Equal([1L, 2L, 3L, 4L, 5L, 6L], versions);
         Assert.Equal("wal", mode);
     }
 
