@@ -1,5 +1,6 @@
 using System.CommandLine;
 using Farm.Cli;
+using Farm.Cli.EmulatorConfig;
 using Farm.Cli.Entities;
 using Farm.Cli.Hosting;
 using Farm.Cli.Messaging;
@@ -25,6 +26,7 @@ var root = new RootCommand("Farm: a self-hosted message-broker farm with Azure S
     ReceiveCommand.Create(),
     PeekCommand.Create(),
     DeadLetterCommands.Create(),
+    ConfigCommands.Create(),
 };
 
 return await CliContext.InvokeAsync(root, args.Length == 0 ? ["--help"] : args);
