@@ -6,7 +6,8 @@ using Farm.Cli.Hosting;
 using Farm.Cli.Messaging;
 
 // The `farm` command. Each group of commands lives in its own folder: Hosting/ (up, down, status, node),
-// Entities/ (queue, topic, subscription, rule, container) and Messaging/ (send, receive, peek, queue purge, dead-letter resubmit). CliContext holds what they
+// Entities/ (queue, topic, subscription, rule, container), Messaging/ (send, receive, peek, queue purge, dead-letter resubmit)
+// and EmulatorConfig/ (config apply|check, up --config: the Azure Service Bus emulator's Config.json). CliContext holds what they
 // share: the global options, finding the farm, and errors as one line plus an exit code.
 var root = new RootCommand("Farm: a self-hosted message-broker farm with Azure Service Bus semantics")
 {

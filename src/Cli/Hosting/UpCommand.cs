@@ -219,9 +219,9 @@ public static class UpCommand
 
             var record = Record();
             FarmStateFile.Write(data, record);
+            await ConfigCommands.ApplyOnUpAsync(emulatorConfig, record.ConnectionString, cancellationToken);
             await Console.Out.WriteLineAsync(record.ConnectionString);
             await PrintDashboardAsync(record.ConnectionString, cancellationToken);
-            await ConfigCommands.ApplyOnUpAsync(emulatorConfig, record.ConnectionString, cancellationToken);
 
             if (detach)
             {
