@@ -1,12 +1,15 @@
 using System.CommandLine;
 using Farm.Cli;
+using Farm.Cli.EmulatorConfig;
 using Farm.Cli.Entities;
 using Farm.Cli.Hosting;
 using Farm.Cli.Messaging;
 using Farm.Cli.Security;
 
 // The `farm` command. Each group of commands lives in its own folder: Hosting/ (up, down, status, node),
-// Entities/ (queue, topic, subscription, rule, container), Messaging/ (send, receive, peek, queue purge, dead-letter resubmit) and Security/ (auth policy, connection-string). CliContext holds what they
+// Entities/ (queue, topic, subscription, rule, container), Messaging/ (send, receive, peek, queue purge, dead-letter resubmit),
+// Security/ (auth policy, connection-string) and EmulatorConfig/ (config apply|check, up --config: the Azure Service Bus
+// emulator's Config.json). CliContext holds what they
 // share: the global options, finding the farm, and errors as one line plus an exit code.
 var root = new RootCommand("Farm: a self-hosted message-broker farm with Azure Service Bus semantics")
 {
@@ -28,6 +31,7 @@ var root = new RootCommand("Farm: a self-hosted message-broker farm with Azure S
     ReceiveCommand.Create(),
     PeekCommand.Create(),
     DeadLetterCommands.Create(),
+    ConfigCommands.Create(),
 };
 
 return await CliContext.InvokeAsync(root, args.Length == 0 ? ["--help"] : args);

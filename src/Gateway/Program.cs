@@ -69,7 +69,7 @@ builder.Services.AddSingleton<NodeControlService>();
 builder.Services.AddFarmGrpc();
 builder.Services.AddNodeTelemetry(options.Node.NodeId);
 builder.Services.AddDashboard(options.Dashboard);
-builder.Services.AddAmqpFrontDoor(new AmqpOptions { Port = int.Parse(builder.Configuration["amqp-port"] ?? Environment.GetEnvironmentVariable("FARM_AMQP_PORT") ?? "0", System.Globalization.CultureInfo.InvariantCulture) });
+builder.Services.AddAmqpFrontDoor(new AmqpOptions { Port = options.AmqpPort });
 
 var app = builder.Build();
 app.MapFarmGrpc();

@@ -3,6 +3,7 @@ using System.Diagnostics;
 using System.Globalization;
 using System.Net;
 using System.Net.Sockets;
+using Farm.Cli.EmulatorConfig;
 using Farm.Client;
 
 namespace Farm.Cli.Hosting;
@@ -80,6 +81,7 @@ public static class UpCommand
             Description = "MB of messages all entities of a node keep in memory together (past it, each keeps a small floor and reads the rest back as needed), for every node of the farm; default 256",
             HelpName = "MB",
         };
+        var emulatorConfig = ConfigCommands.UpOption();
 
         var command = new Command("up", "Stand up a farm on the data directory and print its connection string")
         {
@@ -92,6 +94,7 @@ public static class UpCommand
             farmConnection,
             messageCache,
             nodeCache,
+            emulatorConfig,
         };
         command.SetAction((parseResult, cancellationToken) => RunAsync(
             new FarmDataDirectory(CliContext.ResolveDataDirectory(parseResult)),
@@ -100,6 +103,7 @@ public static class UpCommand
             parseResult.GetValue(detach),
             NodeStore.FromOptions(parseResult.GetValue(store), parseResult.GetValue(farmConnection)),
             new MessageCacheSizes(parseResult.GetValue(messageCache), parseResult.GetValue(nodeCache)),
+            ConfigCommands.Load(parseResult.GetValue(emulatorConfig)),
             cancellationToken));
         return command;
     }
@@ -173,7 +177,7 @@ public static class UpCommand
 
     private readonly record struct NodePorts(int Grpc, int Metrics, int Amqp);
 
-    private static async Task<int> RunAsync(FarmDataDirectory data, int nodeCount, NodePorts ports, bool detach, NodeStore store, MessageCacheSizes messageCache, CancellationToken cancellationToken)
+    private static async Task<int> RunAsync(FarmDataDirectory data, int nodeCount, NodePorts ports, bool detach, NodeStore store, MessageCacheSizes messageCache, EmulatorConfigFile? emulatorConfig, CancellationToken cancellationToken)
     {
         if (messageCache.PerEntityMb is < 1 or > MaxMessageCacheMb)
         {
@@ -283,6 +287,7 @@ public static class UpCommand
 
             var record = Record();
             FarmStateFile.Write(data, record);
+            await ConfigCommands.ApplyOnUpAsync(emulatorConfig, record.ConnectionString, cancellationToken);
             await Console.Out.WriteLineAsync(record.ConnectionString);
             await PrintDashboardAsync(record.ConnectionString, cancellationToken);
             await PrintAmqpAsync(record.ConnectionString, cancellationToken);

@@ -51,7 +51,7 @@ internal sealed partial class AmqpFrontDoor : IRuntimeProvider, IHostedService, 
     public int Port { get; private set; }
 
     /// <summary>amqp://host:port, as clients reach it (the advertised host when there is one).</summary>
-    public string Address => $"amqp://{_host.AdvertiseHost ?? (_host.Host is "0.0.0.0" or "::" ? "127.0.0.1" : _host.Host)}:{Port}";
+    public string Address { get; private set; } = string.Empty;
 
     public Task StartAsync(CancellationToken cancellationToken)
     {
@@ -77,6 +77,11 @@ internal sealed partial class AmqpFrontDoor : IRuntimeProvider, IHostedService, 
             throw new IOException($"cannot listen for AMQP on {_host.Host}:{Port}: {e.Message}", e);
         }
         _settings = settings;
+        // Registered with the node (before it starts, which every hosted service's start precedes),
+        // so `farm up`, `farm status` and `farm connection-string --amqp` can name it.
+        var bound = new IPEndPoint(IPAddress.TryParse(_host.Host, out var ip) ? ip : IPAddress.Loopback, Port);
+        Address = NodeListeners.AmqpAddressOf(bound, _host.AdvertiseHost);
+        _host.Node.AmqpAddress = Address;
         LogListening(_logger, Address);
         return Task.CompletedTask;
     }
