@@ -92,8 +92,9 @@ internal sealed partial class OutgoingMessageLink
                 await Task.Delay(ReopenDelay, _time, _closed.Token).ConfigureAwait(false);
             }
         }
-        catch (OperationCanceledException) when (_closed.IsCancellationRequested)
+        catch (Exception) when (_closed.IsCancellationRequested)
         {
+            // The client closed the link (or the connection went): nothing to say.
         }
         catch (Exception e)
         {
@@ -218,8 +219,10 @@ internal sealed partial class OutgoingMessageLink
             var response = await _calls.Node.Messaging.SettleAsync(
                 new SettleRequest { Entity = _entity, Settlements = { settlement } }, deadline: FarmCalls.Deadline(), cancellationToken: _closed.Token).ConfigureAwait(false);
             var result = response.Results.FirstOrDefault();
+            // Done: the client's own outcome back, without an error (a Rejected carrying one is how
+            // the SDKs learn that a settlement failed, so a dead-letter is answered with a bare Rejected).
             answer = result is null || result.ErrorCode == FarmErrorCode.Unspecified
-                ? outcome ?? AmqpConstants.AcceptedOutcome
+                ? outcome is Rejected ? new Rejected() : outcome ?? AmqpConstants.AcceptedOutcome
                 : new Rejected { Error = new Error { Condition = AmqpErrors.ConditionOf(result.ErrorCode), Description = result.ErrorMessage } };
         }
         catch (Exception e) when (!_closed.IsCancellationRequested)
