@@ -166,6 +166,14 @@ public sealed class AmqpMessageMappingTests
         Assert.Equal(("bad", "really"), (deadLetter.DeadLetterReason, deadLetter.DeadLetterErrorDescription));
         Assert.Equal("x", deadLetter.PropertiesToModify["extra"].StringValue);
         Assert.False(deadLetter.PropertiesToModify.ContainsKey("DeadLetterReason"));
+
+        // The JavaScript SDK's info map has string keys, not symbols.
+        var stringKeys = new Fields();
+        stringKeys[new MapKey("DeadLetterReason")] = "js-reason";
+        stringKeys[new MapKey("DeadLetterErrorDescription")] = "js-description";
+        var fromJs = OutgoingMessageLink.SettlementOf(token, new Rejected { Error = new Error { Condition = "com.microsoft:dead-letter", Info = stringKeys } });
+        Assert.Equal(("js-reason", "js-description"), (fromJs.DeadLetterReason, fromJs.DeadLetterErrorDescription));
+        Assert.Empty(fromJs.PropertiesToModify);
     }
 
     [Fact]

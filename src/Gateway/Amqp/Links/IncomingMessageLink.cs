@@ -46,6 +46,11 @@ internal sealed partial class IncomingMessageLink
         };
         link.RegisterMessageListener(message => _transfers.Writer.TryWrite(message));
         LinkCredit.GrantOnOpen(link, Credit);
+        // The attach told the client Farm's batch limit (the SDKs size their batches by it). Past
+        // that the library would detach the link mid-transfer, which an SDK waits out as a timeout;
+        // up to the hard limit a transfer arrives whole and is refused on its own with
+        // message-size-exceeded, naming the limit.
+        link.Opened += (_, _) => link.Settings.MaxMessageSize = AmqpOptions.HardMaxTransferSize;
         _ = Task.Run(PumpAsync);
     }
 

@@ -325,23 +325,24 @@ internal sealed partial class OutgoingMessageLink
                 break;
             case Rejected rejected:
                 settlement.Disposition = Contracts.V1.Disposition.DeadLetter;
-                if (rejected.Error?.Info is { } info)
+                // The info map's keys are strings from the JavaScript SDK and symbols from the .NET one.
+                foreach (var pair in (IEnumerable<KeyValuePair<MapKey, object>>?)rejected.Error?.Info ?? [])
                 {
-                    if (info.TryGetValue<string>(AmqpMessageMapping.DeadLetterReasonProperty, out var reason) && reason is not null)
+                    var name = pair.Key.Key?.ToString() ?? string.Empty;
+                    switch (name)
                     {
-                        settlement.DeadLetterReason = reason;
-                    }
-                    if (info.TryGetValue<string>(AmqpMessageMapping.DeadLetterErrorDescriptionProperty, out var description) && description is not null)
-                    {
-                        settlement.DeadLetterErrorDescription = description;
-                    }
-                    foreach (var pair in info)
-                    {
-                        var name = pair.Key.Key?.ToString() ?? string.Empty;
-                        if (name is not (AmqpMessageMapping.DeadLetterReasonProperty or AmqpMessageMapping.DeadLetterErrorDescriptionProperty) && pair.Value is not null)
-                        {
-                            settlement.PropertiesToModify[name] = AmqpMessageMapping.ToPropertyValue(name, pair.Value);
-                        }
+                        case AmqpMessageMapping.DeadLetterReasonProperty:
+                            settlement.DeadLetterReason = pair.Value?.ToString() ?? string.Empty;
+                            break;
+                        case AmqpMessageMapping.DeadLetterErrorDescriptionProperty:
+                            settlement.DeadLetterErrorDescription = pair.Value?.ToString() ?? string.Empty;
+                            break;
+                        default:
+                            if (pair.Value is not null)
+                            {
+                                settlement.PropertiesToModify[name] = AmqpMessageMapping.ToPropertyValue(name, pair.Value);
+                            }
+                            break;
                     }
                 }
                 if (rejected.Error?.Condition.Value is { } condition && !condition.Equals(DeadLetterCondition.Value, StringComparison.Ordinal) && settlement.DeadLetterReason.Length == 0)
