@@ -3,7 +3,7 @@
 // against a local broker, the `farm` command for counts, and deadline-based waits.
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
-import { isServiceBusError } from "@azure/service-bus";
+import { isServiceBusError, ServiceBusError } from "@azure/service-bus";
 
 const run = promisify(execFile);
 
@@ -81,18 +81,25 @@ export async function receiveAtLeast(receiver, count, withinMs = 15_000) {
 }
 
 /**
- * The ServiceBusError code a promise failed with (asserting it failed with one), for
- * `assert.equal(await codeOf(p), "...")`. After retrying a retryable error the SDK throws an
- * AggregateError of every try's error: all of them must carry the same code.
+ * The ServiceBusError code a promise failed with (asserting it failed), for
+ * `assert.equal(await codeOf(p), "...")`. Two quirks of the SDK's own error handling are undone:
+ * after retrying a retryable error it throws an AggregateError of every try's error (all must
+ * carry the same code); and core-amqp 4.4's retry() re-translates a receiver's refused attach into
+ * core-amqp's MessagingError ("UnauthorizedError" rather than "UnauthorizedAccess"), which the
+ * SDK's own ServiceBusError constructor maps back, as it does everywhere else.
  */
 export async function codeOf(promise) {
   try {
     await promise;
   } catch (error) {
     const errors = error instanceof AggregateError ? error.errors : [error];
-    const codes = [...new Set(errors.map((e) => (isServiceBusError(e) ? e.code : `${e?.name}: ${e?.message}`)))];
-    if (codes.length === 1 && errors.every(isServiceBusError)) return codes[0];
-    throw new Error(`Expected ServiceBusErrors of one code, got ${JSON.stringify(codes)}`, { cause: error });
+    const codes = [...new Set(errors.map((e) => {
+      if (isServiceBusError(e)) return e.code;
+      if (e?.name === "MessagingError") return new ServiceBusError(e).code;
+      return `${e?.name}: ${e?.message}`;
+    }))];
+    if (codes.length === 1 && errors.every((e) => isServiceBusError(e) || e?.name === "MessagingError")) return codes[0];
+    throw new Error(`Expected Service Bus errors of one code, got ${JSON.stringify(codes)}`, { cause: error });
   }
   throw new Error("Expected the call to fail, but it succeeded.");
 }
