@@ -19,9 +19,12 @@ internal sealed partial class IncomingMessageLink
     /// <summary>Transfers a client may have in flight on one link before it waits for credit.</summary>
     public const uint Credit = 500;
 
-    /// <summary>Most transfers one Send carries, and most bytes (Farm's batch limit is larger; this keeps one Send's work short).</summary>
+    /// <summary>
+    /// Most transfers one Send carries, and about the most bytes: half of Farm's 1 MB batch limit,
+    /// so what is coalesced stays under it (one transfer may still be up to the link's 1 MB).
+    /// </summary>
     private const int MaxTransfersPerSend = 200;
-    private const int MaxBytesPerSend = 1024 * 1024;
+    private const int MaxBytesPerSend = 512 * 1024;
 
     private readonly ReceivingAmqpLink _link;
     private readonly string _entity;

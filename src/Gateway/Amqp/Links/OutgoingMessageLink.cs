@@ -24,6 +24,10 @@ internal sealed partial class OutgoingMessageLink
     private static readonly AmqpSymbol DeadLetterCondition = "com.microsoft:dead-letter";
     private static readonly TimeSpan ReopenDelay = TimeSpan.FromMilliseconds(250);
 
+    /// <summary>Most dispositions settled in one farm call, and most such calls at once per link.</summary>
+    private const int MaxSettlementsPerCall = 500;
+    private const int MaxSettleCallsInFlight = 4;
+
     /// <summary>Most credit one stream holds, whatever the client grants.</summary>
     private const uint MaxStreamCredit = 5000;
 
@@ -34,6 +38,8 @@ internal sealed partial class OutgoingMessageLink
     private readonly TimeProvider _time;
     private readonly ILogger _logger;
     private readonly Channel<(uint Added, bool Drain)> _credit = Channel.CreateUnbounded<(uint, bool)>(new UnboundedChannelOptions { SingleReader = true });
+    private readonly Channel<(ArraySegment<byte> Tag, Outcome? Outcome)> _settlements =
+        Channel.CreateUnbounded<(ArraySegment<byte>, Outcome?)>(new UnboundedChannelOptions { SingleReader = true });
     private readonly CancellationTokenSource _closed = new();
 
     public OutgoingMessageLink(SendingAmqpLink link, string entity, FarmCalls calls, TimeProvider time, ILogger logger)
@@ -47,11 +53,13 @@ internal sealed partial class OutgoingMessageLink
         link.Closed += (_, _) =>
         {
             _credit.Writer.TryComplete();
+            _settlements.Writer.TryComplete();
             _closed.Cancel();
         };
         link.RegisterCreditListener((credit, drain, _) => _credit.Writer.TryWrite((credit, drain)));
         link.RegisterDispositionListener(OnDisposition);
         _ = Task.Run(RunAsync);
+        _ = Task.Run(SettleAsync);
     }
 
     public ReceiveMode Mode => _peekLock ? ReceiveMode.PeekLock : ReceiveMode.ReceiveAndDelete;
@@ -92,8 +100,9 @@ internal sealed partial class OutgoingMessageLink
                 await Task.Delay(ReopenDelay, _time, _closed.Token).ConfigureAwait(false);
             }
         }
-        catch (OperationCanceledException) when (_closed.IsCancellationRequested)
+        catch (Exception) when (_closed.IsCancellationRequested)
         {
+            // The client closed the link (or the connection went): nothing to say.
         }
         catch (Exception e)
         {
@@ -205,34 +214,92 @@ internal sealed partial class OutgoingMessageLink
         }
         var tag = new ArraySegment<byte>(delivery.DeliveryTag.ToArray());
         var outcome = delivery.State is TransactionalState transactional ? transactional.Outcome : delivery.State as Outcome;
-        _ = SettleAsync(tag, outcome);
+        _settlements.Writer.TryWrite((tag, outcome));
     }
 
-    private async Task SettleAsync(ArraySegment<byte> tag, Outcome? outcome)
+    /// <summary>
+    /// Settles what the client disposed, many dispositions per farm call: those that arrived while
+    /// the last call ran go together, each answered on its own.
+    /// </summary>
+    private async Task SettleAsync()
     {
-        var lockToken = AmqpMessageMapping.LockTokenOf(tag);
-        Outcome answer;
+        using var inFlight = new SemaphoreSlim(MaxSettleCallsInFlight);
         try
         {
-            var settlement = SettlementOf(lockToken, outcome);
-            var response = await _calls.Node.Messaging.SettleAsync(
-                new SettleRequest { Entity = _entity, Settlements = { settlement } }, deadline: FarmCalls.Deadline(), cancellationToken: _closed.Token).ConfigureAwait(false);
-            var result = response.Results.FirstOrDefault();
-            answer = result is null || result.ErrorCode == FarmErrorCode.Unspecified
-                ? outcome ?? AmqpConstants.AcceptedOutcome
-                : new Rejected { Error = new Error { Condition = AmqpErrors.ConditionOf(result.ErrorCode), Description = result.ErrorMessage } };
+            while (await _settlements.Reader.WaitToReadAsync(_closed.Token).ConfigureAwait(false))
+            {
+                await inFlight.WaitAsync(_closed.Token).ConfigureAwait(false);
+                var batch = new List<(ArraySegment<byte> Tag, Settlement Settlement)>();
+                while (batch.Count < MaxSettlementsPerCall && _settlements.Reader.TryRead(out var disposed))
+                {
+                    try
+                    {
+                        batch.Add((disposed.Tag, SettlementOf(AmqpMessageMapping.LockTokenOf(disposed.Tag), disposed.Outcome)));
+                    }
+                    catch (Exception e)
+                    {
+                        // A property Farm cannot keep: this one is refused, the others go on.
+                        Answer(disposed.Tag, new Rejected { Error = AmqpErrors.ToError(e) });
+                    }
+                }
+                // Several calls at once: each waits for a commit, and a client with many messages
+                // in hand should not wait for the one before.
+                _ = SettleBatchAsync(batch).ContinueWith(_ => inFlight.Release(), TaskScheduler.Default);
+            }
         }
-        catch (Exception e) when (!_closed.IsCancellationRequested)
+        catch (Exception) when (_closed.IsCancellationRequested)
         {
-            answer = new Rejected { Error = AmqpErrors.ToError(e) };
+            // The link closed: the client sees its dispositions unanswered and settles again elsewhere.
         }
-        catch (OperationCanceledException)
+    }
+
+    private async Task SettleBatchAsync(List<(ArraySegment<byte> Tag, Settlement Settlement)> batch)
+    {
+        if (batch.Count == 0)
         {
             return;
         }
+        SettleResponse response;
         try
         {
-            _link.DisposeDelivery(tag, settled: true, answer, batchable: false);
+            var request = new SettleRequest { Entity = _entity };
+            request.Settlements.AddRange(batch.Select(b => b.Settlement));
+            response = await _calls.Node.Messaging.SettleAsync(request, deadline: FarmCalls.Deadline(), cancellationToken: _closed.Token).ConfigureAwait(false);
+        }
+        catch (Exception e) when (!_closed.IsCancellationRequested)
+        {
+            var failed = new Rejected { Error = AmqpErrors.ToError(e) };
+            foreach (var (tag, _) in batch)
+            {
+                Answer(tag, failed);
+            }
+            return;
+        }
+        var results = response.Results.ToDictionary(r => r.LockToken, StringComparer.OrdinalIgnoreCase);
+        foreach (var (tag, settlement) in batch)
+        {
+            // Done: the client's own outcome back, without an error (a Rejected carrying one is how
+            // the SDKs learn that a settlement failed, so a dead-letter is answered with a bare Rejected).
+            Outcome answer = !results.TryGetValue(settlement.LockToken, out var result) || result.ErrorCode == FarmErrorCode.Unspecified
+                ? OutcomeOf(settlement.Disposition)
+                : new Rejected { Error = new Error { Condition = AmqpErrors.ConditionOf(result.ErrorCode), Description = result.ErrorMessage } };
+            Answer(tag, answer);
+        }
+    }
+
+    private static Outcome OutcomeOf(Contracts.V1.Disposition disposition) => disposition switch
+    {
+        Contracts.V1.Disposition.Complete => AmqpConstants.AcceptedOutcome,
+        Contracts.V1.Disposition.DeadLetter => new Rejected(),
+        Contracts.V1.Disposition.Defer => new Modified { UndeliverableHere = true },
+        _ => new Modified(),
+    };
+
+    private void Answer(ArraySegment<byte> tag, Outcome answer)
+    {
+        try
+        {
+            _link.DisposeDelivery(tag, settled: true, answer, batchable: true);
         }
         catch (Exception e) when (e is InvalidOperationException or ObjectDisposedException or AmqpException)
         {
