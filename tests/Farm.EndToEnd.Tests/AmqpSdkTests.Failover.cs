@@ -60,6 +60,7 @@ public sealed partial class AmqpSdkTests
             await File.WriteAllTextAsync(killedFile, "killed\n");
             var result = await run;
 
+            output.WriteLine($"failover.mjs (owner node {owner} killed, client on node {other}): {result.Stdout}");
             var report = JsonNode.Parse(result.Stdout.Trim().Split('\n')[^1]);
             Assert.True(result.ExitCode == 0 && report?["failure"] is null,
                 $"failover.mjs failed (owner node {owner} killed, client on node {other}); node logs: {farm.DataDirectory}/logs{Environment.NewLine}{result}");

@@ -5,6 +5,7 @@ using System.Text.Json.Nodes;
 using System.Text.RegularExpressions;
 using Farm.Client;
 using Farm.Testing;
+using Xunit.Abstractions;
 
 namespace Farm.EndToEnd.Tests;
 
@@ -15,7 +16,7 @@ namespace Farm.EndToEnd.Tests;
 /// killed. Entities and policies are made with the `farm` command, as a user would.
 /// </summary>
 [Collection(FarmCollection.Name)]
-public sealed partial class AmqpSdkTests
+public sealed partial class AmqpSdkTests(ITestOutputHelper output)
 {
     private static readonly TimeSpan ScriptTimeout = TimeSpan.FromMinutes(3);
 
@@ -52,6 +53,8 @@ public sealed partial class AmqpSdkTests
         var result = await RunNodeAsync(settings, "--test-reporter=spec", "suite.mjs");
 
         var summary = SuiteSummary(result.Stdout);
+        // The TODO tests (front door faults, see tests/amqp-client/README.md) run without failing the run: show them.
+        output.WriteLine($"JS SDK suite: {FormatSummary(summary)} in {result.Elapsed.TotalSeconds:0.0} s{Environment.NewLine}{result.Stdout}");
         Assert.True(result.ExitCode == 0 && summary["fail"] == 0 && summary["pass"] > 0,
             $"The JS SDK suite failed ({FormatSummary(summary)}); node logs: {farm.DataDirectory}/logs{Environment.NewLine}{result}");
     }
