@@ -25,15 +25,19 @@ apt_install() {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
 }
 
-# Node.js and the packages of the grpc-js interop test (tests/node-client, pinned by its
-# package-lock.json).
+# Node.js and the packages of the Node.js tests, each pinned by its package-lock.json: the grpc-js
+# interop test (tests/node-client) and the Azure Service Bus SDK against the AMQP front door
+# (tests/amqp-client).
 setup_node() {
   if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1; then
     log "installing Node.js"
     apt_install nodejs npm
   fi
-  log "installing the Node.js test client's packages (npm ci)"
-  (cd tests/node-client && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  local client
+  for client in tests/node-client tests/amqp-client; do
+    log "installing the packages of $client (npm ci)"
+    (cd "$client" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  done
 }
 
 # PostgreSQL for the store's integration tests: installs Debian's server if there is none, then
