@@ -198,12 +198,8 @@ describe("settlement", () => {
     assert.equal(dead.applicationProperties.kind, "order");
   });
 
-  test("deadLetterMessage's reason and description are visible on the dead-letter queue", {
-    // TODO(front door): the JS SDK puts them in the Rejected outcome's error info as a map with
-    // STRING keys; OutgoingMessageLink.SettlementOf looks them up with Fields.TryGetValue (symbol
-    // keys), so they are dropped and Farm stores its default reason "DeadLetteredByReceiver".
-    todo: "front door drops the JS SDK's dead-letter reason/description (string-keyed error info)",
-  }, async () => {
+  // The SDK puts them in the Rejected outcome's error info as a map with string keys.
+  test("deadLetterMessage's reason and description are visible on the dead-letter queue", async () => {
     const dead = await deadLetterOne(entities.deadLetter, "poison-with-reason",
       { deadLetterReason: "BadOrder", deadLetterErrorDescription: "the order has no lines" });
     assert.equal(dead.deadLetterReason, "BadOrder");
@@ -465,13 +461,10 @@ describe("bad input", () => {
     await drain(queue);
   });
 
-  test("a 2 MB body (over the link's 1 MB max-message-size) fails with MessageSizeExceeded and stores nothing", {
-    // TODO(front door): the SDK does not check a single message against the link's max-message-size,
-    // so the transfer goes out; Microsoft.Azure.Amqp detaches the sender link mid-transfer with
-    // amqp:link:message-size-exceeded, and the SDK leaves an in-flight send pending until
-    // timeoutInMs: the app sees ServiceTimeout (retryable, so retried), not MessageSizeExceeded.
-    todo: "front door detaches the link instead of rejecting the transfer: ServiceTimeout after timeoutInMs",
-  }, async () => {
+  // The SDK does not check a single message against the link's max-message-size, so the transfer
+  // goes out: the node must refuse that transfer alone (not detach the link, which the SDK would
+  // wait out as a timeout).
+  test("a 2 MB body (over the link's 1 MB max-message-size) fails with MessageSizeExceeded and stores nothing", async () => {
     const queue = entities.size;
     const client = clientFor(settings.root, () => ({ maxRetries: 0, timeoutInMs: 3_000 }));
     const sender = client.createSender(queue);
