@@ -30,6 +30,9 @@ catch (ArgumentException e)
 builder.Logging.AddSimpleConsole(console => console.TimestampFormat = "HH:mm:ss.fff ");
 builder.Logging.AddFilter("Microsoft.AspNetCore", LogLevel.Warning);
 builder.Logging.AddFilter("Microsoft.Hosting", LogLevel.Warning);
+// A port that cannot be bound fails the host's start, which logs the whole exception; the catch
+// below says it in one line instead.
+builder.Logging.AddFilter("Microsoft.Extensions.Hosting.Internal.Host", LogLevel.Critical);
 // A node that is starting or draining answers /healthz with 503 by design; that is not an error to log on every probe.
 builder.Logging.AddFilter("Microsoft.Extensions.Diagnostics.HealthChecks", LogLevel.Critical);
 var listeners = new NodeListeners();
@@ -85,7 +88,9 @@ try
 catch (IOException e)
 {
     // Kestrel reports a taken port as an IOException; say so in one line instead of a crash dump.
-    Console.Error.WriteLine($"farm node {options.Node.NodeId}: cannot listen on {options.Host}:{options.Port}: {e.Message}");
+    Console.Error.WriteLine(e is ListenerBindException
+        ? $"farm node {options.Node.NodeId}: {e.Message}"
+        : $"farm node {options.Node.NodeId}: cannot listen on {options.Host}:{options.Port}: {e.Message}");
     return 1;
 }
 await app.WaitForShutdownAsync();

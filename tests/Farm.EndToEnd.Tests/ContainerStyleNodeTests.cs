@@ -115,6 +115,37 @@ public sealed class ContainerStyleNodeTests
         }
     }
 
+    [Fact]
+    public async Task ANodeWhoseAmqpPortIsTaken_ExitsWithOneLineNamingIt()
+    {
+        var data = Directory.CreateTempSubdirectory("farm-env-").FullName;
+        using var taken = new TcpListener(IPAddress.Loopback, 0);
+        taken.Start();
+        var port = ((IPEndPoint)taken.LocalEndpoint).Port;
+        try
+        {
+            var environment = new Dictionary<string, string?>
+            {
+                ["FARM_NODE_ID"] = "1",
+                ["FARM_DATA"] = data,
+                ["FARM_PORT"] = "0",
+                ["FARM_AMQP_PORT"] = port.ToString(CultureInfo.InvariantCulture),
+                ["FARM_CONNECTION"] = null,
+                ["FARM_HOME"] = null,
+            };
+            var result = await ProcessRunner.RunAsync("dotnet", [TestPaths.NodeDll], Deadline, workingDirectory: data, environment: environment);
+
+            Assert.True(result.ExitCode == 1, result.ToString());
+            var errors = result.Stderr.Split('\n', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries);
+            Assert.True(errors.Length == 1, $"expected one line on stderr: {result}");
+            Assert.Contains($"cannot listen for AMQP on 127.0.0.1:{port} (--amqp-port)", errors[0], StringComparison.Ordinal);
+        }
+        finally
+        {
+            Directory.Delete(data, recursive: true);
+        }
+    }
+
     private static async Task<HttpStatusCode?> HealthAsync(HttpClient http, EnvNode node)
     {
         try

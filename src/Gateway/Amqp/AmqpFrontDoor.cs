@@ -74,7 +74,7 @@ internal sealed partial class AmqpFrontDoor : IRuntimeProvider, IHostedService, 
         }
         catch (SocketException e)
         {
-            throw new IOException($"cannot listen for AMQP on {_host.Host}:{Port}: {e.Message}", e);
+            throw new ListenerBindException($"cannot listen for AMQP on {_host.Host}:{Port} (--amqp-port): {e.Message}", e);
         }
         _settings = settings;
         // Registered with the node (before it starts, which every hosted service's start precedes),
@@ -293,3 +293,6 @@ internal sealed partial class AmqpFrontDoor : IRuntimeProvider, IHostedService, 
     [LoggerMessage(Level = LogLevel.Information, Message = "AMQP {Direction} link to '{Address}' refused: {Condition}: {Why}")]
     private static partial void LogLinkRefused(ILogger logger, string address, string direction, string condition, string? why);
 }
+
+/// <summary>A listener of the node's own could not bind its port; the message names which and where.</summary>
+internal sealed class ListenerBindException(string message, Exception inner) : IOException(message, inner);
