@@ -108,7 +108,8 @@ internal sealed class DashboardFeed(
         var nodes = status.Nodes.OrderBy(n => n.Id).Select(n => new NodeView(
             n.Id, n.State, IsLive(n), n.Address, DashboardUrlOf(n.MetricsUrl), n.HeartbeatAge?.ToTimeSpan().TotalSeconds ?? 0,
             n.ProcessId, NodeProcessControl.StateOf(n.ProcessId, n.Address, node.Address),
-            [.. status.Containers.Where(c => c.OwnerNode == n.Id).Select(c => c.Id).Order()])).ToList();
+            [.. status.Containers.Where(c => c.OwnerNode == n.Id).Select(c => c.Id).Order()],
+            string.IsNullOrEmpty(n.AmqpAddress) ? null : n.AmqpAddress)).ToList();
         var containers = status.Containers.OrderBy(c => c.Id).Select(c => new ContainerView(
             c.Id, c.OwnerNode, c.Epoch, c.EntityCount, c.OwnedSince?.ToDateTimeOffset(), string.IsNullOrEmpty(c.Server) ? null : c.Server)).ToList();
         var timeline = changes.Select(c => new OwnershipChangeView(

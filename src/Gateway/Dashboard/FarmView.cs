@@ -24,7 +24,7 @@ internal sealed record ControlsView(bool Allowed, string Note, bool Processes, s
 /// </summary>
 internal sealed record NodeView(
     long Id, string State, bool Live, string Address, string DashboardUrl, double HeartbeatAgeSeconds,
-    int ProcessId, string Process, IReadOnlyList<long> Containers);
+    int ProcessId, string Process, IReadOnlyList<long> Containers, string? AmqpAddress = null);
 
 /// <summary>A container; <c>Server</c> names the database server it is on (null: the farm database's).</summary>
 internal sealed record ContainerView(long Id, long Owner, long Epoch, long Entities, DateTimeOffset? OwnedSince, string? Server);

@@ -76,7 +76,7 @@ function renderNodes(v) {
     return `<div class="node ${alive}" data-testid="node-${n.id}" data-live="${n.live}">
       <h3>Node ${n.id} <span class="pill ${n.live ? 'live' : 'dead'}" data-testid="node-${n.id}-state">${n.live ? esc(n.state) : 'down'}</span>
         ${n.process === 'paused' ? '<span class="pill warn">paused</span>' : ''}</h3>
-      <div class="facts">${esc(n.address)} · heartbeat ${seconds(n.heartbeatAgeSeconds)} ago · pid ${n.processId}${process}
+      <div class="facts">${esc(n.address)}${n.amqpAddress ? ` · ${esc(n.amqpAddress)}` : ''} · heartbeat ${seconds(n.heartbeatAgeSeconds)} ago · pid ${n.processId}${process}
         ${n.dashboardUrl ? ` · <a href="${esc(n.dashboardUrl)}">its dashboard</a>` : ''}</div>
       <div class="containers" data-testid="node-${n.id}-containers">${chips}</div>
       <div class="actions">${processButtons}
