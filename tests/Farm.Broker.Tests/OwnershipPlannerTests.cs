@@ -51,6 +51,27 @@ public sealed class OwnershipPlannerTests
     }
 
     [Fact]
+    public void ANodeWhoseProcessIsGone_IsNotLive_ThoughItsHeartbeatIsFresh()
+    {
+        var nodes = new[] { Node(1), Node(2), Node(3) };
+        var containers = new[] { Container(1, owner: 1), Container(2, owner: 1), Container(3, owner: null), Container(4, owner: null), Container(5, owner: 3), Container(6, owner: 3) };
+        var served = new Dictionary<long, DateTimeOffset> { [1] = _clock.GetUtcNow(), [2] = _clock.GetUtcNow() };
+
+        var before = OwnershipPlanner.Plan(View(1, nodes, containers, served: served), Options);
+        var after = OwnershipPlanner.Plan(View(1, nodes, containers, served: served) with { Crashed = new HashSet<long> { 2 } }, Options);
+
+        // Three live nodes share six containers two each; with node 2's process gone, two share them three each.
+        Assert.Equal(2, before.Share);
+        Assert.Equal(3, after.Share);
+        Assert.Equal([3L, 4L], after.Takes.Select(t => t.ContainerId));
+        Assert.All(after.Takes, t => Assert.False(t.GraceExpired));
+        // Nothing is routed to it.
+        Assert.NotNull(before.Routes[5].Address);
+        var routes = OwnershipPlanner.Plan(View(1, nodes, [Container(7, owner: 2)]) with { Crashed = new HashSet<long> { 2 } }, Options).Routes;
+        Assert.Null(routes[7].Address);
+    }
+
+    [Fact]
     public void AContainerTheDatabaseGivesThisNode_ButItDoesNotServe_IsReleasedFirstThenTaken()
     {
         var plan = OwnershipPlanner.Plan(View(1, [Node(1)], [Container(5, owner: 1)]), Options);

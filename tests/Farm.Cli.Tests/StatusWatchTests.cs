@@ -46,6 +46,22 @@ public sealed class StatusWatchTests
     }
 
     [Fact]
+    public void AKilledNodesContainer_ReleasedThenTakenBeforeItsHeartbeatLapses_IsAFailover()
+    {
+        var watch = new StatusWatch();
+        watch.Next(Farm([Node(1, 100), Node(2, 200)], (1, 2, 1)), Start);
+
+        // Its process is gone; a survivor lets go of its container (the process lock told it), then one takes it.
+        var exited = watch.Next(Farm([Node(1, 100), Node(2, 400, process: "exited")], (1, 2, 1)), Start.AddSeconds(0.25));
+        var released = watch.Next(Farm([Node(1, 100), Node(2, 600, process: "exited")], (1, null, 1)), Start.AddSeconds(0.5));
+        var taken = watch.Next(Farm([Node(1, 100), Node(2, 800, process: "exited")], (1, 1, 2)), Start.AddSeconds(0.75));
+
+        Assert.Equal("node 2 process: running -> exited", Assert.Single(exited).Text);
+        Assert.Equal("container 1: node 2 -> no owner (released: node 2 is not live)", Assert.Single(released).Text);
+        Assert.Equal("container 1: node 2 -> node 1 at epoch 2, failed over; without a live owner for about 0.5 s", Assert.Single(taken).Text);
+    }
+
+    [Fact]
     public void AMoveFromALiveOwner_IsAPlannedMove()
     {
         var watch = new StatusWatch();

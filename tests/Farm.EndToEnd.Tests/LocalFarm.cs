@@ -51,8 +51,12 @@ internal sealed class LocalFarm : IAsyncDisposable
     /// <summary>Runs `farm ARGS --data DIR` with FARM_CONNECTION and FARM_HOME cleared.</summary>
     public Task<ProcessResult> RunAsync(params string[] arguments) => RunCliAsync([.. arguments, "--data", DataDirectory]);
 
+    /// <summary>Runs `farm ARGS --data DIR`, handing each line of its output to <paramref name="onOutputLine"/> as it comes.</summary>
+    public Task<ProcessResult> RunWatchingAsync(Action<string> onOutputLine, params string[] arguments) =>
+        RunCliAsync([.. arguments, "--data", DataDirectory], onOutputLine);
+
     /// <summary>Runs `farm ARGS` as is, in an empty environment as far as Farm is concerned.</summary>
-    public static Task<ProcessResult> RunCliAsync(IEnumerable<string> arguments) =>
+    public static Task<ProcessResult> RunCliAsync(IEnumerable<string> arguments, Action<string>? onOutputLine = null) =>
         ProcessRunner.RunAsync(
             "dotnet",
             [TestPaths.FarmCliDll, .. arguments],
@@ -63,7 +67,8 @@ internal sealed class LocalFarm : IAsyncDisposable
                 ["FARM_CONNECTION"] = null,
                 ["FARM_HOME"] = null,
                 ["DOTNET_CLI_TELEMETRY_OPTOUT"] = "1",
-            });
+            },
+            onOutputLine);
 
     /// <summary>`farm up --detach --port 0 [--nodes N]`; asserts it succeeded and keeps the connection string.</summary>
     public async Task UpAsync(int nodes = 1)

@@ -15,7 +15,9 @@ internal sealed record ProcessResult(int ExitCode, string Stdout, string Stderr,
 /// <summary>Runs a program to completion with a deadline, capturing its output.</summary>
 internal static class ProcessRunner
 {
-    public static async Task<ProcessResult> RunAsync(string fileName, IEnumerable<string> arguments, TimeSpan timeout, string? workingDirectory = null, IReadOnlyDictionary<string, string?>? environment = null)
+    /// <param name="onOutputLine">Called with each line of standard output as it comes (the whole output is still returned).</param>
+    public static async Task<ProcessResult> RunAsync(string fileName, IEnumerable<string> arguments, TimeSpan timeout, string? workingDirectory = null, IReadOnlyDictionary<string, string?>? environment = null,
+        Action<string>? onOutputLine = null)
     {
         var startInfo = new ProcessStartInfo(fileName)
         {
@@ -45,7 +47,7 @@ internal static class ProcessRunner
         var clock = Stopwatch.StartNew();
         using var process = Process.Start(startInfo) ?? throw new InvalidOperationException($"Could not start {fileName}.");
         process.StandardInput.Close();
-        var stdout = process.StandardOutput.ReadToEndAsync();
+        var stdout = onOutputLine is null ? process.StandardOutput.ReadToEndAsync() : ReadLinesAsync(process.StandardOutput, onOutputLine);
         var stderr = process.StandardError.ReadToEndAsync();
 
         using var deadline = new CancellationTokenSource(timeout);
@@ -61,6 +63,17 @@ internal static class ProcessRunner
         }
 
         return new ProcessResult(process.ExitCode, await stdout, await stderr, clock.Elapsed);
+    }
+
+    private static async Task<string> ReadLinesAsync(StreamReader output, Action<string> onLine)
+    {
+        var all = new System.Text.StringBuilder();
+        while (await output.ReadLineAsync() is { } line)
+        {
+            all.AppendLine(line);
+            onLine(line);
+        }
+        return all.ToString();
     }
 
     /// <summary>Waits for a condition until the deadline (<see cref="Eventually"/>).</summary>

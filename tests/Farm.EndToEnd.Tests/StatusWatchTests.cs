@@ -21,7 +21,14 @@ public sealed class StatusWatchTests(ITestOutputHelper output)
         var container = await LocalFarm.WaitForContainerOwnedByAsync(admin, node: 2);
 
         // Redirected, it prints the status once, then one line per change: a timeline.
-        var watching = farm.RunAsync("status", "--watch", "--interval", "0.25", "--count", "60");
+        // Killed only once the watch has had its first look: a SQLite farm's survivors take a killed
+        // node's containers within a fraction of a second, before a watch that starts late would look.
+        var firstLook = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var watching = farm.RunWatchingAsync(
+            line => { if (line.StartsWith("Containers per live node", StringComparison.Ordinal)) firstLook.TrySetResult(); },
+            "status", "--watch", "--interval", "0.25", "--count", "60");
+        await Task.WhenAny(firstLook.Task, watching).WaitAsync(TimeSpan.FromSeconds(60));
+        Assert.True(firstLook.Task.IsCompleted, $"the watch printed no status: {(watching.IsCompleted ? await watching : null)}");
         await farm.KillNodeAsync(2);
         var result = await watching;
         output.WriteLine(result.Stdout);
@@ -30,6 +37,10 @@ public sealed class StatusWatchTests(ITestOutputHelper output)
         Assert.Contains("CONTAINER  OWNER", result.Stdout, StringComparison.Ordinal);
         Assert.Matches(@"\d\d:\d\d:\d\d\.\d{3}  node 2 stopped heartbeating", result.Stdout);
         Assert.Matches($@"\d\d:\d\d:\d\d\.\d{{3}}  container {container.Id}: node 2 -> node [13] at epoch \d+, failed over; without a live owner for about \d+\.\d s", result.Stdout);
+        // A SQLite farm's survivors tell the crash by node 2's process lock, not only by its heartbeats lapsing.
+        var survivorLogs = string.Join('\n', new[] { 1, 3 }.Select(n => File.ReadAllText(Path.Combine(farm.DataDirectory, "logs", $"node-{n}.log"))));
+        Assert.Contains("Node 2's process", survivorLogs, StringComparison.Ordinal);
+        Assert.Contains("is gone (its lock is free): released its containers", survivorLogs, StringComparison.Ordinal);
     }
 
     [Fact]

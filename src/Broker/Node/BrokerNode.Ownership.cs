@@ -110,8 +110,17 @@ public sealed partial class BrokerNode
 
     private async Task AssignLockedAsync(IFarmStore farm, CancellationToken cancellationToken)
     {
+        if (_processLock is null)
+        {
+            AcquireProcessLock();
+        }
         var nodes = await farm.ListNodesAsync(cancellationToken).ConfigureAwait(false);
         var containers = await farm.ListContainersAsync(cancellationToken).ConfigureAwait(false);
+        var crashed = await ReleaseCrashedNodesAsync(farm, nodes, containers, cancellationToken).ConfigureAwait(false);
+        if (crashed.Count > 0)
+        {
+            containers = await farm.ListContainersAsync(cancellationToken).ConfigureAwait(false);
+        }
         var view = new OwnershipView(
             NodeId, nodes, containers,
             Served: _containers.ToDictionary(c => c.Key, c => c.Value.TakenAt),
@@ -119,7 +128,10 @@ public sealed partial class BrokerNode
             ReleasedAt: _releasedAt,
             Releasing: [.. _releasing.Keys],
             LastRelease: _lastRelease,
-            Now: _time.GetUtcNow());
+            Now: _time.GetUtcNow())
+        {
+            Crashed = crashed,
+        };
         var plan = OwnershipPlanner.Plan(view, _nodeOptions);
         _owners = plan.Routes;
         if (_draining)
@@ -172,6 +184,56 @@ public sealed partial class BrokerNode
     }
 
     private readonly System.Collections.Concurrent.ConcurrentDictionary<long, Task> _releasing = new();
+
+    /// <summary>This process's lock on its node id (<see cref="NodeProcessLock"/>), once it has it.</summary>
+    private NodeProcessLock? _processLock;
+
+    private void AcquireProcessLock()
+    {
+        if (_nodeOptions.DetectCrashedProcesses)
+        {
+            _processLock ??= NodeProcessLock.TryAcquire(Path.GetFullPath(_nodeOptions.DataDirectory), NodeId, Environment.ProcessId);
+        }
+    }
+
+    /// <summary>
+    /// Nodes that still look alive by their heartbeat but whose process is gone (SIGKILLed,
+    /// crashed): their containers are released as a crashed process's leftovers (a take is then a
+    /// failover, counted unowned since its last heartbeat), while this node holds the dead one's
+    /// lock, so a new process of that node cannot start in between. They are not live for this pass.
+    /// </summary>
+    private async Task<IReadOnlySet<long>> ReleaseCrashedNodesAsync(
+        IFarmStore farm, IReadOnlyList<NodeRecord> nodes, IReadOnlyList<ContainerRecord> containers, CancellationToken cancellationToken)
+    {
+        if (!_nodeOptions.DetectCrashedProcesses)
+        {
+            return new HashSet<long>();
+        }
+        var crashed = new HashSet<long>();
+        var dataDirectory = Path.GetFullPath(_nodeOptions.DataDirectory);
+        foreach (var node in nodes.Where(n => n.Id != NodeId && n.State is NodeStates.Active or NodeStates.Draining && n.HeartbeatAge < _nodeOptions.NodeTimeout))
+        {
+            using var gone = NodeProcessLock.TryHoldIfGone(dataDirectory, node.Id, node.ProcessId);
+            if (gone is null)
+            {
+                continue;
+            }
+            crashed.Add(node.Id);
+            var left = containers.Where(c => c.OwnerNode == node.Id).Select(c => c.Id).ToList();
+            foreach (var containerId in left)
+            {
+                await farm.ReleaseAbandonedContainerAsync(containerId, node.Id, node.HeartbeatAt, cancellationToken).ConfigureAwait(false);
+            }
+            if (left.Count > 0)
+            {
+                LogCrashedNodeReleased(_logger, node.Id, node.ProcessId, string.Join(", ", left));
+            }
+        }
+        return crashed;
+    }
+
+    [LoggerMessage(Level = LogLevel.Warning, Message = "Node {NodeId}'s process {ProcessId} is gone (its lock is free): released its containers {Containers} for the live nodes to take")]
+    private static partial void LogCrashedNodeReleased(ILogger logger, long nodeId, int processId, string containers);
 
     /// <summary>
     /// Hands a container back on purpose: stop taking new work and let receivers settle what they

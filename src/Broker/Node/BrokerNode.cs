@@ -94,6 +94,9 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     {
         _address = address;
         Directory.CreateDirectory(_nodeOptions.DataDirectory);
+        // Before anything is registered or taken: while this process holds it, no other node takes
+        // this one for crashed (a frozen earlier life of this id may hold it still; then later).
+        AcquireProcessLock();
         var farm = await _provider.OpenFarmStoreAsync(FarmConnectionString, cancellationToken).ConfigureAwait(false);
         NodeRecord? earlierLife;
         try
@@ -520,6 +523,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             }
             await _farm.DisposeAsync().ConfigureAwait(false);
         }
+        _processLock?.Dispose();
         _stopping.Dispose();
     }
 

@@ -23,6 +23,13 @@ public sealed class NodeOptions
     /// </summary>
     public string? AmqpAddress { get; set; }
 
+    /// <summary>
+    /// Tell a crashed node at once by its process lock (<see cref="NodeProcessLock"/>) instead of
+    /// waiting <see cref="NodeTimeout"/> for its heartbeats to lapse. Only where every node runs on
+    /// this machine with one data directory: a SQLite farm (the node host turns it on for those).
+    /// </summary>
+    public bool DetectCrashedProcesses { get; set; }
+
     /// <summary>How long a container lease lasts without renewal (database clock).</summary>
     public TimeSpan LeaseDuration { get; set; } = TimeSpan.FromSeconds(3);
 

@@ -17,7 +17,11 @@ public sealed record OwnershipView(
     IReadOnlyDictionary<long, DateTimeOffset> ReleasedAt,
     IReadOnlyCollection<long> Releasing,
     DateTimeOffset LastRelease,
-    DateTimeOffset Now);
+    DateTimeOffset Now)
+{
+    /// <summary>Nodes whose process is known gone (their lock is free), whatever their heartbeat says: not live.</summary>
+    public IReadOnlySet<long> Crashed { get; init; } = new HashSet<long>();
+}
 
 /// <summary>A container this node may take: an orphan, in id order.</summary>
 /// <param name="ReleaseFirst">The farm database still names this node (a take that failed half way, or a lost lease): let go first, so the take raises the epoch.</param>
@@ -53,7 +57,7 @@ public static class OwnershipPlanner
         // containers until it hands each over, and its receivers' settlements must reach it while it
         // waits for them (held for the next owner instead, they would find their locks gone).
         var serving = view.Nodes
-            .Where(n => IsServing(n, view.NodeId, options))
+            .Where(n => IsServing(n, view.NodeId, options) && !view.Crashed.Contains(n.Id))
             .ToDictionary(n => n.Id, n => n.Address);
         var routes = view.Containers.ToDictionary(
             c => c.Id,
@@ -108,7 +112,7 @@ public static class OwnershipPlanner
     }
 
     private static List<NodeRecord> LiveNodes(OwnershipView view, NodeOptions options) =>
-        view.Nodes.Where(n => n.State == NodeStates.Active && IsFresh(n, view.NodeId, options)).OrderBy(n => n.Id).ToList();
+        view.Nodes.Where(n => n.State == NodeStates.Active && IsFresh(n, view.NodeId, options) && !view.Crashed.Contains(n.Id)).OrderBy(n => n.Id).ToList();
 
     /// <summary>This node always counts as fresh: it is the one deciding.</summary>
     private static bool IsFresh(NodeRecord node, long self, NodeOptions options) => node.Id == self || node.HeartbeatAge < options.NodeTimeout;

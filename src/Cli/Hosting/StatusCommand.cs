@@ -182,11 +182,15 @@ public sealed record StatusView(
     public const string ActiveState = "active";
 
     /// <summary>
-    /// Active and heartbeating within the farm's default node timeout: a killed or frozen node
-    /// (a container killed by its engine, where the CLI sees no process) is not live, whatever its row says.
+    /// Active and heartbeating within the farm's default node timeout, and, for a node of this
+    /// machine, its process not gone: a killed or frozen node (a container killed by its engine,
+    /// where the CLI sees no process) is not live, whatever its row says. (A SQLite farm's nodes
+    /// tell a killed one the same way, by its process lock, and take its containers before its
+    /// heartbeat lapses.)
     /// </summary>
     public static bool IsLive(NodeView node) =>
-        node.State == ActiveState && node.HeartbeatAgeMs is { } age && age < StatusWatch.NodeTimeout.TotalMilliseconds;
+        node.State == ActiveState && node.HeartbeatAgeMs is { } age && age < StatusWatch.NodeTimeout.TotalMilliseconds
+        && node.ProcessState != "exited";
 
     /// <summary>Where the farm keeps its databases: sqlite or postgres.</summary>
     public string Store { get; init; } = NodeStore.Sqlite;

@@ -19,6 +19,9 @@ public sealed class StatusWatch
     /// <summary>Containers whose owner stopped being live, and since when (by this watch's clock).</summary>
     private readonly Dictionary<long, DateTimeOffset> _ownerLostAt = [];
 
+    /// <summary>Containers let go on behalf of an owner that was not live (its process gone), and that owner: their next take is a failover.</summary>
+    private readonly Dictionary<long, long> _abandonedBy = [];
+
     /// <summary>One change, as printed: when it was seen and what it was.</summary>
     public sealed record Change(DateTimeOffset SeenAt, string Text)
     {
@@ -95,8 +98,23 @@ public sealed class StatusWatch
             var from = was.OwnerNode is { } a ? $"node {a}" : "no owner";
             if (container.OwnerNode is not { } owner)
             {
-                changes.Add($"container {container.Id}: {from} -> no owner (released)");
+                var left = was.OwnerNode is { } leaving ? now.Nodes.FirstOrDefault(n => n.Id == leaving) : null;
+                if (left is not null && !IsLive(left))
+                {
+                    // A survivor let go of a crashed node's container (SQLite farms tell a killed node by its process lock).
+                    _abandonedBy[container.Id] = left.Id;
+                    changes.Add($"container {container.Id}: {from} -> no owner (released: node {left.Id} is not live)");
+                }
+                else
+                {
+                    changes.Add($"container {container.Id}: {from} -> no owner (released)");
+                }
                 continue;
+            }
+            if (was.OwnerNode is null && _abandonedBy.Remove(container.Id, out var crashed) && crashed != owner)
+            {
+                was = was with { OwnerNode = crashed };
+                from = $"node {crashed}";
             }
             var previous = was.OwnerNode is { } p ? now.Nodes.FirstOrDefault(n => n.Id == p) : null;
             var kind = was.OwnerNode is null ? "taken"

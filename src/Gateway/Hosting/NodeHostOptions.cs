@@ -73,6 +73,9 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, 
         {
             throw new ArgumentException(invalid);
         }
+        // A SQLite farm's nodes share one machine and data directory: a crashed one is told by its
+        // process lock at once. Nodes of a PostgreSQL farm may be on other hosts: heartbeats only.
+        node.DetectCrashedProcesses = node.Store == Sqlite;
         if (node.Store is not (Sqlite or Postgres))
         {
             throw new ArgumentException($"--store {node.Store} is not supported; use {Sqlite} or {Postgres}.");
