@@ -121,7 +121,20 @@ internal sealed class RabbitMqPeer(RabbitMqSettings settings, Uri uri, TimeSpan 
                 await consumer.DisposeAsync().ConfigureAwait(false);
             }
 
-            await adminChannel.QueueDeleteAsync(queue, cancellationToken: CancellationToken.None).ConfigureAwait(false);
+            await DeleteQuietlyAsync(adminChannel, queue).ConfigureAwait(false);
+        }
+    }
+
+    private static async Task DeleteQuietlyAsync(IChannel channel, string queue)
+    {
+        try
+        {
+            await channel.QueueDeleteAsync(queue, cancellationToken: CancellationToken.None).ConfigureAwait(false);
+        }
+        catch (Exception e) when (PeerRun.IsPeerFailure(e))
+        {
+            // The run's own failure (the broker went away) is the one to report, not this.
+            Console.Error.WriteLine($"perf: could not delete queue {queue}: {e.Message}");
         }
     }
 
