@@ -48,6 +48,12 @@ cleanup() {
     kill -KILL "$rabbit_pid" 2>/dev/null || true
     wait "$rabbit_pid" 2>/dev/null || true
   fi
+  # The Erlang VM is the wrapper script's child: if the wrapper had to be killed, so is the VM.
+  local beam_pid
+  beam_pid=$(cat "$work/rabbitmq/rabbitmq.pid" 2>/dev/null || true)
+  if [ -n "$beam_pid" ] && kill -0 "$beam_pid" 2>/dev/null; then
+    kill -KILL "$beam_pid" 2>/dev/null || true
+  fi
   if [ -n "$epmd_pid" ] && kill -0 "$epmd_pid" 2>/dev/null; then
     kill -TERM "$epmd_pid" 2>/dev/null || true
     wait "$epmd_pid" 2>/dev/null || true
@@ -162,7 +168,7 @@ EOF
   log "starting RabbitMQ $node on 127.0.0.1:$rabbit_port (data and logs in $dir)"
   # HOME: the Erlang cookie is created there, not in root's home. The env file replaces
   # /etc/rabbitmq/rabbitmq-env.conf, so nothing of the distro's configuration applies.
-  env HOME="$dir/home" \
+  env -u NOTIFY_SOCKET HOME="$dir/home" \
     RABBITMQ_CONF_ENV_FILE="$dir/rabbitmq-env.conf" \
     RABBITMQ_NODENAME="$node" \
     RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 \
