@@ -37,6 +37,7 @@ log() { echo "run.sh: $*" >&2; }
 work=$(mktemp -d "${TMPDIR:-/tmp}/farm-perf-run.XXXXXX")
 rabbit_pid=""
 epmd_pid=""
+epmd_before=" $(pgrep -x epmd 2>/dev/null | tr '\n' ' ' || true)"
 
 cleanup() {
   local status=$?
@@ -58,6 +59,14 @@ cleanup() {
     kill -TERM "$epmd_pid" 2>/dev/null || true
     wait "$epmd_pid" 2>/dev/null || true
   fi
+  # RabbitMQ's boot also makes sure an epmd runs on the default port (a helper VM that does not
+  # see ERL_EPMD_PORT starts "epmd -daemon"); one that appeared during this run is this run's.
+  local pid
+  for pid in $(pgrep -x epmd 2>/dev/null || true); do
+    case " $epmd_before " in *" $pid "*) continue ;; esac
+    [ "$pid" = "$epmd_pid" ] && continue
+    grep -q -- '-daemon' "/proc/$pid/cmdline" 2>/dev/null && kill -TERM "$pid" 2>/dev/null || true
+  done
   rm -rf "$work"
   exit "$status"
 }
