@@ -57,7 +57,7 @@ internal sealed record PerfOptions
           --peer-queue-type classic|quorum  durable queue of that type (default classic)
           --peer-producers N  publishers, each its own connection (default --senders)
           --peer-consumers N  consumers, each its own connection (default --receivers)
-          --peer-window N     publishes awaiting their confirm per producer (default 500)
+          --peer-window N     publishes awaiting their confirm per producer (default 50)
           --peer-prefetch N   basic.qos per consumer (default 500)
           --peer-ack-every N  consumers ack with multiple=true every N deliveries (default 100)
           --out FILE          JSON result (default perf/results/single-queue.json)
@@ -165,7 +165,7 @@ internal sealed record PerfOptions
     public int? PeerConsumers { get; init; }
 
     // The RabbitMQ defaults are the best of a sweep on the reference machine (perf/README.md).
-    public int PeerWindow { get; init; } = 500;
+    public int PeerWindow { get; init; } = 50;
 
     public int PeerPrefetch { get; init; } = 500;
 
