@@ -12,6 +12,16 @@ internal enum ReceiveStyle
     Processor,
 }
 
+/// <summary>The peer single-queue measures after Farm.</summary>
+internal enum PeerKind
+{
+    /// <summary>Raw SQLite insert+delete: the storage ceiling.</summary>
+    Sqlite,
+
+    /// <summary>A RabbitMQ broker under the same workload.</summary>
+    RabbitMq,
+}
+
 /// <summary>
 /// The load generator's command line. The defaults are the best configuration measured on the
 /// reference machine (2 cores); see perf/README.md.
@@ -37,8 +47,19 @@ internal sealed record PerfOptions
           --concurrency 128   completes in flight per receiver (receiver) or MaxConcurrentCalls (processor)
           --complete sdk|batch  sdk: FarmReceiver.CompleteMessageAsync per message (the figure to quote);
                               batch: one raw Settle call per received batch, bypassing the SDK (an experiment)
+          --peer sqlite|rabbitmq|none  the peer measured after Farm in the same run (default sqlite: the
+                              storage ceiling; rabbitmq: a RabbitMQ broker at --peer-uri, see perf/run.sh)
           --peer-batch 100    rows per SQLite transaction in the storage peer
-          --no-peer           skip the storage peer
+          --no-peer           skip the peer (--peer none)
+          --peer-only         measure the peer alone (no farm; tuning the peer)
+        single-queue --peer rabbitmq (same warm-up, window, body, drain and check as Farm):
+          --peer-uri amqp://guest:guest@127.0.0.1:5672/
+          --peer-queue-type classic|quorum  durable queue of that type (default classic)
+          --peer-producers N  publishers, each its own connection (default --senders)
+          --peer-consumers N  consumers, each its own connection (default --receivers)
+          --peer-window N     publishes awaiting their confirm per producer (default 50)
+          --peer-prefetch N   basic.qos per consumer (default 500)
+          --peer-ack-every N  consumers ack with multiple=true every N deliveries (default 100)
           --out FILE          JSON result (default perf/results/single-queue.json)
         topics (queue vs topic-1-sub, topic with 1,000 subscriptions, ordering on vs off; one run, one node):
           --connection CS     farm to drive (default: start a single node on a temporary data directory)
@@ -82,6 +103,8 @@ internal sealed record PerfOptions
     [
         "--connection", "--duration", "--warmup", "--size", "--senders", "--inflight", "--batch", "--receivers", "--prefetch",
         "--receive-style", "--concurrency", "--complete", "--peer-batch", "--no-peer", "--out",
+        "--peer", "--peer-only", "--peer-uri", "--peer-queue-type", "--peer-producers", "--peer-consumers", "--peer-window",
+        "--peer-prefetch", "--peer-ack-every",
     ];
 
     private static readonly HashSet<string> TopicsOptions =
@@ -125,6 +148,28 @@ internal sealed record PerfOptions
     public int PeerBatch { get; init; } = 100;
 
     public bool RunPeer { get; init; } = true;
+
+    /// <summary>single-queue: which peer runs after Farm (when <see cref="RunPeer"/>).</summary>
+    public PeerKind Peer { get; init; } = PeerKind.Sqlite;
+
+    /// <summary>single-queue: skip Farm, measure the peer alone.</summary>
+    public bool PeerOnly { get; init; }
+
+    public Uri PeerUri { get; init; } = new("amqp://guest:guest@127.0.0.1:5672/");
+
+    public string PeerQueueType { get; init; } = "classic";
+
+    /// <summary>RabbitMQ producers and consumers; null: as many as Farm's senders and receivers.</summary>
+    public int? PeerProducers { get; init; }
+
+    public int? PeerConsumers { get; init; }
+
+    // The RabbitMQ defaults are the best of a sweep on the reference machine (perf/README.md).
+    public int PeerWindow { get; init; } = 50;
+
+    public int PeerPrefetch { get; init; } = 500;
+
+    public int PeerAckEvery { get; init; } = 100;
 
     public string? Out { get; init; }
 
@@ -227,6 +272,12 @@ internal sealed record PerfOptions
                 continue;
             }
 
+            if (name == "--peer-only")
+            {
+                options = options with { PeerOnly = true };
+                continue;
+            }
+
             if (name == "--redirect")
             {
                 options = options with { Redirect = true };
@@ -255,6 +306,14 @@ internal sealed record PerfOptions
                 "--complete" => options with { CompleteWithSdk = ParseComplete(value) },
                 "--peer-batch" => options with { PeerBatch = ParseInt(name, value, 1, 100_000) },
                 "--out" => options with { Out = value },
+                "--peer" => ParsePeer(options, value),
+                "--peer-uri" => options with { PeerUri = ParseUri(name, value) },
+                "--peer-queue-type" => options with { PeerQueueType = value is "classic" or "quorum" ? value : throw new ArgumentException($"--peer-queue-type must be classic or quorum; got '{value}'") },
+                "--peer-producers" => options with { PeerProducers = ParseInt(name, value, 1, 1024) },
+                "--peer-consumers" => options with { PeerConsumers = ParseInt(name, value, 1, 1024) },
+                "--peer-window" => options with { PeerWindow = ParseInt(name, value, 1, 100_000) },
+                "--peer-prefetch" => options with { PeerPrefetch = ParseInt(name, value, 1, ushort.MaxValue) },
+                "--peer-ack-every" => options with { PeerAckEvery = ParseInt(name, value, 1, ushort.MaxValue) },
                 "--messages" => options with { Messages = ParseInt(name, value, 3, int.MaxValue) },
                 "--shallow" => options with { Shallow = ParseInt(name, value, 3, int.MaxValue) },
                 "--drain" => options with { Drain = ParseInt(name, value, 1, int.MaxValue) },
@@ -284,8 +343,32 @@ internal sealed record PerfOptions
             throw new ArgumentException("--complete batch works with --receive-style receiver only");
         }
 
+        if (options.PeerAckEvery > options.PeerPrefetch)
+        {
+            // The consumer would wait for deliveries the broker holds back until it acks: a stall.
+            throw new ArgumentException($"--peer-ack-every ({options.PeerAckEvery}) must not exceed --peer-prefetch ({options.PeerPrefetch})");
+        }
+
+        if (options.PeerOnly && !options.RunPeer)
+        {
+            throw new ArgumentException("--peer-only needs a peer");
+        }
+
         return options;
     }
+
+    private static PerfOptions ParsePeer(PerfOptions options, string value) => value switch
+    {
+        "sqlite" => options with { Peer = PeerKind.Sqlite, RunPeer = true },
+        "rabbitmq" => options with { Peer = PeerKind.RabbitMq, RunPeer = true },
+        "none" => options with { RunPeer = false },
+        _ => throw new ArgumentException($"--peer must be sqlite, rabbitmq or none; got '{value}'"),
+    };
+
+    private static Uri ParseUri(string name, string value)
+        => Uri.TryCreate(value, UriKind.Absolute, out var uri) && uri.Scheme is "amqp" or "amqps"
+            ? uri
+            : throw new ArgumentException($"{name} must be an amqp:// URI; got '{value}'");
 
     private static int ParseInt(string name, string value, int min, int max)
     {

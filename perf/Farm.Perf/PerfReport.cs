@@ -3,7 +3,7 @@ namespace Farm.Perf;
 /// <summary>The JSON result of one run (snake_case names; see perf/README.md).</summary>
 internal sealed record PerfReport(
     string Scenario,
-    FarmFigures Farm,
+    FarmFigures? Farm,
     PeerFigures? Peer,
     double? RatioFarmToPeer,
     MachineInfo Machine,
@@ -68,12 +68,32 @@ internal sealed record Verification(
     public long? OutOfOrder { get; init; }
 }
 
+/// <summary>
+/// A peer measured in the same run: the SQLite storage ceiling or a RabbitMQ broker. Settings is the
+/// peer's own record (<see cref="PeerSettings"/>, <see cref="Peers.RabbitMqSettings"/>); the fields
+/// after it are filled by broker peers only (null ones are left out of the JSON).
+/// </summary>
 internal sealed record PeerFigures(
     string Name,
     double MsgsPerSec,
     long Messages,
     double DurationS,
-    double CommitsPerSec,
-    PeerSettings Settings);
+    double? CommitsPerSec,
+    object Settings)
+{
+    /// <summary>Publishes confirmed per second in the window.</summary>
+    public double? SentPerSec { get; init; }
+
+    public double? P50Ms { get; init; }
+
+    public double? P90Ms { get; init; }
+
+    public double? P99Ms { get; init; }
+
+    public double? P999Ms { get; init; }
+
+    /// <summary>The same exactly-once check as Farm's, over the peer's whole run.</summary>
+    public Verification? Verification { get; init; }
+}
 
 internal sealed record PeerSettings(int Batch, int Size, string JournalMode, string Synchronous);

@@ -3,12 +3,13 @@ using System.Text.Json;
 using System.Text.Json.Serialization;
 using Farm.Perf;
 using Farm.Perf.Failover;
+using Farm.Perf.Peers;
 using Farm.Perf.SingleQueue;
 using Farm.Perf.Topics;
 
 // The load generator: `dotnet run -c Release --project perf/Farm.Perf -- single-queue [options]`.
 // Runs the scenario against a farm (its own single node unless --connection is given), then the
-// storage peer, prints one summary line and writes the JSON result. Exits 1 when the run lost,
+// peer (raw SQLite, or RabbitMQ with --peer rabbitmq), prints one summary line and writes the JSON result. Exits 1 when the run lost,
 // duplicated or failed to deliver a message, 2 on bad arguments.
 // `-- failover [--kills 20] [--redirect]`: its own 3-node farm, SIGKILLs nodes under load, writes
 // the unavailability after each kill (see perf/README.md and Failover/FailoverScenario.cs).
@@ -59,19 +60,22 @@ if (options.Scenario == "topics")
     return await RunTopicsAsync(options, command, jsonOptions, cancel.Token);
 }
 
-FarmFigures farm;
+FarmFigures? farm = null;
 LocalNode? node = null;
 try
 {
     var connection = options.Connection;
-    if (connection is null)
+    if (connection is null && !options.PeerOnly)
     {
         node = await LocalNode.StartAsync(cancel.Token);
         connection = node.ConnectionString;
         Console.Error.WriteLine($"perf: started a single node (pid {node.ProcessId}) at {node.Address}");
     }
 
-    farm = await new SingleQueueScenario(options, connection, externalFarm: options.Connection is not null).RunAsync(cancel.Token);
+    if (!options.PeerOnly)
+    {
+        farm = await new SingleQueueScenario(options, connection!, externalFarm: options.Connection is not null).RunAsync(cancel.Token);
+    }
 }
 catch (Exception e) when (e is InvalidOperationException or TimeoutException or Farm.Client.FarmException or OperationCanceledException)
 {
@@ -86,14 +90,22 @@ finally
     }
 }
 
+// The peer runs after the farm, never beside it: they would share the 2 cores and the disk.
 PeerFigures? peer = null;
 if (options.RunPeer)
 {
-    Console.Error.WriteLine($"perf: storage peer {SqlitePeer.Name}, batches of {options.PeerBatch}, {options.Duration.TotalSeconds:0.#} s");
-    peer = SqlitePeer.Run(options.PeerBatch, options.Size, SqlitePeer.Warmup, options.Duration);
+    try
+    {
+        peer = await PeerRun.RunAsync(options, cancel.Token);
+    }
+    catch (Exception e) when (PeerRun.IsPeerFailure(e))
+    {
+        Console.Error.WriteLine($"perf: the peer run failed: {e.GetType().Name}: {e.Message}");
+        return 1;
+    }
 }
 
-var ratio = peer is { MsgsPerSec: > 0 } ? Math.Round(farm.MsgsPerSec / peer.MsgsPerSec, 3) : (double?)null;
+var ratio = farm is not null && peer is { MsgsPerSec: > 0 } ? Math.Round(farm.MsgsPerSec / peer.MsgsPerSec, 3) : (double?)null;
 var report = new PerfReport(
     options.Scenario,
     farm,
@@ -106,18 +118,31 @@ var report = new PerfReport(
 var output = options.Out ?? DefaultOutput(options.Scenario);
 await WriteJsonAsync(output, JsonSerializer.Serialize(report, jsonOptions));
 
-var peerSummary = peer is null ? "no peer" : string.Create(inv, $"peer {peer.Name} {peer.MsgsPerSec:0} rows/s, ratio {ratio:0.00}");
-Console.WriteLine(string.Create(inv,
-    $"single-queue: farm {farm.MsgsPerSec:0} msg/s received ({farm.SentPerSec:0} sent), p50 {farm.P50Ms:0.0} ms, p99 {farm.P99Ms:0.0} ms over {farm.DurationS:0.#} s; {peerSummary}; {farm.Verification.Acknowledged} sent, {farm.Verification.ReceivedUnique} received -> {output}"));
+var peerSummary = peer switch
+{
+    null => "no peer",
+    { CommitsPerSec: not null } => string.Create(inv, $"peer {peer.Name} {peer.MsgsPerSec:0} rows/s"),
+    _ => string.Create(inv, $"peer {peer.Name} {peer.MsgsPerSec:0} msg/s received ({peer.SentPerSec:0} confirmed), p50 {peer.P50Ms:0.0} ms, p99 {peer.P99Ms:0.0} ms"),
+};
+var farmSummary = farm is null
+    ? "farm not run (--peer-only)"
+    : string.Create(inv, $"farm {farm.MsgsPerSec:0} msg/s received ({farm.SentPerSec:0} sent), p50 {farm.P50Ms:0.0} ms, p99 {farm.P99Ms:0.0} ms over {farm.DurationS:0.#} s");
+var ratioSummary = ratio is null ? string.Empty : string.Create(inv, $", ratio {ratio:0.00}");
+var counts = farm is null ? string.Empty : $"; {farm.Verification.Acknowledged} sent, {farm.Verification.ReceivedUnique} received";
+Console.WriteLine($"single-queue: {farmSummary}; {peerSummary}{ratioSummary}{counts} -> {output}");
 
-if (!farm.Verification.Passed)
+var failed = new[] { ("farm", farm?.Verification), ("peer", peer?.Verification) }.Where(v => v.Item2 is { Passed: false }).ToList();
+if (failed.Count > 0)
 {
     Console.Error.WriteLine();
     Console.Error.WriteLine("perf: !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
     Console.Error.WriteLine("perf: THE RUN FAILED ITS DELIVERY CHECK: the figures above do not count.");
-    foreach (var problem in farm.Verification.Problems)
+    foreach (var (who, verification) in failed)
     {
-        Console.Error.WriteLine($"perf:   - {problem}");
+        foreach (var problem in verification!.Problems)
+        {
+            Console.Error.WriteLine($"perf:   - {who}: {problem}");
+        }
     }
 
     Console.Error.WriteLine("perf: !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");

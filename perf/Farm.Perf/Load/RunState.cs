@@ -162,8 +162,21 @@ internal sealed class RunState
     public void OnReceived(FarmReceivedMessage message, int subscription = 0)
     {
         var now = Stopwatch.GetTimestamp();
+        var sentAt = message.ApplicationProperties.TryGetValue(SentAtProperty, out var value) && value is long stamp ? stamp : (long?)null;
+        OnDelivered(message.MessageId, sentAt, now, subscription, message.SequenceNumber);
+    }
+
+    /// <summary>
+    /// Records a delivery that did not come through Farm's SDK (a peer broker's): its message id and
+    /// the sender's <see cref="Stopwatch"/> timestamp, when it carried one.
+    /// </summary>
+    public void OnDelivered(string? messageId, long? sentAt)
+        => OnDelivered(messageId, sentAt, Stopwatch.GetTimestamp(), subscription: 0, sequenceNumber: 0);
+
+    private void OnDelivered(string? messageId, long? sentAt, long now, int subscription, long sequenceNumber)
+    {
         Interlocked.Increment(ref _receivedTotal);
-        if (!long.TryParse(message.MessageId, NumberStyles.None, CultureInfo.InvariantCulture, out var id) || id >= Attempted)
+        if (!long.TryParse(messageId, NumberStyles.None, CultureInfo.InvariantCulture, out var id) || id >= Attempted)
         {
             Interlocked.Increment(ref _foreign);
             return;
@@ -182,22 +195,20 @@ internal sealed class RunState
         {
             // One receiver per subscription: its deliveries come one batch after the other.
             ref var last = ref _lastSequence[subscription];
-            var sequence = message.SequenceNumber;
             var before = Interlocked.Read(ref last);
-            if (sequence < before)
+            if (sequenceNumber < before)
             {
                 Interlocked.Increment(ref _outOfOrder);
             }
             else
             {
-                Interlocked.CompareExchange(ref last, sequence, before);
+                Interlocked.CompareExchange(ref last, sequenceNumber, before);
             }
         }
 
-        if (Volatile.Read(ref _inWindow) != 0
-            && message.ApplicationProperties.TryGetValue(SentAtProperty, out var value) && value is long sentAt)
+        if (Volatile.Read(ref _inWindow) != 0 && sentAt is { } stamp)
         {
-            Latency.Record((long)Stopwatch.GetElapsedTime(sentAt, now).TotalMicroseconds);
+            Latency.Record((long)Stopwatch.GetElapsedTime(stamp, now).TotalMicroseconds);
         }
     }
 

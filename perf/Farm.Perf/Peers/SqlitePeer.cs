@@ -1,7 +1,7 @@
 using System.Diagnostics;
 using Microsoft.Data.Sqlite;
 
-namespace Farm.Perf;
+namespace Farm.Perf.Peers;
 
 /// <summary>
 /// The storage ceiling measured beside Farm: raw SQLite as Farm's container databases use it (WAL,
@@ -9,7 +9,7 @@ namespace Farm.Perf;
 /// transaction inserts a batch of 1 KB rows and deletes the batch the previous transaction
 /// inserted, so in steady state every row costs one insert and one delete, and a batch shares one
 /// commit (fsync) — what a queue at its best must do for a send and a complete.
-/// (RabbitMQ as a peer belongs to the later performance issue; ANCHORS.md has its figures.)
+/// (RabbitMQ, the broker peer, is <see cref="RabbitMqPeer"/>.)
 /// </summary>
 internal static class SqlitePeer
 {
