@@ -233,8 +233,11 @@ for s in "${scenarios[@]}"; do
   fi
 done
 
+# The report is made from every result there is, this run's and earlier ones' (each row names its run).
+(cd "$here" && dotnet "$perf_dll" report) || log "perf/REPORT.md could not be written"
+
 if [ ${#failed[@]} -gt 0 ]; then
   log "failed: ${failed[*]}"
   exit 1
 fi
-log "results in perf/results/"
+log "results in perf/results/, summary in perf/REPORT.md"

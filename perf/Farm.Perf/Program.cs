@@ -15,6 +15,12 @@ using Farm.Perf.Topics;
 // the unavailability after each kill (see perf/README.md and Failover/FailoverScenario.cs).
 // `-- topics`: queue vs topic with 1 subscription, a topic with 1,000 subscriptions, ordering on vs
 // off, in one run against its own node; writes perf/results/topics.json (Topics/TopicsScenario.cs).
+// `-- report [--results DIR] [--out FILE]`: perf/REPORT.md from the results (Report/ReportWriter.cs).
+if (args is ["report", .. var reportArgs])
+{
+    return Farm.Perf.Report.ReportWriter.Run(reportArgs);
+}
+
 PerfOptions options;
 try
 {
