@@ -26,7 +26,6 @@ internal static class AmqpErrors
     public static readonly AmqpSymbol ServerBusy = "com.microsoft:server-busy";
     public static readonly AmqpSymbol Timeout = "com.microsoft:timeout";
     public static readonly AmqpSymbol ArgumentError = "com.microsoft:argument-error";
-    public static readonly AmqpSymbol SessionsNotSupported = AmqpErrorCode.NotImplemented;
 
     /// <summary>A failure of a call to the farm (or of reading the request) as an AMQP error.</summary>
     public static Error ToError(Exception e)
@@ -102,5 +101,5 @@ internal static class AmqpErrors
     };
 
     /// <summary>True for failures a client may simply try again (the entity is between owners, the farm is busy).</summary>
-    public static bool IsTransient(Exception e) => Classify(e).Condition.Equals(ServerBusy) || Classify(e).Condition.Equals(Timeout);
+    public static bool IsTransient(Exception e) => Classify(e).Condition is var condition && (condition.Equals(ServerBusy) || condition.Equals(Timeout));
 }

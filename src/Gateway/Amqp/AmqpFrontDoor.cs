@@ -263,7 +263,7 @@ internal sealed partial class AmqpFrontDoor : IRuntimeProvider, IHostedService, 
             : connection.Claims.ValidUntil(entityPath, right);
         if (allowed is null)
         {
-            var needed = anyOf ? "a valid token" : $"a valid token with the {ConnectionClaims.Describe(right)} right";
+            var needed = anyOf ? "a valid token" : $"a valid token with the {right} right";
             throw new AmqpException(AmqpErrorCode.UnauthorizedAccess,
                 $"Unauthorized access: '{entityPath}' needs {needed} (put one on $cbs first; Send for senders, Listen for receivers).");
         }

@@ -1,7 +1,6 @@
 using System.Threading.Channels;
 using Farm.Contracts.V1;
 using Farm.Gateway.Amqp.Messages;
-using Google.Protobuf.Collections;
 using Grpc.Core;
 using Microsoft.Azure.Amqp;
 using Microsoft.Azure.Amqp.Encoding;
@@ -323,7 +322,7 @@ internal sealed partial class OutgoingMessageLink
                 break;
             case Modified modified:
                 settlement.Disposition = modified.UndeliverableHere == true ? Contracts.V1.Disposition.Defer : Contracts.V1.Disposition.Abandon;
-                CopyProperties(modified.MessageAnnotations, settlement.PropertiesToModify);
+                AmqpMessageMapping.CopyProperties(modified.MessageAnnotations, settlement.PropertiesToModify);
                 break;
             case Rejected rejected:
                 settlement.Disposition = Contracts.V1.Disposition.DeadLetter;
@@ -357,22 +356,6 @@ internal sealed partial class OutgoingMessageLink
                 break;
         }
         return settlement;
-    }
-
-    private static void CopyProperties(Fields? fields, MapField<string, PropertyValue> into)
-    {
-        if (fields is null)
-        {
-            return;
-        }
-        foreach (var pair in fields)
-        {
-            var name = pair.Key.Key?.ToString() ?? string.Empty;
-            if (pair.Value is not null)
-            {
-                into[name] = AmqpMessageMapping.ToPropertyValue(name, pair.Value);
-            }
-        }
     }
 
     [LoggerMessage(Level = LogLevel.Debug, Message = "AMQP receive stream on {Entity} {Why}; opening it again")]

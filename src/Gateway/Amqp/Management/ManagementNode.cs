@@ -73,7 +73,7 @@ internal sealed partial class ManagementNode(FarmCalls calls, ILogger<Management
         if (connection.Claims.ValidUntil(entityPath + Suffix, right) is null)
         {
             throw new AmqpException(AmqpErrorCode.UnauthorizedAccess,
-                $"Unauthorized access: this operation on '{entityPath}' needs a valid token with the {Security.ConnectionClaims.Describe(right)} right.");
+                $"Unauthorized access: this operation on '{entityPath}' needs a valid token with the {right} right.");
         }
     }
 
@@ -145,17 +145,8 @@ internal sealed partial class ManagementNode(FarmCalls calls, ILogger<Management
                 DeadLetterReason = reason ?? string.Empty,
                 DeadLetterErrorDescription = description ?? string.Empty,
             };
-            if (body.TryGetValue<AmqpMap>(new MapKey("properties-to-modify"), out var properties) && properties is not null)
-            {
-                foreach (var (key, value) in properties)
-                {
-                    var name = key.Key?.ToString() ?? string.Empty;
-                    if (value is not null)
-                    {
-                        settlement.PropertiesToModify[name] = AmqpMessageMapping.ToPropertyValue(name, value);
-                    }
-                }
-            }
+            body.TryGetValue<AmqpMap>(new MapKey("properties-to-modify"), out var properties);
+            AmqpMessageMapping.CopyProperties(properties, settlement.PropertiesToModify);
             request.Settlements.Add(settlement);
         }
         var response = await calls.Node.Messaging.SettleAsync(request, deadline: FarmCalls.Deadline()).ConfigureAwait(false);
@@ -209,15 +200,20 @@ internal sealed partial class ManagementNode(FarmCalls calls, ILogger<Management
         return AmqpMessageMapping.Encode(amqp);
     }
 
-    internal static IReadOnlyList<Guid> Guids(AmqpMap body, string key)
+    /// <summary>The items of a list (or array) the request must carry under <paramref name="key"/>; a lone value counts as one.</summary>
+    private static IEnumerable<object?> Items(AmqpMap body, string key)
     {
         if (!body.TryGetValue<object>(new MapKey(key), out var value) || value is null)
         {
             throw new AmqpException(AmqpErrorCode.InvalidField, $"The request needs '{key}'.");
         }
-        IEnumerable items = value is IEnumerable enumerable and not string ? enumerable : new[] { value };
+        return value is IEnumerable enumerable and not string ? enumerable.Cast<object?>() : [value];
+    }
+
+    internal static IReadOnlyList<Guid> Guids(AmqpMap body, string key)
+    {
         var guids = new List<Guid>();
-        foreach (var item in items)
+        foreach (var item in Items(body, key))
         {
             guids.Add(item switch
             {
@@ -229,15 +225,7 @@ internal sealed partial class ManagementNode(FarmCalls calls, ILogger<Management
         return guids;
     }
 
-    internal static IReadOnlyList<long> Longs(AmqpMap body, string key)
-    {
-        if (!body.TryGetValue<object>(new MapKey(key), out var value) || value is null)
-        {
-            throw new AmqpException(AmqpErrorCode.InvalidField, $"The request needs '{key}'.");
-        }
-        IEnumerable items = value is IEnumerable enumerable and not string ? enumerable : new[] { value };
-        return items.Cast<object?>().Select(item => ToLong(item, key)).ToList();
-    }
+    internal static IReadOnlyList<long> Longs(AmqpMap body, string key) => Items(body, key).Select(item => ToLong(item, key)).ToList();
 
     internal static long Long(AmqpMap body, string key, long fallback) =>
         body.TryGetValue<object>(new MapKey(key), out var value) && value is not null ? ToLong(value, key) : fallback;

@@ -1,8 +1,7 @@
-using System.Globalization;
-using System.Text;
 using Farm.Broker;
 using Farm.Contracts.V1;
 using Google.Protobuf;
+using Google.Protobuf.Collections;
 using Google.Protobuf.WellKnownTypes;
 using Microsoft.Azure.Amqp;
 using Microsoft.Azure.Amqp.Encoding;
@@ -277,7 +276,16 @@ internal static class AmqpMessageMapping
     public static string LockTokenOf(ArraySegment<byte> deliveryTag) =>
         deliveryTag.Count == 16 ? new Guid(deliveryTag.AsSpan()).ToString() : Convert.ToHexString(deliveryTag.AsSpan());
 
-    public static string Describe(uint messageFormat) => messageFormat.ToString("x8", CultureInfo.InvariantCulture);
-
-    internal static string Utf8(ArraySegment<byte> bytes) => Encoding.UTF8.GetString(bytes.AsSpan());
+    /// <summary>Every non-null entry of an AMQP map (string or symbol keys) into Farm's typed properties.</summary>
+    public static void CopyProperties(IEnumerable<KeyValuePair<MapKey, object>>? from, MapField<string, PropertyValue> into)
+    {
+        foreach (var (key, value) in from ?? [])
+        {
+            var name = key.Key?.ToString() ?? string.Empty;
+            if (value is not null)
+            {
+                into[name] = ToPropertyValue(name, value);
+            }
+        }
+    }
 }

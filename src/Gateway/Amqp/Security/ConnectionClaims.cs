@@ -46,12 +46,4 @@ internal sealed class ConnectionClaims(TimeProvider time)
     /// <summary>Manage includes Send and Listen, as in Azure Service Bus.</summary>
     public static bool Allows(AccessRights granted, AccessRights needed) =>
         (granted & AccessRights.Manage) != 0 || (granted & needed) == needed;
-
-    public static string Describe(AccessRights right) => right switch
-    {
-        AccessRights.Send => "Send",
-        AccessRights.Listen => "Listen",
-        AccessRights.Manage => "Manage",
-        _ => right.ToString(),
-    };
 }
