@@ -135,6 +135,49 @@ internal sealed class LocalFarm : IAsyncDisposable
     /// <summary>`farm node pause N` (SIGSTOP); asserts it succeeded.</summary>
     public Task PauseNodeAsync(int nodeId) => RunNodeCommandAsync("pause", nodeId);
 
+    /// <summary>
+    /// `farm node pause N`, landing outside a SQLite write: a node frozen inside a write transaction
+    /// holds that database's write lock, and on a SQLite farm nobody else can write it (take its
+    /// containers included) until it resumes (a known limit of a shared database file, in
+    /// docs/how-farm-works.md). Tests of what survivors do about a frozen node mean the frozen node
+    /// of a farm that can still act: while the paused process holds a POSIX write lock (as
+    /// /proc/locks shows it), it is resumed and paused again.
+    /// </summary>
+    public async Task PauseNodeOutsideAWriteAsync(int nodeId)
+    {
+        var pid = NodePid(nodeId) ?? throw new InvalidOperationException($"farm.json names no pid for node {nodeId}.");
+        for (var attempt = 1; ; attempt++)
+        {
+            await PauseNodeAsync(nodeId);
+            var held = WriteLocksHeldBy(pid);
+            if (held.Count == 0)
+            {
+                return;
+            }
+            Assert.True(attempt < 50, $"node {nodeId} (pid {pid}) held a write lock at each of {attempt} pauses: {string.Join("; ", held)}");
+            await ResumeNodeAsync(nodeId);
+        }
+    }
+
+    /// <summary>The POSIX (fcntl) write locks <paramref name="pid"/> holds, as /proc/locks lines: SQLite's, while it writes.</summary>
+    public static IReadOnlyList<string> WriteLocksHeldBy(int pid) =>
+        [.. File.ReadAllLines("/proc/locks").Where(line =>
+        {
+            var fields = line.Split(' ', StringSplitOptions.RemoveEmptyEntries);
+            // "1: POSIX  ADVISORY  WRITE 1234 fe:00:42 120 120"; flock()s (the node's own process lock) are FLOCK.
+            return fields.Length > 4 && fields[1] is "POSIX" or "OFDLCK" && fields[3] == "WRITE"
+                && fields[4] == pid.ToString(CultureInfo.InvariantCulture);
+        })];
+
+    /// <summary>The last <paramref name="lines"/> lines of node N's log, for a failure message.</summary>
+    public string NodeLogTail(int nodeId, int lines = 60)
+    {
+        var log = Path.Combine(DataDirectory, "logs", $"node-{nodeId}.log");
+        return File.Exists(log)
+            ? $"--- node-{nodeId}.log ---\n" + string.Join('\n', File.ReadLines(log).TakeLast(lines))
+            : $"--- node-{nodeId}.log: none ---";
+    }
+
     /// <summary>`farm node resume N` (SIGCONT); asserts it succeeded.</summary>
     public Task ResumeNodeAsync(int nodeId) => RunNodeCommandAsync("resume", nodeId);
 

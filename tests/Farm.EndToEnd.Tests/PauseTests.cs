@@ -44,7 +44,7 @@ public sealed class PauseTests(ITestOutputHelper output)
         var nodeTwo = farm.Endpoints[1];
         using var direct = FarmChannels.Create(new Uri(nodeTwo));
         var directHeaders = FarmMetadata.DirectHeaders();
-        await farm.PauseNodeAsync(2);
+        await farm.PauseNodeOutsideAWriteAsync(2);
         var inFlight = new Contracts.V1.Messaging.MessagingClient(direct).SendAsync(new SendRequest { Entity = "paused", Messages = { new Message { MessageId = "from-the-paused-node", Body = ByteString.CopyFromUtf8("late") } } }, new CallOptions(directHeaders)).ResponseAsync;
 
         // The survivors take the container, raising its epoch, and serve it.
@@ -52,7 +52,8 @@ public sealed class PauseTests(ITestOutputHelper output)
         {
             var now = (await admin.GetContainersAsync()).Single(c => c.Id == container.Id);
             return now.OwnerNode is { } owner && owner != 2 && now.Epoch > epochBefore ? now : null;
-        }, TimeSpan.FromSeconds(30), "the survivors to take the paused node's container");
+        }, TimeSpan.FromSeconds(30), "the survivors to take the paused node's container",
+            () => $"{farm.NodeLogTail(1)}\n{farm.NodeLogTail(3)}\nwrite locks of node 2: {string.Join("; ", LocalFarm.WriteLocksHeldBy(farm.NodePid(2)!.Value))}");
         output.WriteLine($"container {container.Id}: node 2 at epoch {epochBefore} -> node {moved.OwnerNode} at epoch {moved.Epoch}");
         await sender.SendMessageAsync(new FarmMessage("during") { MessageId = "during-pause" });
         acknowledged.Add("during-pause");
@@ -170,7 +171,7 @@ public sealed class PauseTests(ITestOutputHelper output)
         }
     }
 
-    private static async Task<T> WaitUntilAsync<T>(Func<Task<T?>> probe, TimeSpan deadline, string what)
+    private static async Task<T> WaitUntilAsync<T>(Func<Task<T?>> probe, TimeSpan deadline, string what, Func<string>? describeFailure = null)
         where T : class
     {
         T? found = null;
@@ -185,7 +186,7 @@ public sealed class PauseTests(ITestOutputHelper output)
                 return false; // a gateway on the paused node does not answer; the admin client moves on
             }
         }, deadline, TimeSpan.FromMilliseconds(100));
-        Assert.True(arrived, $"timed out waiting for {what}");
+        Assert.True(arrived, $"timed out waiting for {what}" + (describeFailure is null ? "" : "\n" + describeFailure()));
         return found!;
     }
 }
