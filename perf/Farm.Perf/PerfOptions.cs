@@ -33,6 +33,8 @@ internal sealed record PerfOptions
                Farm.Perf topics [options]
                Farm.Perf failover [--kills 20] [--redirect] [--seed N] [--out FILE]
                Farm.Perf deep-backlog [options]
+               Farm.Perf many-queues [options]
+               Farm.Perf chain [options]
         single-queue:
           --connection CS     farm to drive (default: start a single node on a temporary data directory)
           --duration 20s      measured time (units ms, s, m), after the warm-up
@@ -84,6 +86,8 @@ internal sealed record PerfOptions
         failover (starts its own 3-node farm; SIGKILLs a node --kills times under light load):
           --kills 20          nodes to kill, one after the other (restarted and rebalanced in between)
           --redirect          clients use EnableRedirect=true (default: forward through the gateways)
+          --signal kill|stop  kill: SIGKILL (default); stop: SIGSTOP the owner, measure the takeover, then SIGCONT it
+                              (writes perf/results/failover-stop.json)
           --seed N            seed of the random choice of node to kill (default: from the clock)
           --out FILE          JSON result (default perf/results/failover.json, failover-redirect.json with --redirect)
         deep-backlog (starts its own 3-node farm on SQLite; see DeepBacklog/DeepBacklogScenario.cs):
@@ -92,12 +96,32 @@ internal sealed record PerfOptions
           --drain 1000000     messages drained off the deep queue for its rate
           --size 1024  --senders 4  --batch 100  --receivers 4  --prefetch 500
           --out FILE          JSON result (default perf/results/deep-backlog.json)
+        many-queues (its own farm; a FarmProcessor per queue, paced single sends; see ManyQueues/ManyQueuesScenario.cs):
+          --queues 15000      queues to create and load
+          --rate-per-queue 1  messages/s sent to each queue, spread evenly over the second
+          --nodes 1           1, or 3 (2 containers per node, the queues spread over them)
+          --senders 4         sender clients, each covering a slice of the queues
+          --clients 8         FarmClients the processors are spread over
+          --create-concurrency 16  create calls in flight (after the first 200, made one by one)
+          --warmup 30s  --duration 60s  --size 1024
+          --out FILE          JSON result (default perf/results/many-queues.json)
+        chain (its own node; a FarmProcessor per queue forwarding to the next; see Chain/ChainScenario.cs):
+          --queues 15         queues in the chain
+          --rates 25,75,125   messages/s injected into the first queue, one point each
+          --concurrency 8     MaxConcurrentCalls of each queue's processor
+          --warmup 20s        before the first point   --run-warmup 5s  before each later point
+          --duration 30s      measured window of each point   --size 1024
+          --out FILE          JSON result (default perf/results/chain.json)
         """;
 
     /// <summary>The options each scenario takes.</summary>
-    private static readonly HashSet<string> FailoverOptions = ["--kills", "--redirect", "--seed", "--out"];
+    private static readonly HashSet<string> FailoverOptions = ["--kills", "--redirect", "--seed", "--signal", "--out"];
 
     private static readonly HashSet<string> DeepBacklogOptions = ["--messages", "--shallow", "--drain", "--size", "--senders", "--batch", "--receivers", "--prefetch", "--out"];
+
+    private static readonly HashSet<string> ManyQueuesOptions = ["--queues", "--rate-per-queue", "--nodes", "--senders", "--clients", "--create-concurrency", "--warmup", "--duration", "--size", "--out"];
+
+    private static readonly HashSet<string> ChainOptions = ["--queues", "--rates", "--concurrency", "--warmup", "--run-warmup", "--duration", "--size", "--out"];
 
     private static readonly HashSet<string> SingleQueueOptions =
     [
@@ -228,6 +252,27 @@ internal sealed record PerfOptions
     /// <summary>topics: which figures to run (default: all).</summary>
     public IReadOnlySet<string> Only { get; init; } = TopicsParts.ToHashSet();
 
+    /// <summary>many-queues: queues created and loaded; chain: queues in the chain.</summary>
+    public int Queues { get; init; } = 15_000;
+
+    /// <summary>many-queues: messages per second to each queue.</summary>
+    public double RatePerQueue { get; init; } = 1;
+
+    /// <summary>many-queues: nodes of its own farm (1 or 3).</summary>
+    public int Nodes { get; init; } = 1;
+
+    /// <summary>many-queues: FarmClients the per-queue processors are spread over.</summary>
+    public int ReceiverClients { get; init; } = 8;
+
+    /// <summary>many-queues: create calls in flight.</summary>
+    public int CreateConcurrency { get; init; } = 16;
+
+    /// <summary>chain: messages per second injected, one measured point each.</summary>
+    public IReadOnlyList<double> Rates { get; init; } = [25, 75, 125];
+
+    /// <summary>failover: "kill" (SIGKILL) or "stop" (SIGSTOP, then SIGCONT).</summary>
+    public string Signal { get; init; } = "kill";
+
     /// <summary>Parses the arguments; throws <see cref="ArgumentException"/> naming what was wrong.</summary>
     public static PerfOptions Parse(IReadOnlyList<string> args)
     {
@@ -237,14 +282,22 @@ internal sealed record PerfOptions
         }
 
         var options = new PerfOptions { Scenario = args[0] };
-        if (options.Scenario is not ("single-queue" or "failover" or "topics" or "deep-backlog"))
+        if (options.Scenario is not ("single-queue" or "failover" or "topics" or "deep-backlog" or "many-queues" or "chain"))
         {
-            throw new ArgumentException($"unknown scenario '{options.Scenario}'; the scenarios are: single-queue, topics, failover, deep-backlog");
+            throw new ArgumentException($"unknown scenario '{options.Scenario}'; the scenarios are: single-queue, topics, failover, deep-backlog, many-queues, chain");
         }
         if (options.Scenario == "deep-backlog")
         {
             // Its own defaults: a fill and drain that keep the node busy, not the single-queue's latency mix.
             options = options with { Senders = 4, Batch = 100, Receivers = 4 };
+        }
+        if (options.Scenario == "many-queues")
+        {
+            options = options with { Senders = 4, Warmup = TimeSpan.FromSeconds(30), Duration = TimeSpan.FromSeconds(60) };
+        }
+        if (options.Scenario == "chain")
+        {
+            options = options with { Queues = 15, Concurrency = 8, Warmup = TimeSpan.FromSeconds(20), RunWarmup = TimeSpan.FromSeconds(5), Duration = TimeSpan.FromSeconds(30) };
         }
 
         var allowed = options.Scenario switch
@@ -252,6 +305,8 @@ internal sealed record PerfOptions
             "failover" => FailoverOptions,
             "topics" => TopicsOptions,
             "deep-backlog" => DeepBacklogOptions,
+            "many-queues" => ManyQueuesOptions,
+            "chain" => ChainOptions,
             _ => SingleQueueOptions,
         };
         for (var i = 1; i < args.Count; i++)
@@ -334,6 +389,13 @@ internal sealed record PerfOptions
                 "--ordering-senders" => options with { OrderingSenders = ParseInt(name, value, 1, 1024) },
                 "--ordering-batch" => options with { OrderingBatch = ParseInt(name, value, 1, 4500) },
                 "--only" => options with { Only = ParseOnly(value) },
+                "--queues" => options with { Queues = ParseInt(name, value, 1, 100_000) },
+                "--rate-per-queue" => options with { RatePerQueue = ParseRate(name, value) },
+                "--nodes" => options with { Nodes = value is "1" or "3" ? int.Parse(value, CultureInfo.InvariantCulture) : throw new ArgumentException($"--nodes must be 1 or 3; got '{value}'") },
+                "--clients" => options with { ReceiverClients = ParseInt(name, value, 1, 1000) },
+                "--create-concurrency" => options with { CreateConcurrency = ParseInt(name, value, 1, 1000) },
+                "--rates" => options with { Rates = [.. value.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries).Select(r => ParseRate(name, r))] },
+                "--signal" => options with { Signal = value is "kill" or "stop" ? value : throw new ArgumentException($"--signal must be kill or stop; got '{value}'") },
                 _ => throw new ArgumentException($"unknown option '{name}'"),
             };
         }
@@ -356,6 +418,12 @@ internal sealed record PerfOptions
 
         return options;
     }
+
+    /// <summary>A rate in messages per second, above 0 and at most 100,000.</summary>
+    private static double ParseRate(string name, string value)
+        => double.TryParse(value, NumberStyles.Float, CultureInfo.InvariantCulture, out var rate) && rate > 0 && rate <= 100_000
+            ? rate
+            : throw new ArgumentException($"{name} takes rates in messages per second above 0 (at most 100000); got '{value}'");
 
     private static PerfOptions ParsePeer(PerfOptions options, string value) => value switch
     {

@@ -66,6 +66,16 @@ if (options.Scenario == "topics")
     return await RunTopicsAsync(options, command, jsonOptions, cancel.Token);
 }
 
+if (options.Scenario == "many-queues")
+{
+    return await RunManyQueuesAsync(options, command, jsonOptions, cancel.Token);
+}
+
+if (options.Scenario == "chain")
+{
+    return await RunChainAsync(options, command, jsonOptions, cancel.Token);
+}
+
 FarmFigures? farm = null;
 LocalNode? node = null;
 try
@@ -171,7 +181,7 @@ static async Task<int> RunFailoverAsync(PerfOptions options, string command, Jso
         return 1;
     }
 
-    var output = options.Out ?? DefaultOutput(options.Redirect ? "failover-redirect" : "failover");
+    var output = options.Out ?? DefaultOutput(options.Signal == "stop" ? "failover-stop" : options.Redirect ? "failover-redirect" : "failover");
     await WriteJsonAsync(output, JsonSerializer.Serialize(report, jsonOptions));
 
     var inv = CultureInfo.InvariantCulture;
@@ -288,6 +298,86 @@ static async Task<int> RunTopicsAsync(PerfOptions options, string command, JsonS
     }
 
     return 0;
+}
+
+// many-queues: runs, writes perf/results/many-queues.json, prints the figures against issue 14's targets.
+static async Task<int> RunManyQueuesAsync(PerfOptions options, string command, JsonSerializerOptions jsonOptions, CancellationToken cancellationToken)
+{
+    Farm.Perf.ManyQueues.ManyQueuesReport report;
+    try
+    {
+        report = await new Farm.Perf.ManyQueues.ManyQueuesScenario(options).RunAsync(command, cancellationToken);
+    }
+    catch (Exception e) when (e is InvalidOperationException or TimeoutException or Farm.Client.FarmException or OperationCanceledException)
+    {
+        Console.Error.WriteLine($"perf: the many-queues run failed: {e.GetType().Name}: {e.Message}");
+        return 1;
+    }
+
+    var output = options.Out ?? DefaultOutput("many-queues");
+    await WriteJsonAsync(output, JsonSerializer.Serialize(report, jsonOptions));
+    var inv = CultureInfo.InvariantCulture;
+    var f = report.Farm;
+    var c = report.Creation;
+    Console.WriteLine(string.Create(inv, $"many-queues: {report.Queues} queues on {report.Nodes} node(s), created in {c.Seconds:0.0} s ({c.PerSec:0}/s; one by one {c.Serial.PerSec:0}/s); {f.MsgsPerSec:0} msg/s received of {f.OfferedPerSec:0} offered, p50 {f.P50Ms:0.0} ms, p99 {f.P99Ms:0.0} ms, max {f.MaxMs:0} ms over {f.DurationS:0} s -> {output}"));
+    foreach (var m in report.Memory)
+    {
+        Console.WriteLine(string.Create(inv, $"  node {m.Node} RSS: start {m.RssStartMib:0} MiB, queues created {m.RssQueuesCreatedMib:0}, receivers open {m.RssReceiversOpenMib:0}, window mean {m.RssWindowMeanMib:0} / max {m.RssWindowMaxMib:0}, peak {m.PeakRssMib:0} MiB"));
+    }
+
+    Console.WriteLine(string.Create(inv, $"  CPU in the window: nodes {report.Cpu.NodePercentOfMachine:0.0}% of the machine, load generator {report.Cpu.LoadGeneratorPercentOfMachine:0.0}%; targets: RSS < 1 GiB {(report.Targets.RssUnder1Gib ? "met" : "MISSED")}, p99 < 100 ms {(report.Targets.P99Under100Ms ? "met" : "MISSED")}"));
+    return FailIfUnverified("many-queues", [f.Verification]);
+}
+
+// chain: runs the rates, writes perf/results/chain.json, prints a line per rate.
+static async Task<int> RunChainAsync(PerfOptions options, string command, JsonSerializerOptions jsonOptions, CancellationToken cancellationToken)
+{
+    Farm.Perf.Chain.ChainReport report;
+    try
+    {
+        report = await new Farm.Perf.Chain.ChainScenario(options).RunAsync(command, cancellationToken);
+    }
+    catch (Exception e) when (e is InvalidOperationException or TimeoutException or Farm.Client.FarmException or OperationCanceledException)
+    {
+        Console.Error.WriteLine($"perf: the chain run failed: {e.GetType().Name}: {e.Message}");
+        return 1;
+    }
+
+    var output = options.Out ?? DefaultOutput("chain");
+    await WriteJsonAsync(output, JsonSerializer.Serialize(report, jsonOptions));
+    var inv = CultureInfo.InvariantCulture;
+    foreach (var p in report.Points)
+    {
+        Console.WriteLine(string.Create(inv, $"chain: {report.Queues} queues at {p.RatePerQueue:0.#} msg/s each: {p.HopsPerSec:0} handler calls/s, p50 {p.P50Ms:0.0} ms, p99 {p.P99Ms:0.0} ms end to end; CPU node {p.NodePercentOfMachine:0.0}% + load generator {p.LoadGeneratorPercentOfMachine:0.0}% = {p.TotalPercentOfMachine:0.0}% of the machine"));
+    }
+
+    Console.WriteLine(report.Target.Met switch
+    {
+        true => $"chain: under 25% of the machine at 125 msg/s per queue: target met -> {output}",
+        false => $"chain: over 25% of the machine at 125 msg/s per queue: TARGET MISSED -> {output}",
+        null => $"chain: 125 msg/s per queue not among the rates: target not judged -> {output}",
+    });
+    return FailIfUnverified("chain", report.Points.Select(p => p.Verification));
+}
+
+// Prints a failed exactly-once check loudly; 1 when any failed.
+static int FailIfUnverified(string scenario, IEnumerable<Verification> verifications)
+{
+    var problems = verifications.Where(v => !v.Passed).SelectMany(v => v.Problems).ToList();
+    if (problems.Count == 0)
+    {
+        return 0;
+    }
+
+    Console.Error.WriteLine("perf: !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
+    Console.Error.WriteLine($"perf: THE {scenario.ToUpperInvariant()} RUN FAILED ITS DELIVERY CHECK: the figures above do not count.");
+    foreach (var problem in problems)
+    {
+        Console.Error.WriteLine($"perf:   - {problem}");
+    }
+
+    Console.Error.WriteLine("perf: !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
+    return 1;
 }
 
 static async Task WriteJsonAsync(string output, string json)
