@@ -17,7 +17,17 @@ internal sealed record FailoverReport(
     IReadOnlyList<KillRecord> Details,
     FailoverSettings Settings,
     FailoverVerification Verification,
-    string Command);
+    string Command)
+{
+    /// <summary>"stop" for --signal stop (SIGSTOP, then SIGCONT); null for SIGKILL.</summary>
+    public string? Signal { get; init; }
+
+    /// <summary>--signal stop: stops that froze the owner while it held a SQLite write lock (left out of the median, p90 and max).</summary>
+    public int? StopsInsideWrite { get; init; }
+
+    /// <summary>--signal stop: the unavailability of each stop inside a write (the takeover waited for the resume).</summary>
+    public IReadOnlyList<double>? InsideWritePerStopS { get; init; }
+}
 
 /// <summary>One kill.</summary>
 /// <param name="Node">The node SIGKILLed.</param>
@@ -43,7 +53,20 @@ internal sealed record KillRecord(
     double? OtherQueuesMaxS,
     long SendFailures,
     double RebalancedS,
-    IReadOnlyList<string> ReceiversStalled);
+    IReadOnlyList<string> ReceiversStalled)
+{
+    /// <summary>--signal stop: the owner was frozen holding a POSIX write lock (a SQLite write), so nobody could take its containers until it resumed.</summary>
+    public bool? InsideWrite { get; init; }
+
+    /// <summary>--signal stop: the write locks /proc/locks showed the frozen owner holding.</summary>
+    public IReadOnlyList<string>? WriteLocks { get; init; }
+
+    /// <summary>--signal stop: SIGSTOP to SIGCONT.</summary>
+    public double? ResumedAfterS { get; init; }
+
+    /// <summary>--signal stop: SIGCONT to the farm's status showing the resumed node live again (it rejoined; its lost containers stay with their new owners until rebalancing).</summary>
+    public double? RejoinedS { get; init; }
+}
 
 internal sealed record FailoverSettings(
     int Nodes,
