@@ -51,6 +51,9 @@ internal static class ReportWriter
         var failover = Load("failover.json");
         var redirect = Load("failover-redirect.json");
         var deep = Load("deep-backlog.json");
+        var manyQueues = Load("many-queues.json");
+        var chain = Load("chain.json");
+        var stop = Load("failover-stop.json");
 
         var md = new StringBuilder();
         md.AppendLine("# Farm performance report");
@@ -107,9 +110,41 @@ internal static class ReportWriter
                 $"{Text(run["kills"])} kills: median {Text(run["median_s"])} s, worst {Text(run["max_s"])} s, lost {Text(run["lost"])}",
                 median < 1 && max < 2 && Number(run["lost"]) == 0, run["timestamp"]);
         }
-        Row(md, "SIGSTOP of an owner: taken over within the lease", "not measured", null, null);
-        Row(md, "15,000 queues at 1 msg/s: under 1 GiB RSS per node, p99 under 100 ms", "not measured (no scenario yet)", null, null);
-        Row(md, "15-queue chain at 125 msg/s per queue under 25% of the machine's CPU", "not measured (no scenario yet)", null, null);
+        if (stop is null)
+        {
+            Row(md, "SIGSTOP of an owner: taken over within the lease", "not measured (run failover --signal stop)", null, null);
+        }
+        else
+        {
+            // Within the lease: the 3 s lease (which the 3 s heartbeat timeout matches) plus the 1 s a SIGKILLed owner's queues get to serve again.
+            var max = Number(stop["max_s"]);
+            var inside = Number(stop["stops_inside_write"]);
+            Row(md, "SIGSTOP of an owner: taken over within the lease (3 s lease + 1 s to serve), nothing lost, nothing completed delivered again",
+                $"{Text(stop["kills"])} stops: median {Text(stop["median_s"])} s, worst {Text(stop["max_s"])} s (takeover seen median {Text(stop["takeover_median_s"])} s), lost {Text(stop["lost"])}, locked again after complete {Text(stop["verification"]?["locked_after_complete"])}"
+                    + (inside > 0 ? $"; {Text(stop["stops_inside_write"])} stops froze the owner inside a SQLite write (taken only after it resumed: {string.Join(", ", stop["inside_write_per_stop_s"]?.AsArray().Select(Text) ?? [])} s), left out" : ""),
+                max <= 4 && Number(stop["lost"]) == 0 && stop["verification"]?["passed"]?.GetValue<bool>() == true, stop["timestamp"]);
+        }
+        if (manyQueues is null)
+        {
+            Row(md, "15,000 queues at 1 msg/s: under 1 GiB RSS per node, p99 under 100 ms", "not measured (run many-queues)", null, null);
+        }
+        else
+        {
+            var peakRss = manyQueues["memory"]?.AsArray().Max(m => Math.Max(Number(m?["peak_rss_mib"]) is var p && double.IsNaN(p) ? 0 : p, Number(m?["rss_window_max_mib"]) is var w && double.IsNaN(w) ? 0 : w)) ?? double.NaN;
+            Row(md, "15,000 queues at 1 msg/s: under 1 GiB RSS per node, p99 under 100 ms",
+                $"{Text(manyQueues["queues"])} queues on {Text(manyQueues["nodes"])} node(s): {Text(manyQueues["farm"]?["msgs_per_sec"])} of {Text(manyQueues["farm"]?["offered_per_sec"])} msg/s received, peak RSS {Text(peakRss)} MiB, p99 {Text(manyQueues["farm"]?["p99_ms"])} ms, node CPU {Text(manyQueues["cpu"]?["node_percent_of_machine"])}% of the machine; created in {Text(manyQueues["creation"]?["seconds"])} s",
+                Number(manyQueues["queues"]) >= 15_000 && manyQueues["targets"]?["met"]?.GetValue<bool>() == true, manyQueues["timestamp"]);
+        }
+        if (chain?["points"]?.AsArray().FirstOrDefault(p => Number(p?["rate_per_queue"]) == 125) is { } at125)
+        {
+            Row(md, "15-queue chain at 125 msg/s per queue under 25% of the machine's CPU",
+                $"{Text(chain["queues"])} queues at 125 msg/s: node {Text(at125["node_percent_of_machine"])}% + load generator (handlers) {Text(at125["load_generator_percent_of_machine"])}% = {Text(at125["total_percent_of_machine"])}% of the machine, p99 {Text(at125["p99_ms"])} ms end to end (NServiceBus SQL transport: 80% of 8 vCores)",
+                Number(at125["total_percent_of_machine"]) < 25 && at125["verification"]?["passed"]?.GetValue<bool>() == true && Number(chain["queues"]) >= 15, chain["timestamp"]);
+        }
+        else
+        {
+            Row(md, "15-queue chain at 125 msg/s per queue under 25% of the machine's CPU", "not measured (run chain)", null, chain?["timestamp"]);
+        }
         Row(md, "peek-lock with batched settlement at least 0.8x receive-and-delete", "not measured (no scenario yet)", null, null);
         if (deep is not null)
         {
