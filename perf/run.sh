@@ -4,6 +4,9 @@
 # SCENARIO: single-queue (Farm vs RabbitMQ, side by side in one run), topics (queue vs topic, 1,000
 # subscriptions, ordering on vs off), failover (20 SIGKILLs of a 3-node farm), deep-backlog
 # (10,000,000 messages; long), or all. Each writes perf/results/<scenario>.json.
+# Not in "all" (long, run them by name): many-queues (15,000 queues at 1 msg/s; about 4 minutes),
+# chain (15 queues forwarding, at 25/75/125 msg/s per queue; about 3 minutes), failover-stop
+# (20 SIGSTOPs of an owner; about 6 minutes; perf/results/failover-stop.json).
 #
 # It builds perf/Farm.Perf (Release), states the machine and measures the disk's fsync rate
 # (perf/results/machine.json, and "machine" in every result), installs RabbitMQ from Debian's
@@ -12,12 +15,15 @@
 # which it stops and deletes on exit. A RabbitMQ service the package install started is stopped.
 #
 # Extra options for a scenario: SINGLE_QUEUE_ARGS, TOPICS_ARGS, FAILOVER_ARGS, DEEP_BACKLOG_ARGS,
+# MANY_QUEUES_ARGS, CHAIN_ARGS, FAILOVER_STOP_ARGS,
 # e.g. SINGLE_QUEUE_ARGS="--peer-queue-type quorum" perf/run.sh.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 results="$here/perf/results"
 known=(single-queue topics failover deep-backlog)
+# Run by name only, not by "all": long, and each measures one target of issue 14.
+extra=(many-queues chain failover-stop)
 
 scenarios=("$@")
 if [ ${#scenarios[@]} -eq 0 ]; then
@@ -25,6 +31,7 @@ if [ ${#scenarios[@]} -eq 0 ]; then
 elif [ "${scenarios[*]}" = all ]; then
   scenarios=("${known[@]}")
 fi
+known+=("${extra[@]}")
 for s in "${scenarios[@]}"; do
   case " ${known[*]} " in
     *" $s "*) ;;
@@ -222,10 +229,13 @@ for s in "${scenarios[@]}"; do
     topics) args=(${TOPICS_ARGS:-}) ;;
     failover) args=(${FAILOVER_ARGS:-}) ;;
     deep-backlog) args=(${DEEP_BACKLOG_ARGS:-}) ;;
+    many-queues) args=(${MANY_QUEUES_ARGS:-}) ;;
+    chain) args=(${CHAIN_ARGS:-}) ;;
+    failover-stop) args=(--signal stop ${FAILOVER_STOP_ARGS:-}) ;;
   esac
-  log "scenario $s: dotnet perf/Farm.Perf/bin/Release/net10.0/Farm.Perf.dll $s ${args[*]}"
+  log "scenario $s: dotnet perf/Farm.Perf/bin/Release/net10.0/Farm.Perf.dll ${s%-stop} ${args[*]}"
   started=$SECONDS
-  if (cd "$here" && dotnet "$perf_dll" "$s" "${args[@]}"); then
+  if (cd "$here" && dotnet "$perf_dll" "${s%-stop}" "${args[@]}"); then
     log "scenario $s done in $((SECONDS - started)) s"
   else
     log "scenario $s FAILED (exit $?) after $((SECONDS - started)) s"
