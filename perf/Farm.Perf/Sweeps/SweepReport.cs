@@ -77,6 +77,9 @@ internal sealed record ChartSpec(string File, string Title, string XLabel, strin
 {
     /// <summary>Ticks at these x values with these labels instead of numbers (for categories).</summary>
     public IReadOnlyList<ChartTick>? XTicks { get; init; }
+
+    /// <summary>"bar" for categories; null: lines.</summary>
+    public string? Kind { get; init; }
 }
 
 /// <summary>One line of a chart; each point is [x, y].</summary>

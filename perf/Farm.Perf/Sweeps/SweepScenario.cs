@@ -163,7 +163,7 @@ internal sealed class SweepScenario(PerfOptions options)
                 figures["met_target"] = ratio >= 0.8;
                 charts.Add(new ChartSpec("settlement-throughput.png", "Settlement: msg/s received and settled", "settlement", "msg/s", false, false,
                     [Series("received", points, p => p.MsgsPerSec)])
-                { XTicks = [.. points.Select(p => new ChartTick(p.X, p.Name))] });
+                { XTicks = [.. points.Select(p => new ChartTick(p.X, p.Name))], Kind = "bar" });
                 break;
             case "batch-sizes":
                 charts.Add(new ChartSpec("batch-sizes-throughput.png", "Throughput against batch size", "messages per send call", "msg/s", true, false,
