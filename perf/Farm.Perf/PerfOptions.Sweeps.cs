@@ -20,7 +20,7 @@ internal sealed partial record PerfOptions
                               the single-queue load (2, 1, 50, 2, 500, 128); a sweep varies one of them
           --points LIST       the values swept: batch-sizes messages per send (1,10,100,900), prefetch
                               multiples of --concurrency (0,1,3,10,30), concurrency senders = receivers (1,2,4,8)
-          --max-backlog 20000 messages sent but not received above which senders wait (0: none)
+          --max-backlog 10000 messages sent but not received above which senders wait (0: none)
           --rate N            latency: pace the senders to N msg/s instead of half the measured maximum
           --connection CS     farm to drive (not routing, which starts its own 3 nodes)
           --out FILE          JSON result (default perf/results/<scenario>.json)
@@ -42,7 +42,7 @@ internal sealed partial record PerfOptions
     public int Rate { get; init; }
 
     /// <summary>Sweeps: messages sent but not yet received above which senders wait; 0: no limit.</summary>
-    public long MaxBacklog { get; init; } = 20_000;
+    public long MaxBacklog { get; init; } = 10_000;
 
     /// <summary>Sweeps: the values swept (null: the scenario's own).</summary>
     public IReadOnlyList<int>? Points { get; init; }

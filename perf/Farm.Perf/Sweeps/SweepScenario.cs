@@ -89,6 +89,8 @@ internal sealed class SweepScenario(PerfOptions options)
         {
             case "settlement":
             {
+                // FarmReceiver loops whatever --receive-style says: a processor completes for itself.
+                load = load with { Receive = load.Receive with { Style = ReceiveStyle.Receiver } };
                 var receiveAndDelete = load with { Name = "receive-and-delete", X = 1, Receive = load.Receive with { Mode = FarmReceiveMode.ReceiveAndDelete } };
                 var oneByOne = load with { Name = "peek-lock, one complete at a time", X = 2, Receive = load.Receive with { CompleteOneByOne = true } };
                 var coalesced = load with { Name = "peek-lock, batched settlement (SDK)", X = 3 };
