@@ -26,7 +26,7 @@ internal enum PeerKind
 /// The load generator's command line. The defaults are the best configuration measured on the
 /// reference machine (2 cores); see perf/README.md.
 /// </summary>
-internal sealed record PerfOptions
+internal sealed partial record PerfOptions
 {
     public const string Usage = """
         usage: Farm.Perf single-queue [options]
@@ -92,7 +92,7 @@ internal sealed record PerfOptions
           --drain 1000000     messages drained off the deep queue for its rate
           --size 1024  --senders 4  --batch 100  --receivers 4  --prefetch 500
           --out FILE          JSON result (default perf/results/deep-backlog.json)
-        """;
+        """ + SweepUsage;
 
     /// <summary>The options each scenario takes.</summary>
     private static readonly HashSet<string> FailoverOptions = ["--kills", "--redirect", "--seed", "--out"];
@@ -105,6 +105,7 @@ internal sealed record PerfOptions
         "--receive-style", "--concurrency", "--complete", "--peer-batch", "--no-peer", "--out",
         "--peer", "--peer-only", "--peer-uri", "--peer-queue-type", "--peer-producers", "--peer-consumers", "--peer-window",
         "--peer-prefetch", "--peer-ack-every",
+        "--rate",
     ];
 
     private static readonly HashSet<string> TopicsOptions =
@@ -237,14 +238,19 @@ internal sealed record PerfOptions
         }
 
         var options = new PerfOptions { Scenario = args[0] };
-        if (options.Scenario is not ("single-queue" or "failover" or "topics" or "deep-backlog"))
+        var sweep = SweepScenarios.Contains(options.Scenario);
+        if (!sweep && options.Scenario is not ("single-queue" or "failover" or "topics" or "deep-backlog"))
         {
-            throw new ArgumentException($"unknown scenario '{options.Scenario}'; the scenarios are: single-queue, topics, failover, deep-backlog");
+            throw new ArgumentException($"unknown scenario '{options.Scenario}'; the scenarios are: single-queue, topics, failover, deep-backlog, {string.Join(", ", SweepScenarios)}");
         }
         if (options.Scenario == "deep-backlog")
         {
             // Its own defaults: a fill and drain that keep the node busy, not the single-queue's latency mix.
             options = options with { Senders = 4, Batch = 100, Receivers = 4 };
+        }
+        if (sweep)
+        {
+            options = WithSweepDefaults(options);
         }
 
         var allowed = options.Scenario switch
@@ -252,6 +258,7 @@ internal sealed record PerfOptions
             "failover" => FailoverOptions,
             "topics" => TopicsOptions,
             "deep-backlog" => DeepBacklogOptions,
+            _ when sweep => SweepOptions,
             _ => SingleQueueOptions,
         };
         for (var i = 1; i < args.Count; i++)
@@ -334,6 +341,9 @@ internal sealed record PerfOptions
                 "--ordering-senders" => options with { OrderingSenders = ParseInt(name, value, 1, 1024) },
                 "--ordering-batch" => options with { OrderingBatch = ParseInt(name, value, 1, 4500) },
                 "--only" => options with { Only = ParseOnly(value) },
+                "--rate" => options with { Rate = ParseInt(name, value, 1, 10_000_000) },
+                "--max-backlog" => options with { MaxBacklog = ParseInt(name, value, 0, int.MaxValue) },
+                "--points" => options with { Points = ParsePoints(name, value) },
                 _ => throw new ArgumentException($"unknown option '{name}'"),
             };
         }
