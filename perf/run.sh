@@ -4,6 +4,9 @@
 # SCENARIO: single-queue (Farm vs RabbitMQ, side by side in one run), topics (queue vs topic, 1,000
 # subscriptions, ordering on vs off), failover (20 SIGKILLs of a 3-node farm), deep-backlog
 # (10,000,000 messages; long), or all. Each writes perf/results/<scenario>.json.
+# The sweeps (each about 1-2 minutes, several configurations on one farm): settlement, batch-sizes,
+# prefetch, concurrency, latency, routing. With no SCENARIO: single-queue settlement batch-sizes
+# concurrency latency (about 8 minutes on 2 cores); prefetch and routing run when named, or with all.
 # Not in "all" (long, run them by name): many-queues (15,000 queues at 1 msg/s; about 4 minutes),
 # chain (15 queues forwarding, at 25/75/125 msg/s per queue; about 3 minutes), failover-stop
 # (20 SIGSTOPs of an owner; about 6 minutes; perf/results/failover-stop.json).
@@ -15,6 +18,7 @@
 # which it stops and deletes on exit. A RabbitMQ service the package install started is stopped.
 #
 # Extra options for a scenario: SINGLE_QUEUE_ARGS, TOPICS_ARGS, FAILOVER_ARGS, DEEP_BACKLOG_ARGS,
+# SETTLEMENT_ARGS, BATCH_SIZES_ARGS, PREFETCH_ARGS, CONCURRENCY_ARGS, LATENCY_ARGS, ROUTING_ARGS,
 # MANY_QUEUES_ARGS, CHAIN_ARGS, FAILOVER_STOP_ARGS,
 # e.g. SINGLE_QUEUE_ARGS="--peer-queue-type quorum" perf/run.sh.
 set -euo pipefail
@@ -22,12 +26,16 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 results="$here/perf/results"
 known=(single-queue topics failover deep-backlog)
+known+=(settlement batch-sizes prefetch concurrency latency routing)
+# What runs with no arguments: within 20 minutes on 2 cores (see perf/README.md).
+defaults=(single-queue)
+defaults+=(settlement batch-sizes concurrency latency)
 # Run by name only, not by "all": long, and each measures one target of issue 14.
 extra=(many-queues chain failover-stop)
 
 scenarios=("$@")
 if [ ${#scenarios[@]} -eq 0 ]; then
-  scenarios=(single-queue)
+  scenarios=("${defaults[@]}")
 elif [ "${scenarios[*]}" = all ]; then
   scenarios=("${known[@]}")
 fi
@@ -232,6 +240,12 @@ for s in "${scenarios[@]}"; do
     many-queues) args=(${MANY_QUEUES_ARGS:-}) ;;
     chain) args=(${CHAIN_ARGS:-}) ;;
     failover-stop) args=(--signal stop ${FAILOVER_STOP_ARGS:-}) ;;
+    settlement) args=(${SETTLEMENT_ARGS:-}) ;;
+    batch-sizes) args=(${BATCH_SIZES_ARGS:-}) ;;
+    prefetch) args=(${PREFETCH_ARGS:-}) ;;
+    concurrency) args=(${CONCURRENCY_ARGS:-}) ;;
+    latency) args=(${LATENCY_ARGS:-}) ;;
+    routing) args=(${ROUTING_ARGS:-}) ;;
   esac
   log "scenario $s: dotnet perf/Farm.Perf/bin/Release/net10.0/Farm.Perf.dll ${s%-stop} ${args[*]}"
   started=$SECONDS

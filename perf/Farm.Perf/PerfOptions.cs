@@ -26,7 +26,7 @@ internal enum PeerKind
 /// The load generator's command line. The defaults are the best configuration measured on the
 /// reference machine (2 cores); see perf/README.md.
 /// </summary>
-internal sealed record PerfOptions
+internal sealed partial record PerfOptions
 {
     public const string Usage = """
         usage: Farm.Perf single-queue [options]
@@ -112,7 +112,7 @@ internal sealed record PerfOptions
           --warmup 20s        before the first point   --run-warmup 5s  before each later point
           --duration 30s      measured window of each point   --size 1024
           --out FILE          JSON result (default perf/results/chain.json)
-        """;
+        """ + SweepUsage;
 
     /// <summary>The options each scenario takes.</summary>
     private static readonly HashSet<string> FailoverOptions = ["--kills", "--redirect", "--seed", "--signal", "--out"];
@@ -129,6 +129,7 @@ internal sealed record PerfOptions
         "--receive-style", "--concurrency", "--complete", "--peer-batch", "--no-peer", "--out",
         "--peer", "--peer-only", "--peer-uri", "--peer-queue-type", "--peer-producers", "--peer-consumers", "--peer-window",
         "--peer-prefetch", "--peer-ack-every",
+        "--rate",
     ];
 
     private static readonly HashSet<string> TopicsOptions =
@@ -282,9 +283,10 @@ internal sealed record PerfOptions
         }
 
         var options = new PerfOptions { Scenario = args[0] };
-        if (options.Scenario is not ("single-queue" or "failover" or "topics" or "deep-backlog" or "many-queues" or "chain"))
+        var sweep = SweepScenarios.Contains(options.Scenario);
+        if (!sweep && options.Scenario is not ("single-queue" or "failover" or "topics" or "deep-backlog" or "many-queues" or "chain"))
         {
-            throw new ArgumentException($"unknown scenario '{options.Scenario}'; the scenarios are: single-queue, topics, failover, deep-backlog, many-queues, chain");
+            throw new ArgumentException($"unknown scenario '{options.Scenario}'; the scenarios are: single-queue, topics, failover, deep-backlog, many-queues, chain, {string.Join(", ", SweepScenarios)}");
         }
         if (options.Scenario == "deep-backlog")
         {
@@ -299,6 +301,10 @@ internal sealed record PerfOptions
         {
             options = options with { Queues = 15, Concurrency = 8, Warmup = TimeSpan.FromSeconds(20), RunWarmup = TimeSpan.FromSeconds(5), Duration = TimeSpan.FromSeconds(30) };
         }
+        if (sweep)
+        {
+            options = WithSweepDefaults(options);
+        }
 
         var allowed = options.Scenario switch
         {
@@ -307,6 +313,7 @@ internal sealed record PerfOptions
             "deep-backlog" => DeepBacklogOptions,
             "many-queues" => ManyQueuesOptions,
             "chain" => ChainOptions,
+            _ when sweep => SweepOptions,
             _ => SingleQueueOptions,
         };
         for (var i = 1; i < args.Count; i++)
@@ -396,6 +403,9 @@ internal sealed record PerfOptions
                 "--create-concurrency" => options with { CreateConcurrency = ParseInt(name, value, 1, 1000) },
                 "--rates" => options with { Rates = [.. value.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries).Select(r => ParseRate(name, r))] },
                 "--signal" => options with { Signal = value is "kill" or "stop" ? value : throw new ArgumentException($"--signal must be kill or stop; got '{value}'") },
+                "--rate" => options with { Rate = ParseInt(name, value, 1, 10_000_000) },
+                "--max-backlog" => options with { MaxBacklog = ParseInt(name, value, 0, int.MaxValue) },
+                "--points" => options with { Points = ParsePoints(name, value) },
                 _ => throw new ArgumentException($"unknown option '{name}'"),
             };
         }

@@ -8,7 +8,11 @@ internal sealed record PerfReport(
     double? RatioFarmToPeer,
     MachineInfo Machine,
     DateTimeOffset Timestamp,
-    string Command);
+    string Command)
+{
+    /// <summary>farm / peer msg/s, the name issue 14 gives it (the same figure as ratio_farm_to_peer, kept for older readers).</summary>
+    public double? Ratio => RatioFarmToPeer;
+}
 
 internal sealed record FarmFigures(
     double MsgsPerSec,

@@ -76,6 +76,11 @@ if (options.Scenario == "chain")
     return await RunChainAsync(options, command, jsonOptions, cancel.Token);
 }
 
+if (PerfOptions.SweepScenarios.Contains(options.Scenario))
+{
+    return await RunSweepAsync(options, command, jsonOptions, cancel.Token);
+}
+
 FarmFigures? farm = null;
 LocalNode? node = null;
 try
@@ -383,6 +388,54 @@ static int FailIfUnverified(string scenario, IEnumerable<Verification> verificat
 
     Console.Error.WriteLine("perf: !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
     return 1;
+}
+
+// A sweep (settlement, batch-sizes, prefetch, concurrency, latency, routing): its points, written to
+// perf/results/<scenario>.json, a line per point; exits 1 when a point failed its exactly-once check.
+static async Task<int> RunSweepAsync(PerfOptions options, string command, JsonSerializerOptions jsonOptions, CancellationToken cancellationToken)
+{
+    Farm.Perf.Sweeps.SweepReport report;
+    try
+    {
+        report = options.Scenario == "routing"
+            ? await new Farm.Perf.Sweeps.RoutingScenario(options).RunAsync(command, cancellationToken)
+            : await new Farm.Perf.Sweeps.SweepScenario(options).RunAsync(command, cancellationToken);
+    }
+    catch (Exception e) when (e is InvalidOperationException or TimeoutException or Farm.Client.FarmException or OperationCanceledException)
+    {
+        Console.Error.WriteLine($"perf: the {options.Scenario} run failed: {e.Message}");
+        return 1;
+    }
+
+    var output = options.Out ?? DefaultOutput(options.Scenario);
+    await WriteJsonAsync(output, JsonSerializer.Serialize(report, jsonOptions));
+    var inv = CultureInfo.InvariantCulture;
+    foreach (var point in report.Points)
+    {
+        Console.WriteLine(string.Create(inv, $"{report.Scenario}: {point.Name}: {point.MsgsPerSec:0} msg/s received ({point.SentPerSec:0} sent), p50 {point.P50Ms:0.0} ms, p99 {point.P99Ms:0.0} ms, p99.9 {point.P999Ms:0.0} ms{(point.Verification.Passed ? string.Empty : " CHECK FAILED")}"));
+    }
+
+    var ratio = report.Ratio is { } r ? string.Create(inv, $"; ratio {report.Farm.Name} / {report.Peer?.Name} {r:0.00}") : string.Empty;
+    var target = report.Figures?.GetValueOrDefault("met_target") is bool met ? $"; target {(met ? "met" : "MISSED")}" : string.Empty;
+    Console.WriteLine(string.Create(inv, $"{report.Scenario}: {report.Points.Count} points in {report.TotalS:0} s{ratio}{target} -> {output}"));
+    if (!report.Passed)
+    {
+        Console.Error.WriteLine("perf: !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
+        Console.Error.WriteLine($"perf: THE {options.Scenario.ToUpperInvariant()} RUN FAILED ITS DELIVERY CHECK: the figures above do not count.");
+        var checks = report.Warmup.Verifications.Select(v => ("warm-up", v)).Concat(report.Points.Select(p => (p.Name, p.Verification)));
+        foreach (var (who, verification) in checks.Where(c => !c.Item2.Passed))
+        {
+            foreach (var problem in verification.Problems)
+            {
+                Console.Error.WriteLine($"perf:   - {who}: {problem}");
+            }
+        }
+
+        Console.Error.WriteLine("perf: !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
+        return 1;
+    }
+
+    return 0;
 }
 
 static async Task WriteJsonAsync(string output, string json)

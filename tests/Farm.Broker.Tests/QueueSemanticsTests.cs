@@ -258,6 +258,50 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
         Assert.Equal(at, received.EnqueuedTime.ToDateTimeOffset());
     }
 
+    /// <summary>
+    /// A waiting receiver sleeps until something arrives (no timer of its own): the container's sweep
+    /// is what sees a lock run out or a scheduled message come due, and it must wake the receivers of
+    /// the sub-queue concerned, the dead-letter one included.
+    /// </summary>
+    [Theory]
+    [InlineData(false)]
+    [InlineData(true)]
+    public async Task AWaitingReceiver_IsWokenByTheSweep_WhenALockRunsOut(bool deadLetter)
+    {
+        var queue = await _farm.CreateQueueAsync("q", new QueueSettings { LockDuration = TimeSpan.FromSeconds(30) });
+        await queue.SendAsync([BrokerHarness.Text("x")]);
+        if (deadLetter)
+        {
+            var first = Assert.Single(await queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
+            Assert.Equal(FarmErrorCode.Unspecified, Assert.Single(await queue.SettleAsync(false, [Settle(first, Disposition.DeadLetter)])).ErrorCode);
+            await WaitUntilAsync(() => queue.GetCounts().DeadLetter == 1);
+        }
+        var locked = Assert.Single(await queue.ReceiveAsync(deadLetter, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
+
+        var waiting = queue.ReceiveAsync(deadLetter, ReceiveMode.PeekLock, 1, TimeSpan.FromMinutes(10), default);
+        _farm.Time.Advance(TimeSpan.FromSeconds(29));
+        Assert.False(waiting.IsCompleted);
+        _farm.Time.Advance(TimeSpan.FromSeconds(2));
+
+        var again = Assert.Single(await waiting.WaitAsync(TimeSpan.FromSeconds(10)));
+        Assert.Equal(locked.SequenceNumber, again.SequenceNumber);
+        Assert.NotEqual(locked.LockToken, again.LockToken);
+    }
+
+    [Fact]
+    public async Task AWaitingReceiver_IsWokenByTheSweep_WhenAScheduledMessageComesDue()
+    {
+        var queue = await _farm.CreateQueueAsync("q");
+        var sequence = (await queue.SendAsync([BrokerHarness.Text("later", scheduledAt: _farm.Time.GetUtcNow() + TimeSpan.FromMinutes(1))]))[0];
+
+        var waiting = queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.FromMinutes(10), default);
+        _farm.Time.Advance(TimeSpan.FromSeconds(59));
+        Assert.False(waiting.IsCompleted);
+        _farm.Time.Advance(TimeSpan.FromSeconds(2));
+
+        Assert.Equal(sequence, Assert.Single(await waiting.WaitAsync(TimeSpan.FromSeconds(10))).SequenceNumber);
+    }
+
     [Fact]
     public async Task CancelScheduled_RemovesIt_AndCancellingTwiceFails()
     {

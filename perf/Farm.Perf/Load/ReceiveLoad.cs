@@ -8,7 +8,10 @@ namespace Farm.Perf.Load;
 /// <param name="Concurrency">Completes in flight per receiver, or the processor's MaxConcurrentCalls.</param>
 /// <param name="MaxBatch">Most messages one ReceiveMessagesAsync call takes (receiver style).</param>
 /// <param name="CompleteWithSdk">False: one raw Settle call per received batch (<see cref="BatchSettler"/>).</param>
-internal sealed record ReceiveSettings(ReceiveStyle Style, int Prefetch, int Concurrency, int MaxBatch, bool CompleteWithSdk = true);
+/// <param name="Mode">ReceiveAndDelete: messages are deleted as they are handed out, nothing is completed.</param>
+/// <param name="CompleteOneByOne">Each message completed with its own awaited CompleteMessageAsync before the next (no coalescing).</param>
+internal sealed record ReceiveSettings(ReceiveStyle Style, int Prefetch, int Concurrency, int MaxBatch, bool CompleteWithSdk = true,
+    FarmReceiveMode Mode = FarmReceiveMode.PeekLock, bool CompleteOneByOne = false);
 
 /// <summary>One receiver: the entity path it receives from and which subscription that is (0 for a queue).</summary>
 internal sealed record ReceiverPlan(string EntityPath, int Subscription = 0);
@@ -51,7 +54,7 @@ internal sealed class ReceiveLoad(ReceiveSettings settings, string connectionStr
 
     private async Task RunReceiverAsync(FarmClient client, ReceiverPlan plan, CancellationToken stop)
     {
-        await using var receiver = client.CreateReceiver(plan.EntityPath, new FarmReceiverOptions { PrefetchCount = settings.Prefetch });
+        await using var receiver = client.CreateReceiver(plan.EntityPath, new FarmReceiverOptions { PrefetchCount = settings.Prefetch, ReceiveMode = settings.Mode });
         using var slots = new SemaphoreSlim(settings.Concurrency, settings.Concurrency);
         using var batchSettler = settings.CompleteWithSdk ? null : new BatchSettler(connectionString, plan.EntityPath);
         while (!stop.IsCancellationRequested)
@@ -68,6 +71,12 @@ internal sealed class ReceiveLoad(ReceiveSettings settings, string connectionStr
             catch (FarmException e)
             {
                 state.OnReceiveError(e);
+                continue;
+            }
+
+            if (settings.Mode == FarmReceiveMode.ReceiveAndDelete || settings.CompleteOneByOne)
+            {
+                await TakeAsync(receiver, messages, plan.Subscription).ConfigureAwait(false);
                 continue;
             }
 
@@ -95,6 +104,28 @@ internal sealed class ReceiveLoad(ReceiveSettings settings, string connectionStr
         for (var i = 0; i < settings.Concurrency; i++)
         {
             await slots.WaitAsync(CancellationToken.None).ConfigureAwait(false);
+        }
+    }
+
+    /// <summary>Receive-and-delete: nothing to settle. One by one: each complete awaited before the next, one Settle call each.</summary>
+    private async Task TakeAsync(FarmReceiver receiver, IReadOnlyList<FarmReceivedMessage> messages, int subscription)
+    {
+        foreach (var message in messages)
+        {
+            state.OnReceived(message, subscription);
+            if (settings.Mode == FarmReceiveMode.ReceiveAndDelete)
+            {
+                continue;
+            }
+
+            try
+            {
+                await receiver.CompleteMessageAsync(message, CancellationToken.None).ConfigureAwait(false);
+            }
+            catch (Exception e) when (e is FarmException or InvalidOperationException)
+            {
+                state.OnSettleError(e);
+            }
         }
     }
 
@@ -136,6 +167,7 @@ internal sealed class ReceiveLoad(ReceiveSettings settings, string connectionStr
         {
             MaxConcurrentCalls = settings.Concurrency,
             PrefetchCount = settings.Prefetch,
+            ReceiveMode = settings.Mode,
             // Handlers take microseconds; renewal timers would only add work.
             MaxAutoLockRenewalDuration = TimeSpan.Zero,
         });

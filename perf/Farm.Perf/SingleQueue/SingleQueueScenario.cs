@@ -50,9 +50,9 @@ internal sealed class SingleQueueScenario(PerfOptions options, string connection
             Verification: verification);
     }
 
-    /// <summary>The single-queue senders: --senders, --inflight, --batch, --size, unpaced.</summary>
+    /// <summary>The single-queue senders: --senders, --inflight, --batch, --size, paced to --rate when given.</summary>
     public static SendSettings SendSettingsOf(PerfOptions options)
-        => new(options.Senders, options.InFlight, options.Batch, options.Size);
+        => new(options.Senders, options.InFlight, options.Batch, options.Size, options.Rate);
 
     /// <summary>The single-queue receivers: --receive-style, --prefetch, --concurrency (also the batch taken per receive), --complete.</summary>
     public static ReceiveSettings ReceiveSettingsOf(PerfOptions options)

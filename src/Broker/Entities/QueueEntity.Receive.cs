@@ -31,10 +31,11 @@ internal sealed partial class QueueEntity
             {
                 return received;
             }
-            // Wake on arrival, or after one sweep interval to look at expired locks and due messages.
-            var nap = remaining < _options.SweepInterval ? remaining : _options.SweepInterval;
+            // Wake on arrival or at the deadline. Expired locks and due scheduled messages arrive
+            // through the container's sweep (every SweepInterval), which signals them: an idle
+            // receiver costs nothing until then, however many entities the node serves.
             using var napCancel = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
-            var napTask = Task.Delay(nap, _time, napCancel.Token);
+            var napTask = Task.Delay(remaining, _time, napCancel.Token);
             await Task.WhenAny(arrived, napTask).ConfigureAwait(false);
             napCancel.Cancel();
             cancellationToken.ThrowIfCancellationRequested();
@@ -50,10 +51,11 @@ internal sealed partial class QueueEntity
         var result = new List<ReceivedMessage>();
         var background = new List<PendingChange>();
         var settings = Settings;
+        var swept = Arrivals.None;
         lock (_gate)
         {
             ThrowIfNotServing();
-            SweepLocked(now, background);
+            swept = SweepLocked(now, background);
             var bytes = 0L;
             while (taken.Count < maxMessages && sub.Available.Count > 0)
             {
@@ -93,6 +95,8 @@ internal sealed partial class QueueEntity
             MaybeRefillLocked(sub);
         }
         Flush(background);
+        // What this receiver's sweep freed may be for the other sub-queue's receivers (or for its peers).
+        SignalArrivals(swept);
         if (taken.Count == 0)
         {
             return result;

@@ -352,23 +352,45 @@ internal sealed partial class QueueEntity : ISendTarget
     public void Sweep()
     {
         var writes = new List<PendingChange>();
-        bool arrived;
+        Arrivals arrived;
         lock (_gate)
         {
             arrived = SweepLocked(NowMs, writes);
         }
         Flush(writes);
-        if (arrived)
-        {
-            _main.SignalArrived();
-        }
+        SignalArrivals(arrived);
         StartForwarding();
     }
 
-    /// <summary>Returns true when messages became available.</summary>
-    private bool SweepLocked(long now, List<PendingChange> writes)
+    /// <summary>The sub-queues in which a sweep made messages available.</summary>
+    [Flags]
+    private enum Arrivals
     {
-        var arrived = false;
+        None = 0,
+        Main = 1,
+        DeadLetter = 2,
+    }
+
+    /// <summary>
+    /// Wakes the receivers of each sub-queue a sweep made messages available in. Waiting receivers
+    /// rely on it: they sleep until an arrival (or their deadline), not on a timer of their own.
+    /// </summary>
+    private void SignalArrivals(Arrivals arrived)
+    {
+        if ((arrived & Arrivals.Main) != 0)
+        {
+            _main.SignalArrived();
+        }
+        if ((arrived & Arrivals.DeadLetter) != 0)
+        {
+            _deadLetter.SignalArrived();
+        }
+    }
+
+    /// <summary>Releases due locks, shows due scheduled messages, expires due ones; returns where messages became available.</summary>
+    private Arrivals SweepLocked(long now, List<PendingChange> writes)
+    {
+        var arrived = Arrivals.None;
         while (_lockExpiry.TryPeek(out var locked, out var until) && until <= now)
         {
             _lockExpiry.Dequeue();
@@ -382,7 +404,10 @@ internal sealed partial class QueueEntity : ISendTarget
                 _lockExpiry.Enqueue(locked, locked.LockedUntilMs);
                 continue;
             }
-            arrived |= ReleaseLockLocked(locked, writes);
+            if (ReleaseLockLocked(locked, writes))
+            {
+                arrived |= locked.SubQueue == SubQueue.DeadLetter ? Arrivals.DeadLetter : Arrivals.Main;
+            }
         }
         while (_scheduled.TryPeek(out var due, out var at) && at <= now)
         {
@@ -394,7 +419,7 @@ internal sealed partial class QueueEntity : ISendTarget
                 // which a reload reads as active, so this needs no write.
                 due.State = StoredMessageState.Active;
                 _main.Available.Add(due.SequenceNumber);
-                arrived = true;
+                arrived |= Arrivals.Main;
             }
         }
         while (_timeToLive.TryPeek(out var expiring, out var expiresAt) && expiresAt <= now)
