@@ -81,6 +81,23 @@ public sealed class FarmErrorInterceptorTests
     }
 
     [Fact]
+    public async Task AContainerDatabaseClosedUnderTheCall_IsNotOwner_SoTheCallerLooksTheOwnerUpAgain()
+    {
+        var error = await Assert.ThrowsAsync<RpcException>(() => Call(() => throw new ObjectDisposedException("Farm.ContainerStore.Sqlite.SqliteContainerDatabase")));
+
+        Assert.Equal(StatusCode.Unavailable, error.StatusCode);
+        Assert.Equal("NOT_OWNER", error.FarmError());
+    }
+
+    [Fact]
+    public async Task AnyOtherObjectDisposed_WhileTheCallLives_IsInternal()
+    {
+        var error = await Assert.ThrowsAsync<RpcException>(() => Call(() => throw new ObjectDisposedException("something else")));
+
+        Assert.Equal(StatusCode.Internal, error.StatusCode);
+    }
+
+    [Fact]
     public async Task ACancellationPastTheCallersDeadline_IsDeadlineExceeded()
     {
         using var expired = new CancellationTokenSource();

@@ -145,8 +145,11 @@ public sealed class FarmProcessor : IAsyncDisposable
             {
                 return;
             }
-            catch (Exception e) when (e is FarmException or ObjectDisposedException)
+            catch (Exception e)
             {
+                // Whatever receiving threw (a FarmException, or a transport error the SDK did not
+                // translate) goes to the error handler, and this worker keeps receiving: a worker
+                // that ended here would leave the processor silently short of one call.
                 await RaiseErrorAsync(e, FarmErrorSource.Receive, stopping).ConfigureAwait(false);
                 if (!await DelayAsync(TimeSpan.FromSeconds(1), stopping).ConfigureAwait(false))
                 {

@@ -230,9 +230,10 @@ internal sealed class ReceiveLink : IAsyncDisposable
         {
             await call.RequestStream.WriteAsync(new ReceiveRequest { Credit = grant }, cancellationToken).ConfigureAwait(false);
         }
-        catch (Exception e) when (e is RpcException or IOException or InvalidOperationException or ObjectDisposedException)
+        catch (Exception e) when (e is RpcException or IOException or HttpRequestException or InvalidOperationException or ObjectDisposedException)
         {
-            // The stream broke; the pump notices on its read side and reopens with the outstanding credit.
+            // The stream broke (HttpRequestException: the owner reset the HTTP/2 stream); the pump
+            // notices on its read side and reopens with the outstanding credit.
         }
         finally
         {
