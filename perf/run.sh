@@ -1,15 +1,14 @@
 #!/usr/bin/env bash
 # Runs Farm's performance scenarios with what they need stood up around them:
-#   perf/run.sh [SCENARIO...]      default: single-queue
+#   perf/run.sh [SCENARIO...]      default: the set below, about 16 minutes on 2 cores
 # SCENARIO: single-queue (Farm vs RabbitMQ, side by side in one run), topics (queue vs topic, 1,000
 # subscriptions, ordering on vs off), failover (20 SIGKILLs of a 3-node farm), deep-backlog
-# (10,000,000 messages; long), or all. Each writes perf/results/<scenario>.json.
-# The sweeps (each about 1-2 minutes, several configurations on one farm): settlement, batch-sizes,
-# prefetch, concurrency, latency, routing. With no SCENARIO: single-queue settlement batch-sizes
-# concurrency latency (about 8 minutes on 2 cores); prefetch and routing run when named, or with all.
-# Not in "all" (long, run them by name): many-queues (15,000 queues at 1 msg/s; about 4 minutes),
-# chain (15 queues forwarding, at 25/75/125 msg/s per queue; about 3 minutes), failover-stop
-# (20 SIGSTOPs of an owner; about 6 minutes; perf/results/failover-stop.json).
+# (10,000,000 messages; long); the sweeps (each about 1-2 minutes, several configurations on one
+# farm): settlement, batch-sizes, prefetch, concurrency, latency, routing; many-queues (15,000 queues
+# at 1 msg/s; about 6 minutes), chain (15 queues forwarding, at 25/75/125 msg/s per queue; about 3
+# minutes), failover-stop (20 SIGSTOPs of an owner; about 7 minutes); or all (about an hour with
+# deep-backlog). Each writes perf/results/<scenario>.json.
+# With no SCENARIO: single-queue topics settlement batch-sizes concurrency latency routing chain.
 #
 # It builds perf/Farm.Perf (Release), states the machine and measures the disk's fsync rate
 # (perf/results/machine.json, and "machine" in every result), installs RabbitMQ from Debian's
@@ -28,10 +27,12 @@ results="$here/perf/results"
 known=(single-queue topics failover deep-backlog)
 known+=(settlement batch-sizes prefetch concurrency latency routing)
 # What runs with no arguments: within 20 minutes on 2 cores (see perf/README.md).
-defaults=(single-queue)
-defaults+=(settlement batch-sizes concurrency latency)
-# Run by name only, not by "all": long, and each measures one target of issue 14.
+defaults=(single-queue topics)
+defaults+=(settlement batch-sizes concurrency latency routing chain)
+# Long ones (each measures one target of issue 14): by name, or with all.
 extra=(many-queues chain failover-stop)
+known+=("${extra[@]}")
+known=($(printf '%s\n' "${known[@]}" | awk '!seen[$0]++'))
 
 scenarios=("$@")
 if [ ${#scenarios[@]} -eq 0 ]; then
@@ -39,7 +40,6 @@ if [ ${#scenarios[@]} -eq 0 ]; then
 elif [ "${scenarios[*]}" = all ]; then
   scenarios=("${known[@]}")
 fi
-known+=("${extra[@]}")
 for s in "${scenarios[@]}"; do
   case " ${known[*]} " in
     *" $s "*) ;;
