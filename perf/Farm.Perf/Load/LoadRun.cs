@@ -49,9 +49,15 @@ internal static class LoadRun
         var lastAcked = state.Acked.Count;
         var lastReceived = state.Received.Count;
         var lastAt = TimeSpan.Zero;
-        while (clock.Elapsed < duration)
+        while (true)
         {
+            // Read the clock once: a step computed from a second reading can come out just below
+            // zero, and Task.Delay takes -1 ms as "forever" (a run hung that way).
             var step = duration - clock.Elapsed;
+            if (step <= TimeSpan.Zero)
+            {
+                break;
+            }
             await Task.Delay(step < ProgressEvery ? step : ProgressEvery, cancellationToken).ConfigureAwait(false);
             var now = clock.Elapsed;
             var acked = state.Acked.Count;

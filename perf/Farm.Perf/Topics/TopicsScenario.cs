@@ -509,14 +509,35 @@ internal sealed class TopicsScenario(PerfOptions options, string connectionStrin
         }
     }
 
-    /// <summary>Messages still in the topic's subscriptions, plus copies the topic still stores; -1 when unknown.</summary>
+    /// <summary>How long the topic may take to collect the copies its subscriptions no longer point at.</summary>
+    private static readonly TimeSpan CopyCollectionWait = TimeSpan.FromSeconds(10);
+
+    /// <summary>
+    /// Messages still in the topic's subscriptions, plus copies the topic still stores; -1 when unknown.
+    /// A copy goes in the sweep after its last pointer's delete committed (up to a few hundred ms after
+    /// the last complete), so a non-zero count is read again until it is zero or
+    /// <see cref="CopyCollectionWait"/> has passed: what is left then was never collected.
+    /// </summary>
     private static async Task<long> LeftInTopicAsync(FarmAdministrationClient admin, string topic, CancellationToken cancellationToken)
     {
         try
         {
-            var subscriptions = await admin.ListSubscriptionsWithRuntimePropertiesAsync(topic, cancellationToken).ConfigureAwait(false);
-            var stored = await admin.GetTopicRuntimePropertiesAsync(topic, cancellationToken).ConfigureAwait(false);
-            return subscriptions.Sum(s => s.Runtime.TotalMessageCount) + stored.MessageCount;
+            var waited = Stopwatch.StartNew();
+            while (true)
+            {
+                var subscriptions = await admin.ListSubscriptionsWithRuntimePropertiesAsync(topic, cancellationToken).ConfigureAwait(false);
+                var stored = await admin.GetTopicRuntimePropertiesAsync(topic, cancellationToken).ConfigureAwait(false);
+                var left = subscriptions.Sum(s => s.Runtime.TotalMessageCount) + stored.MessageCount;
+                if (left == 0 || waited.Elapsed > CopyCollectionWait)
+                {
+                    if (left == 0 && waited.Elapsed > TimeSpan.FromSeconds(1))
+                    {
+                        Console.Error.WriteLine($"perf: {topic}: its stored copies were all collected {waited.Elapsed.TotalSeconds:0.0} s after the drain");
+                    }
+                    return left;
+                }
+                await Task.Delay(TimeSpan.FromMilliseconds(200), cancellationToken).ConfigureAwait(false);
+            }
         }
         catch (FarmException e)
         {
