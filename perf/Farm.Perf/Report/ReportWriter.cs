@@ -46,7 +46,12 @@ internal static class ReportWriter
             return File.Exists(path) ? JsonNode.Parse(File.ReadAllText(path)) : null;
         }
         var machine = Load("machine.json");
-        var single = Load("single-queue.json");
+        // The best RabbitMQ configuration measured: classic (single-queue.json) or quorum
+        // (SINGLE_QUEUE_ARGS="--peer-queue-type quorum --out perf/results/single-queue-quorum.json").
+        var single = new[] { Load("single-queue.json"), Load("single-queue-quorum.json") }
+            .Where(r => r?["peer"]?["msgs_per_sec"] is not null)
+            .OrderByDescending(r => Number(r!["peer"]!["msgs_per_sec"]))
+            .FirstOrDefault() ?? Load("single-queue.json");
         var topics = Load("topics.json");
         var failover = Load("failover.json");
         var redirect = Load("failover-redirect.json");
