@@ -1,4 +1,5 @@
 using Farm.Broker;
+using Farm.ContainerStore.Containers;
 using Farm.Contracts;
 using Farm.Contracts.V1;
 using Farm.Gateway.Grpc;
@@ -83,7 +84,7 @@ public sealed class FarmErrorInterceptorTests
     [Fact]
     public async Task AContainerDatabaseClosedUnderTheCall_IsNotOwner_SoTheCallerLooksTheOwnerUpAgain()
     {
-        var error = await Assert.ThrowsAsync<RpcException>(() => Call(() => throw new ObjectDisposedException("Farm.ContainerStore.Sqlite.SqliteContainerDatabase")));
+        var error = await Assert.ThrowsAsync<RpcException>(() => Call(() => throw new ContainerDatabaseClosedException(new object())));
 
         Assert.Equal(StatusCode.Unavailable, error.StatusCode);
         Assert.Equal("NOT_OWNER", error.FarmError());

@@ -1,4 +1,5 @@
 using System.Diagnostics;
+using Farm.Client;
 
 namespace Farm.Perf.Load;
 
@@ -204,5 +205,32 @@ internal static class LoadRun
             Unexpected = fanout ? state.Unexpected : null,
             OutOfOrder = state.TracksOrder ? state.OutOfOrder : null,
         };
+    }
+
+    /// <summary>Messages still in the queue (active, locked, deferred, scheduled, dead-lettered); -1 when unknown.</summary>
+    public static async Task<long> LeftInQueueAsync(FarmAdministrationClient admin, string queue, CancellationToken cancellationToken)
+    {
+        try
+        {
+            return (await admin.GetQueueRuntimePropertiesAsync(queue, cancellationToken).ConfigureAwait(false)).TotalMessageCount;
+        }
+        catch (FarmException e)
+        {
+            Console.Error.WriteLine($"perf: could not read the message count of {queue}: {e.Message}");
+            return -1;
+        }
+    }
+
+    /// <summary>Deletes the run's queue; a failure is said, not thrown (the figures stand).</summary>
+    public static async Task DeleteQueueQuietlyAsync(FarmAdministrationClient admin, string queue)
+    {
+        try
+        {
+            await admin.DeleteQueueAsync(queue, CancellationToken.None).ConfigureAwait(false);
+        }
+        catch (FarmException e)
+        {
+            Console.Error.WriteLine($"perf: could not delete queue {queue}: {e.Message}");
+        }
     }
 }

@@ -31,9 +31,9 @@ internal sealed class SingleQueueScenario(PerfOptions options, string connection
         await stopReceiving.CancelAsync().ConfigureAwait(false);
         await receiving.ConfigureAwait(false);
 
-        var left = await LeftInQueueAsync(admin, queue, cancellationToken).ConfigureAwait(false);
+        var left = await LoadRun.LeftInQueueAsync(admin, queue, cancellationToken).ConfigureAwait(false);
         var verification = LoadRun.Verify(state, left, drained);
-        await DeleteQuietlyAsync(admin, queue).ConfigureAwait(false);
+        await LoadRun.DeleteQueueQuietlyAsync(admin, queue).ConfigureAwait(false);
 
         return new FarmFigures(
             MsgsPerSec: window.DeliveredPerSec,
@@ -57,31 +57,4 @@ internal sealed class SingleQueueScenario(PerfOptions options, string connection
     /// <summary>The single-queue receivers: --receive-style, --prefetch, --concurrency (also the batch taken per receive), --complete.</summary>
     public static ReceiveSettings ReceiveSettingsOf(PerfOptions options)
         => new(options.ReceiveStyle, options.Prefetch, options.Concurrency, options.Concurrency, options.CompleteWithSdk);
-
-    /// <summary>Messages still in the queue (active, locked, deferred, scheduled, dead-lettered); -1 when unknown.</summary>
-    private static async Task<long> LeftInQueueAsync(FarmAdministrationClient admin, string queue, CancellationToken cancellationToken)
-    {
-        try
-        {
-            var runtime = await admin.GetQueueRuntimePropertiesAsync(queue, cancellationToken).ConfigureAwait(false);
-            return runtime.TotalMessageCount;
-        }
-        catch (FarmException e)
-        {
-            Console.Error.WriteLine($"perf: could not read the queue's message count: {e.Message}");
-            return -1;
-        }
-    }
-
-    private static async Task DeleteQuietlyAsync(FarmAdministrationClient admin, string queue)
-    {
-        try
-        {
-            await admin.DeleteQueueAsync(queue, CancellationToken.None).ConfigureAwait(false);
-        }
-        catch (FarmException e)
-        {
-            Console.Error.WriteLine($"perf: could not delete queue {queue}: {e.Message}");
-        }
-    }
 }

@@ -87,32 +87,9 @@ internal sealed class PointRun(string adminConnection, int? nodeProcessId, strin
             await receiving.ConfigureAwait(false);
         }
 
-        var left = await LeftInQueueAsync(admin, queue, cancellationToken).ConfigureAwait(false);
+        var left = await LoadRun.LeftInQueueAsync(admin, queue, cancellationToken).ConfigureAwait(false);
         var verification = LoadRun.Verify(state, left, drained);
-        try
-        {
-            await admin.DeleteQueueAsync(queue, CancellationToken.None).ConfigureAwait(false);
-        }
-        catch (FarmException e)
-        {
-            Console.Error.WriteLine($"perf: could not delete queue {queue}: {e.Message}");
-        }
-
+        await LoadRun.DeleteQueueQuietlyAsync(admin, queue).ConfigureAwait(false);
         return (state, verification, window);
-    }
-
-    /// <summary>Messages still in the queue (active, locked, deferred, scheduled, dead-lettered); -1 when unknown.</summary>
-    private static async Task<long> LeftInQueueAsync(FarmAdministrationClient admin, string queue, CancellationToken cancellationToken)
-    {
-        try
-        {
-            var runtime = await admin.GetQueueRuntimePropertiesAsync(queue, cancellationToken).ConfigureAwait(false);
-            return runtime.TotalMessageCount;
-        }
-        catch (FarmException e)
-        {
-            Console.Error.WriteLine($"perf: could not read the queue's message count: {e.Message}");
-            return -1;
-        }
     }
 }

@@ -217,7 +217,7 @@ internal sealed class TopicsScenario(PerfOptions options, string connectionStrin
             SingleQueueScenario.SendSettingsOf(options),
             ReceiveLoad.OnePath(SingleQueueScenario.ReceiveSettingsOf(options), connectionString, QueueName, options.Receivers, state),
             Decorate: null,
-            LeftAsync: ct => LeftInQueueAsync(admin, QueueName, ct),
+            LeftAsync: ct => LoadRun.LeftInQueueAsync(admin, QueueName, ct),
             OrderRequired: false,
             Entity: "queue");
     }
@@ -493,20 +493,6 @@ internal sealed class TopicsScenario(PerfOptions options, string connectionStrin
         var properties = await admin.GetTopicAsync(topic, cancellationToken).ConfigureAwait(false);
         properties.SupportOrdering = on;
         await admin.UpdateTopicAsync(properties, cancellationToken).ConfigureAwait(false);
-    }
-
-    /// <summary>Messages still in the queue; -1 when unknown.</summary>
-    private static async Task<long> LeftInQueueAsync(FarmAdministrationClient admin, string queue, CancellationToken cancellationToken)
-    {
-        try
-        {
-            return (await admin.GetQueueRuntimePropertiesAsync(queue, cancellationToken).ConfigureAwait(false)).TotalMessageCount;
-        }
-        catch (FarmException e)
-        {
-            Console.Error.WriteLine($"perf: could not read the message count of {queue}: {e.Message}");
-            return -1;
-        }
     }
 
     /// <summary>How long the topic may take to collect the copies its subscriptions no longer point at.</summary>

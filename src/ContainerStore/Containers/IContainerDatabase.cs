@@ -107,3 +107,21 @@ public sealed class StaleEpochException(long expected, long actual)
 /// only reading the database again tells.
 /// </summary>
 public sealed class CommitOutcomeUnknownException(string message, Exception inner) : Exception(message, inner);
+
+/// <summary>
+/// A container database used after it was closed: its container left this node (a lease lost, a
+/// hand-over) or the node is stopping. Thrown before anything is read or written, so nothing was
+/// written. An ObjectDisposedException, as any use of a disposed object is.
+/// </summary>
+public sealed class ContainerDatabaseClosedException(object database)
+    : ObjectDisposedException(database.GetType().FullName, "The container database was closed: its container left this node, or the node is stopping.")
+{
+    /// <summary>Throws when <paramref name="closed"/>.</summary>
+    public static void ThrowIfClosed(bool closed, object database)
+    {
+        if (closed)
+        {
+            throw new ContainerDatabaseClosedException(database);
+        }
+    }
+}

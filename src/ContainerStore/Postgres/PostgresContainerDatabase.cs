@@ -509,7 +509,7 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
     /// <summary>Runs one operation on its own pooled connection; database errors name the server and database.</summary>
     private async Task<T> RunAsync<T>(string action, Func<NpgsqlConnection, Task<T>> operation, CancellationToken cancellationToken)
     {
-        ObjectDisposedException.ThrowIf(Volatile.Read(ref _disposed) != 0, this);
+        ContainerDatabaseClosedException.ThrowIfClosed(Volatile.Read(ref _disposed) != 0, this);
         await using var connection = await _database.OpenConnectionAsync(cancellationToken).ConfigureAwait(false);
         try
         {

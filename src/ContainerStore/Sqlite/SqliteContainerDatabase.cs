@@ -340,7 +340,7 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
         await _writeLock.WaitAsync(cancellationToken).ConfigureAwait(false);
         try
         {
-            ObjectDisposedException.ThrowIf(_disposed, this);
+            ContainerDatabaseClosedException.ThrowIfClosed(_disposed, this);
             cancellationToken.ThrowIfCancellationRequested();
             var writer = _writer ??= await ReopenWriterAsync(cancellationToken).ConfigureAwait(false);
             try
@@ -383,7 +383,7 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
 
     private async Task<T> ReadAsync<T>(Func<SqliteConnection, Task<T>> read, CancellationToken cancellationToken)
     {
-        ObjectDisposedException.ThrowIf(_disposed, this);
+        ContainerDatabaseClosedException.ThrowIfClosed(_disposed, this);
         await using var connection = await _file.OpenAsync(create: false, cancellationToken).ConfigureAwait(false);
         try
         {

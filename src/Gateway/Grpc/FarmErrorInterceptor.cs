@@ -1,4 +1,5 @@
 using Farm.Broker;
+using Farm.ContainerStore.Containers;
 using Farm.Contracts;
 using Farm.Contracts.V1;
 using Grpc.Core;
@@ -53,12 +54,10 @@ internal sealed partial class FarmErrorInterceptor(ILogger<FarmErrorInterceptor>
             case OperationCanceledException when context.Deadline <= DateTime.UtcNow:
                 // The caller's deadline passed (said here, not left to a rethrow the server may call UNKNOWN).
                 return new RpcException(new Status(StatusCode.DeadlineExceeded, "The deadline passed before the call completed."));
-            case ObjectDisposedException disposed when disposed.ObjectName?.Contains("ContainerDatabase", StringComparison.Ordinal) == true:
-                // The container database was closed under the call: its container left this node (a
-                // lease lost, a hand-over) or the node is stopping. Nothing was written (a closed
-                // database refuses before writing), so the caller looks the owner up again and retries.
+            case ContainerDatabaseClosedException:
+                // Closed under the call, before it wrote anything: the caller looks the owner up again and retries.
                 return ToRpc(new BrokerException(FarmErrorCode.NotOwner,
-                    $"The container this call needed was closed under it ({disposed.ObjectName}): it moved away from this node, or the node is stopping."));
+                    "The container this call needed was closed under it: it moved away from this node, or the node is stopping."));
             case var _ when context.CancellationToken.IsCancellationRequested:
                 // Cut off: the caller went away (then nobody reads this), or this node is stopping
                 // under it. Unavailable, so a caller still there tries again, elsewhere.
