@@ -138,18 +138,30 @@ public sealed class DeepQueueTests : IAsyncLifetime
 
     /// <summary>
     /// A takeover reads only a first part of the head (TakeoverLoadBytes) before the queue serves;
-    /// the rest of the cache fills by read-back while it serves, with no receiver asking.
+    /// the rest of the cache fills by read-back while it serves, with no receiver asking. The tail
+    /// count is held until the first part is seen: a finished count starts a read-back of its own,
+    /// which on a fast thread filled the cache before the test looked (CI saw 7 cached).
     /// </summary>
     [Fact]
     public async Task ATakeover_ReadsAFirstPartOfTheHead_AndFillsTheCacheWhileItServes()
     {
         _farm.Options.TakeoverLoadBytes = 2 * MessageBytes;
         await FillAsync(count: 300);
+        using var countMayRun = new ManualResetEventSlim();
+        _farm.Provider = new InterceptedStoreProvider(new SqliteStoreProvider(), containerHook: (name, args, proceed) =>
+        {
+            if (name == nameof(IContainerDatabase.CountActiveAsync))
+            {
+                countMayRun.Wait(TimeSpan.FromSeconds(30));
+            }
+            return proceed();
+        });
 
         await _farm.RestartAsync(crash: true);
         var queue = await _farm.QueueAsync("deep");
 
         Assert.InRange(queue.CachedMessageCount, 1, 3);
+        countMayRun.Set();
         await _farm.SweepUntilAsync(() => queue.CachedMessageCount >= 5, "the cache filled up to its budget");
         Assert.InRange(queue.CachedMessageCount, 5, MostCached);
         Assert.Equal(Enumerable.Range(1, 300), await DrainAsync(queue, 300));
@@ -201,28 +213,39 @@ public sealed class DeepQueueTests : IAsyncLifetime
     /// SQLite's reads run synchronously on their caller's thread, and counting a deep tail takes
     /// seconds: the load must not run it on its own thread (it did, under the entity's lock, which
     /// made a 10,000,000-message queue's first message wait for the count). Here the count blocks
-    /// its thread until the test lets it go, and the queue serves meanwhile.
+    /// its thread until the test lets it go: the takeover finishes and the queue is loaded while
+    /// the count is still held. (Receives commit between two count steps, TailCountStep sequence
+    /// numbers each, so a receive is not asserted while the test holds a step open: whether it came
+    /// before the step or waited behind it was a race.)
     /// </summary>
     [Fact]
-    public async Task ATakeover_Serves_WhileACountThatBlocksItsThreadRuns()
+    public async Task ATakeover_IsLoaded_WhileACountThatBlocksItsThreadRuns()
     {
         await FillAsync();
         using var release = new ManualResetEventSlim();
+        var countStarted = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         var blockedTheLoad = false;
         _farm.Provider = new InterceptedStoreProvider(new SqliteStoreProvider(), containerHook: (name, args, proceed) =>
         {
-            if (name == nameof(IContainerDatabase.CountActiveAsync) && !release.Wait(TimeSpan.FromSeconds(10)))
+            if (name == nameof(IContainerDatabase.CountActiveAsync))
             {
-                blockedTheLoad = true;
+                countStarted.TrySetResult();
+                if (!release.Wait(TimeSpan.FromSeconds(10)))
+                {
+                    blockedTheLoad = true;
+                }
             }
             return proceed();
         });
         await _farm.RestartAsync(crash: true);
 
         var queue = await _farm.QueueAsync("deep");
-        var head = await ReceiveAsync(queue, 5);
+        await countStarted.Task.WaitAsync(TimeSpan.FromSeconds(10));
+        Assert.InRange(queue.CachedMessageCount, 1, MostCached);
+        Assert.False(blockedTheLoad, "the load waited for the count");
         release.Set();
 
+        var head = await ReceiveAsync(queue, 5);
         Assert.False(blockedTheLoad, "the load waited for the count");
         Assert.Equal([1, 2, 3, 4, 5], head.Select(NumberOf));
         await CompleteAsync(queue, head);
