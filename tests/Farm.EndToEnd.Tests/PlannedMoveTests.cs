@@ -276,6 +276,11 @@ public sealed class PlannedMoveTests(ITestOutputHelper output)
         {
             Assert.NotEqual(owner, ContainerOf(status, queue.ContainerId).GetProperty("owner_node").GetInt64());
         }
+        // The survivors told the crash by the killed node's session lock in the farm database (the
+        // server ended its session with the process), not by waiting for its heartbeats to lapse.
+        var survivorLogs = string.Join('\n', new[] { 1, 2, 3 }.Where(n => n != owner)
+            .Select(n => File.ReadAllText(Path.Combine(farm.DataDirectory, "logs", $"node-{n}.log"))));
+        Assert.Contains($"Node {owner}'s session with the farm database ended", survivorLogs, StringComparison.Ordinal);
 
         await farm.DownAsync(kill: false);
         output.WriteLine($"test took {clock.Elapsed.TotalSeconds:0.0} s");

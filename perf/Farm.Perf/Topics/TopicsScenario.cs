@@ -21,7 +21,7 @@ namespace Farm.Perf.Topics;
 /// </summary>
 internal sealed class TopicsScenario(PerfOptions options, string connectionString, int? nodeProcessId)
 {
-    public const double QueueRatioTarget = 0.9;
+    public const double QueueRatioTarget = 0.95;
     public const double SbwsQueueRatio = 0.71;   // 14,200 / 20,000 msg/s (ANCHORS.md)
     public const double FanoutTarget = 50_000;
     public const double SbwsFanout = 26_000;

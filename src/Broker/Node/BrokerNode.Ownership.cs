@@ -114,6 +114,7 @@ public sealed partial class BrokerNode
         {
             AcquireProcessLock();
         }
+        await EnsureSessionLockAsync(cancellationToken).ConfigureAwait(false);
         var nodes = await farm.ListNodesAsync(cancellationToken).ConfigureAwait(false);
         var containers = await farm.ListContainersAsync(cancellationToken).ConfigureAwait(false);
         var crashed = await ReleaseCrashedNodesAsync(farm, nodes, containers, cancellationToken).ConfigureAwait(false);
@@ -196,24 +197,59 @@ public sealed partial class BrokerNode
         }
     }
 
+    /// <summary>This process's lock on its node id in the farm database (<see cref="INodeSessionLock"/>), where the database has them.</summary>
+    private INodeSessionLock? _sessionLock;
+
+    /// <summary>When the session that holds <see cref="_sessionLock"/> began (null: not held now).</summary>
+    private DateTimeOffset? _sessionLockSince;
+
+    /// <summary>
+    /// Nodes (and the process registered for each) whose session lock a probe of this node found
+    /// held, through the session it holds its own lock on now: only those are taken for crashed when
+    /// it is free. A node whose lock was never seen
+    /// held (a version without session locks, a process that has not taken it yet) is left to its
+    /// heartbeats, so it is never released pass after pass.
+    /// </summary>
+    private readonly HashSet<(long NodeId, int ProcessId)> _seenHoldingSessionLock = [];
+
+    private async Task EnsureSessionLockAsync(CancellationToken cancellationToken)
+    {
+        if (_sessionLock is not null)
+        {
+            var since = await _sessionLock.EnsureHeldAsync(_leaseClock, cancellationToken).ConfigureAwait(false);
+            if (since != _sessionLockSince)
+            {
+                // A new session (the server restarted, the connection broke): every node's session
+                // may be new too, and not taken yet. What earlier probes saw says nothing now.
+                _seenHoldingSessionLock.Clear();
+            }
+            _sessionLockSince = since;
+        }
+    }
+
     /// <summary>
     /// Nodes that still look alive by their heartbeat but whose process is gone (SIGKILLed,
     /// crashed): their containers are released as a crashed process's leftovers (a take is then a
     /// failover, counted unowned since its last heartbeat), while this node holds the dead one's
     /// lock, so a new process of that node cannot start in between. They are not live for this pass.
+    /// A SQLite farm tells them by their process lock file, a PostgreSQL farm by their session lock.
     /// </summary>
     private async Task<IReadOnlySet<long>> ReleaseCrashedNodesAsync(
         IFarmStore farm, IReadOnlyList<NodeRecord> nodes, IReadOnlyList<ContainerRecord> containers, CancellationToken cancellationToken)
     {
-        if (!_nodeOptions.DetectCrashedProcesses)
-        {
-            return new HashSet<long>();
-        }
         var crashed = new HashSet<long>();
+        if (!_nodeOptions.DetectCrashedProcesses && !MayJudgeBySessionLocks())
+        {
+            return crashed;
+        }
         var dataDirectory = Path.GetFullPath(_nodeOptions.DataDirectory);
+        // A process seen holding its lock counts only while it is the one registered for its node.
+        _seenHoldingSessionLock.RemoveWhere(seen => !nodes.Any(n => n.Id == seen.NodeId && n.ProcessId == seen.ProcessId));
         foreach (var node in nodes.Where(n => n.Id != NodeId && n.State is NodeStates.Active or NodeStates.Draining && n.HeartbeatAge < _nodeOptions.NodeTimeout))
         {
-            using var gone = NodeProcessLock.TryHoldIfGone(dataDirectory, node.Id, node.ProcessId);
+            await using var gone = _nodeOptions.DetectCrashedProcesses
+                ? AsAsync(NodeProcessLock.TryHoldIfGone(dataDirectory, node.Id, node.ProcessId))
+                : await TryHoldIfSessionEndedAsync(node, cancellationToken).ConfigureAwait(false);
             if (gone is null)
             {
                 continue;
@@ -226,11 +262,57 @@ public sealed partial class BrokerNode
             }
             if (left.Count > 0)
             {
-                LogCrashedNodeReleased(_logger, node.Id, node.ProcessId, string.Join(", ", left));
+                if (_nodeOptions.DetectCrashedProcesses)
+                {
+                    LogCrashedNodeReleased(_logger, node.Id, node.ProcessId, string.Join(", ", left));
+                }
+                else
+                {
+                    LogEndedSessionNodeReleased(_logger, node.Id, node.ProcessId, string.Join(", ", left));
+                }
             }
         }
         return crashed;
     }
+
+    /// <summary>
+    /// Others are judged by their session locks only through a session that holds this node's own,
+    /// and only those seen holding theirs since that session began (<see cref="_seenHoldingSessionLock"/>).
+    /// </summary>
+    private bool MayJudgeBySessionLocks() => _sessionLock is not null && _sessionLockSince is not null;
+
+    /// <summary>The hold on <paramref name="node"/>'s session lock when it is free after a probe of this node saw its process hold it; otherwise null.</summary>
+    private async Task<IAsyncDisposable?> TryHoldIfSessionEndedAsync(NodeRecord node, CancellationToken cancellationToken)
+    {
+        var hold = await _sessionLock!.TryHoldIfFreeAsync(node.Id, cancellationToken).ConfigureAwait(false);
+        if (hold is null)
+        {
+            // Held: alive as far as the database can tell. (Also when this node's own session went
+            // just now and nothing was probed: at worst one node is judged later by its lock.)
+            _seenHoldingSessionLock.Add((node.Id, node.ProcessId));
+            return null;
+        }
+        if (_seenHoldingSessionLock.Remove((node.Id, node.ProcessId)))
+        {
+            return hold;
+        }
+        await hold.DisposeAsync().ConfigureAwait(false);
+        return null;
+    }
+
+    private static IAsyncDisposable? AsAsync(IDisposable? disposable) => disposable is null ? null : new AsyncDisposer(disposable);
+
+    private sealed class AsyncDisposer(IDisposable inner) : IAsyncDisposable
+    {
+        public ValueTask DisposeAsync()
+        {
+            inner.Dispose();
+            return ValueTask.CompletedTask;
+        }
+    }
+
+    [LoggerMessage(Level = LogLevel.Warning, Message = "Node {NodeId}'s session with the farm database ended (process {ProcessId}; its session lock is free): released its containers {Containers} for the live nodes to take")]
+    private static partial void LogEndedSessionNodeReleased(ILogger logger, long nodeId, int processId, string containers);
 
     [LoggerMessage(Level = LogLevel.Warning, Message = "Node {NodeId}'s process {ProcessId} is gone (its lock is free): released its containers {Containers} for the live nodes to take")]
     private static partial void LogCrashedNodeReleased(ILogger logger, long nodeId, int processId, string containers);

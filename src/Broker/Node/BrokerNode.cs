@@ -108,6 +108,10 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             await farm.DisposeAsync().ConfigureAwait(false);
             throw;
         }
+        // Before registering, as the process lock: from here on a session of this process holds the
+        // node's lock in the farm database (where it can), which ends with the process.
+        _sessionLock = _nodeOptions.DetectEndedSessions ? farm.CreateNodeSessionLock(NodeId) : null;
+        await EnsureSessionLockAsync(cancellationToken).ConfigureAwait(false);
         await farm.RegisterNodeAsync(NodeId, address, Environment.ProcessId, metricsAddress, _nodeOptions.AmqpAddress, cancellationToken).ConfigureAwait(false);
 
         var containers = await farm.ListContainersAsync(cancellationToken).ConfigureAwait(false);
@@ -524,6 +528,10 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             await _farm.DisposeAsync().ConfigureAwait(false);
         }
         _processLock?.Dispose();
+        if (_sessionLock is not null)
+        {
+            await _sessionLock.DisposeAsync().ConfigureAwait(false);
+        }
         _stopping.Dispose();
     }
 

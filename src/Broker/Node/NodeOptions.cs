@@ -30,6 +30,14 @@ public sealed class NodeOptions
     /// </summary>
     public bool DetectCrashedProcesses { get; set; }
 
+    /// <summary>
+    /// Tell a crashed node at once by its session lock in the farm database (INodeSessionLock:
+    /// PostgreSQL ends a dead process's session, and its lock with it, on any host) instead of
+    /// waiting <see cref="NodeTimeout"/>. On where the farm database can tell (PostgreSQL); SQLite
+    /// farms use <see cref="DetectCrashedProcesses"/>.
+    /// </summary>
+    public bool DetectEndedSessions { get; set; } = true;
+
     /// <summary>How long a container lease lasts without renewal (database clock).</summary>
     public TimeSpan LeaseDuration { get; set; } = TimeSpan.FromSeconds(3);
 

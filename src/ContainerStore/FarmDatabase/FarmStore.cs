@@ -32,6 +32,9 @@ internal abstract class FarmStore(FarmSql sql) : IFarmStore
     /// </summary>
     protected abstract Task<ContainerRow?> TakeContainerAsync(DbConnection connection, DbTransaction transaction, object parameters, CancellationToken cancellationToken);
 
+    /// <summary>Null unless the dialect's server can tell a session's end (see <see cref="INodeSessionLock"/>).</summary>
+    public virtual INodeSessionLock? CreateNodeSessionLock(long nodeId) => null;
+
     public abstract ValueTask DisposeAsync();
 
     public Task<NodeRecord> RegisterNodeAsync(long nodeId, string address, int processId, string? metricsAddress = null, string? amqpAddress = null, CancellationToken cancellationToken = default)

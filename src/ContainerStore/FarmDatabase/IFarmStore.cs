@@ -150,4 +150,11 @@ public interface IFarmStore : IAsyncDisposable
 
     /// <summary>Replaces a policy's two keys (its rights stay); null when there is no such policy.</summary>
     Task<AccessPolicyRecord?> UpdateAccessPolicyKeysAsync(string name, string primaryKey, string secondaryKey, CancellationToken cancellationToken = default);
+
+    /// <summary>
+    /// A lock on node <paramref name="nodeId"/>'s id held by the database server for one session
+    /// (<see cref="INodeSessionLock"/>), not yet taken; null where the database cannot tell a
+    /// session's end (SQLite, where every node shares one machine and uses a lock file instead).
+    /// </summary>
+    INodeSessionLock? CreateNodeSessionLock(long nodeId) => null;
 }

@@ -47,6 +47,8 @@ internal sealed class PostgresFarmStore : FarmStore
     protected override Task<ContainerRow?> TakeContainerAsync(DbConnection connection, DbTransaction transaction, object parameters, CancellationToken cancellationToken) =>
         connection.QuerySingleOrDefaultAsync<ContainerRow>(Command(Sql.TryAcquireContainer, parameters, transaction, cancellationToken));
 
+    public override INodeSessionLock CreateNodeSessionLock(long nodeId) => new PostgresNodeSessionLock(_database, nodeId);
+
     public override async ValueTask DisposeAsync()
     {
         if (Interlocked.Exchange(ref _disposed, 1) == 0)

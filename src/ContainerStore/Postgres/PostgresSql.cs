@@ -52,6 +52,24 @@ internal static class PostgresSql
         public const string RecordVersion = "INSERT INTO schema_version (version, name) VALUES (@Version, @Name)";
     }
 
+    /// <summary>
+    /// The nodes' session locks (PostgresNodeSessionLock): a session-level advisory lock per node id
+    /// in the farm database, in a key space of Farm's own (the two-key form: space, node id).
+    /// </summary>
+    public static class NodeLocks
+    {
+        /// <summary>"Farm" in ASCII: the first key of every node lock, so other users of the database keep theirs.</summary>
+        public const int Space = 0x4661726D;
+
+        /// <summary>Takes node @NodeId's lock for this session if no session holds it; true when taken (or already held by this session).</summary>
+        public const string TryLock = "SELECT pg_try_advisory_lock(@Space, @NodeId::int)";
+
+        public const string Unlock = "SELECT pg_advisory_unlock(@Space, @NodeId::int)";
+
+        /// <summary>Whether the session still answers.</summary>
+        public const string Ping = "SELECT 1";
+    }
+
     public static class Server
     {
         /// <summary>

@@ -74,7 +74,8 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, 
             throw new ArgumentException(invalid);
         }
         // A SQLite farm's nodes share one machine and data directory: a crashed one is told by its
-        // process lock at once. Nodes of a PostgreSQL farm may be on other hosts: heartbeats only.
+        // process lock at once. Nodes of a PostgreSQL farm may be on other hosts: they are told by
+        // their session locks in the farm database (NodeOptions.DetectEndedSessions, on by default).
         node.DetectCrashedProcesses = node.Store == Sqlite;
         if (node.Store is not (Sqlite or Postgres))
         {

@@ -1,4 +1,5 @@
 using Dapper;
+using Farm.ContainerStore.FarmDatabase;
 using Farm.ContainerStore.Postgres;
 using Farm.ContainerStore.Tests.Contracts;
 using Npgsql;
@@ -90,6 +91,85 @@ public sealed class PostgresFarmStoreTests : FarmStoreContract
     {
         await base.DisposeAsync();
         await _databases.DisposeAsync();
+    }
+
+    // --- node session locks (INodeSessionLock): how a PostgreSQL farm tells a crashed node at once ---
+
+    [Fact]
+    public async Task ANodesSessionLock_IsHeldWhileItsSessionLives_AndFreeTheMomentTheSessionEnds()
+    {
+        var store = await OpenAsync();
+        await using var node2 = store.CreateNodeSessionLock(2)!;
+        await using var node3 = store.CreateNodeSessionLock(3)!;
+        Assert.NotNull(await node2.EnsureHeldAsync(TimeProvider.System));
+        Assert.NotNull(await node3.EnsureHeldAsync(TimeProvider.System));
+
+        Assert.Null(await node3.TryHoldIfFreeAsync(2));
+        // A second process of node 2 does not get the lock while the first one's session holds it.
+        await using (var secondLife = store.CreateNodeSessionLock(2)!)
+        {
+            Assert.Null(await secondLife.EnsureHeldAsync(TimeProvider.System));
+        }
+
+        // The process dies: its connection closes, and the server ends the session and its locks.
+        await node2.DisposeAsync();
+
+        var hold = await node3.TryHoldIfFreeAsync(2);
+        Assert.NotNull(hold);
+        // While node 3 holds it (releasing node 2's containers), a new process of node 2 waits.
+        await using var restarted = store.CreateNodeSessionLock(2)!;
+        Assert.Null(await restarted.EnsureHeldAsync(TimeProvider.System));
+        await hold.DisposeAsync();
+        Assert.NotNull(await restarted.EnsureHeldAsync(TimeProvider.System));
+        Assert.Null(await node3.TryHoldIfFreeAsync(2));
+    }
+
+    [Fact]
+    public async Task ASessionTheServerEnded_IsReplaced_AndTheLockTakenAgainOnTheNextCheck()
+    {
+        var store = await OpenAsync();
+        await using var node2 = store.CreateNodeSessionLock(2)!;
+        await using var node3 = store.CreateNodeSessionLock(3)!;
+        var first = await node2.EnsureHeldAsync(TimeProvider.System);
+        Assert.NotNull(first);
+        Assert.NotNull(await node3.EnsureHeldAsync(TimeProvider.System));
+
+        // The server ends node 2's lock session (a restart, an administrator, a broken connection).
+        var ended = await PostgresTestServer.TerminateSessionsHoldingAdvisoryLockAsync(_databases.FarmDatabase, PostgresSql.NodeLocks.Space, 2);
+        Assert.Equal(1, ended);
+        await Eventually.UntilAsync(async () => await ProbeAsync(node3, 2), "node 2's lock free once its session ended");
+
+        var again = await node2.EnsureHeldAsync(TimeProvider.System);
+        Assert.NotNull(again);
+        Assert.True(again > first, $"held since {again}, first {first}: a new session");
+        Assert.False(await ProbeAsync(node3, 2));
+    }
+
+    [Fact]
+    public async Task OnlyASessionHoldingItsOwnLock_ProbesOthers()
+    {
+        var store = await OpenAsync();
+        await using var holder = store.CreateNodeSessionLock(2)!;
+        await holder.EnsureHeldAsync(TimeProvider.System);
+        await using var blocked = store.CreateNodeSessionLock(2)!;
+        Assert.Null(await blocked.EnsureHeldAsync(TimeProvider.System));
+
+        // Node 5 has no session at all, but a probe from a session that does not hold its own lock says nothing.
+        Assert.Null(await blocked.TryHoldIfFreeAsync(5));
+        await using var fresh = store.CreateNodeSessionLock(3)!;
+        Assert.Null(await fresh.TryHoldIfFreeAsync(5));
+    }
+
+    /// <summary>Whether <paramref name="probe"/> finds <paramref name="nodeId"/>'s lock free (letting it go again at once).</summary>
+    private static async Task<bool> ProbeAsync(INodeSessionLock probe, long nodeId)
+    {
+        var hold = await probe.TryHoldIfFreeAsync(nodeId);
+        if (hold is null)
+        {
+            return false;
+        }
+        await hold.DisposeAsync();
+        return true;
     }
 }
 

@@ -41,6 +41,31 @@ internal static class PostgresTestServer
         await command.ExecuteNonQueryAsync();
     }
 
+    /// <summary>
+    /// Ends (pg_terminate_backend) every session holding the two-key advisory lock (<paramref name="space"/>,
+    /// <paramref name="key"/>) in database <paramref name="database"/>, as a server restart would; returns how many.
+    /// </summary>
+    public static async Task<int> TerminateSessionsHoldingAdvisoryLockAsync(string database, int space, int key)
+    {
+        await using var connection = new NpgsqlConnection(ConnectionString("postgres", b => b.Pooling = false));
+        await connection.OpenAsync();
+        await using var command = new NpgsqlCommand(
+            """
+            SELECT count(*) FILTER (WHERE pg_terminate_backend(l.pid))::int
+            FROM pg_locks l JOIN pg_database d ON d.oid = l.database
+            WHERE l.locktype = 'advisory' AND l.granted AND d.datname = $1 AND l.classid = $2::oid AND l.objid = $3::oid AND l.objsubid = 2
+            """, connection)
+        {
+            Parameters =
+            {
+                new NpgsqlParameter<string> { TypedValue = database },
+                new NpgsqlParameter<long> { TypedValue = (uint)space },
+                new NpgsqlParameter<long> { TypedValue = (uint)key },
+            },
+        };
+        return (int)(await command.ExecuteScalarAsync())!;
+    }
+
     public static Task CreateDatabaseAsync(string name) => ExecuteAsync(PostgresSql.Server.CreateDatabase(name));
 
     /// <summary>Drops every database whose name starts with <paramref name="prefix"/>, ending sessions still in them.</summary>

@@ -1,0 +1,29 @@
+namespace Farm.ContainerStore.FarmDatabase;
+
+/// <summary>
+/// A node's claim on its id that the farm database's server keeps for one session of its own and
+/// drops the moment that session ends: when the node's process dies (SIGKILL included), its socket
+/// closes and the server ends the session at once, on whatever host the node ran. So the other
+/// nodes can tell a crash without waiting for its heartbeats to lapse. A frozen process, or one cut
+/// off from the server by the network, keeps its session open: for those the heartbeat timeout
+/// stays the rule. (PostgreSQL: a session-level advisory lock. SQLite farms use a lock file per
+/// node instead, see the broker's NodeProcessLock.)
+/// </summary>
+public interface INodeSessionLock : IAsyncDisposable
+{
+    /// <summary>
+    /// Makes sure this process holds its node's lock: checks the session it holds it on, and takes
+    /// it again on a new session when that one is gone (the server restarted, the connection
+    /// broke). Returns when the session it is held on began (null: not held, another session holds
+    /// it still, or the server cannot be reached).
+    /// </summary>
+    Task<DateTimeOffset?> EnsureHeldAsync(TimeProvider clock, CancellationToken cancellationToken = default);
+
+    /// <summary>
+    /// Null while a session holds node <paramref name="nodeId"/>'s lock. When none does (its process
+    /// is gone, or never took it), takes it and returns the hold: the caller keeps it while it
+    /// releases that node's containers, so a new process of that node cannot start taking them in
+    /// between, and disposes it after.
+    /// </summary>
+    Task<IAsyncDisposable?> TryHoldIfFreeAsync(long nodeId, CancellationToken cancellationToken = default);
+}
