@@ -6,8 +6,10 @@
 # (10,000,000 messages; long); the sweeps (each about 1-2 minutes, several configurations on one
 # farm): settlement, batch-sizes, prefetch, concurrency, latency, routing; many-queues (15,000 queues
 # at 1 msg/s; about 6 minutes), chain (15 queues forwarding, at 25/75/125 msg/s per queue; about 3
-# minutes), failover-stop (20 SIGSTOPs of an owner; about 7 minutes); or all (about an hour with
-# deep-backlog). Each writes perf/results/<scenario>.json.
+# minutes), failover-stop (20 SIGSTOPs of an owner; about 7 minutes), failover-postgres (20 SIGKILLs
+# of a 3-node farm on PostgreSQL, which the script installs from Debian's packages when missing and
+# starts as a throwaway server on loopback); or all (about an hour with deep-backlog). Each writes
+# perf/results/<scenario>.json.
 # With no SCENARIO: single-queue topics settlement batch-sizes concurrency latency routing chain.
 #
 # It builds perf/Farm.Perf (Release), states the machine and measures the disk's fsync rate
@@ -18,7 +20,7 @@
 #
 # Extra options for a scenario: SINGLE_QUEUE_ARGS, TOPICS_ARGS, FAILOVER_ARGS, DEEP_BACKLOG_ARGS,
 # SETTLEMENT_ARGS, BATCH_SIZES_ARGS, PREFETCH_ARGS, CONCURRENCY_ARGS, LATENCY_ARGS, ROUTING_ARGS,
-# MANY_QUEUES_ARGS, CHAIN_ARGS, FAILOVER_STOP_ARGS,
+# MANY_QUEUES_ARGS, CHAIN_ARGS, FAILOVER_STOP_ARGS, FAILOVER_POSTGRES_ARGS,
 # e.g. SINGLE_QUEUE_ARGS="--peer-queue-type quorum" perf/run.sh.
 set -euo pipefail
 
@@ -30,7 +32,7 @@ known+=(settlement batch-sizes prefetch concurrency latency routing)
 defaults=(single-queue topics)
 defaults+=(settlement batch-sizes concurrency latency routing chain)
 # Long ones (each measures one target of issue 14): by name, or with all.
-extra=(many-queues chain failover-stop)
+extra=(many-queues chain failover-stop failover-postgres)
 known+=("${extra[@]}")
 known=($(printf '%s\n' "${known[@]}" | awk '!seen[$0]++'))
 
@@ -51,6 +53,8 @@ log() { echo "run.sh: $*" >&2; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/farm-perf-run.XXXXXX")
 rabbit_pid=""
+pg_dir=""
+pg_bin=""
 epmd_pid=""
 epmd_before=" $(pgrep -x epmd 2>/dev/null | tr '\n' ' ' || true)"
 
@@ -82,6 +86,11 @@ cleanup() {
     [ "$pid" = "$epmd_pid" ] && continue
     grep -q -- '-daemon' "/proc/$pid/cmdline" 2>/dev/null && kill -TERM "$pid" 2>/dev/null || true
   done
+  if [ -n "$pg_dir" ]; then
+    log "stopping PostgreSQL"
+    "${pg_as[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -m immediate -w stop >/dev/null 2>&1 || true
+    rm -rf "$pg_dir"
+  fi
   rm -rf "$work"
   exit "$status"
 }
@@ -220,6 +229,50 @@ EOF
   log "RabbitMQ answers on 127.0.0.1:$rabbit_port"
 }
 
+# --- PostgreSQL (failover-postgres) -------------------------------------------------------------
+needs_postgres=false
+for s in "${scenarios[@]}"; do [ "$s" = failover-postgres ] && needs_postgres=true; done
+pg_as=()
+
+# A throwaway server of its own (its data under a temporary directory, a free port, loopback only,
+# fsync on), and an empty farm database in it: the farm's nodes run on it with --store postgres.
+start_postgres() {
+  local initdb
+  initdb=$(ls -1d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1 || true)
+  if [ -z "$initdb" ]; then
+    if [ "$(id -u)" != 0 ]; then
+      echo "perf/run.sh: PostgreSQL is not installed and this is not root; install it (apt-get install postgresql) or run as root" >&2
+      exit 1
+    fi
+    log "installing PostgreSQL from Debian's packages"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null
+    initdb=$(ls -1d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1)
+  fi
+  pg_bin=$(dirname "$initdb")
+  if [ "$(id -u)" = 0 ]; then
+    # The server refuses to run as root.
+    id postgres >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin postgres
+    pg_as=(runuser -u postgres --)
+  fi
+  pg_dir=$(mktemp -d "${TMPDIR:-/tmp}/farm-perf-postgres.XXXXXX")
+  chmod 755 "$pg_dir"
+  mkdir "$pg_dir/data" "$pg_dir/socket"
+  head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' > "$pg_dir/password"
+  chmod 600 "$pg_dir/password"
+  [ "$(id -u)" = 0 ] && chown -R postgres: "$pg_dir"
+  pg_port=$(free_port)
+  "${pg_as[@]}" "$pg_bin/initdb" -D "$pg_dir/data" -U postgres --pwfile="$pg_dir/password" \
+    --auth-local=trust --auth-host=scram-sha-256 --encoding=UTF8 --no-locale >"$pg_dir/initdb.log" 2>&1 \
+    || { cat "$pg_dir/initdb.log" >&2; exit 1; }
+  "${pg_as[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -w -t 60 \
+    -o "-c listen_addresses=127.0.0.1 -c port=$pg_port -c unix_socket_directories=$pg_dir/socket -c fsync=on -c max_connections=300" \
+    start >/dev/null || { cat "$pg_dir/server.log" >&2; exit 1; }
+  "${pg_as[@]}" "$pg_bin/psql" -h "$pg_dir/socket" -p "$pg_port" -U postgres -qc "CREATE DATABASE farm_perf" >/dev/null
+  pg_farm="Host=127.0.0.1;Port=$pg_port;Username=postgres;Password=$(cat "$pg_dir/password");Database=farm_perf"
+  log "PostgreSQL $(basename "$(dirname "$pg_bin")") answers on 127.0.0.1:$pg_port (farm database farm_perf)"
+}
+
 # --- run ---------------------------------------------------------------------------------------
 log "building perf/Farm.Perf (Release)"
 dotnet build "$here/perf/Farm.Perf" -c Release -nologo -v quiet >/dev/null
@@ -228,6 +281,9 @@ perf_dll="$here/perf/Farm.Perf/bin/Release/net10.0/Farm.Perf.dll"
 if $needs_rabbitmq; then
   install_rabbitmq
   start_rabbitmq
+fi
+if $needs_postgres; then
+  start_postgres
 fi
 
 failed=()
@@ -240,6 +296,7 @@ for s in "${scenarios[@]}"; do
     many-queues) args=(${MANY_QUEUES_ARGS:-}) ;;
     chain) args=(${CHAIN_ARGS:-}) ;;
     failover-stop) args=(--signal stop ${FAILOVER_STOP_ARGS:-}) ;;
+    failover-postgres) args=(--farm-connection "$pg_farm" ${FAILOVER_POSTGRES_ARGS:-}) ;;
     settlement) args=(${SETTLEMENT_ARGS:-}) ;;
     batch-sizes) args=(${BATCH_SIZES_ARGS:-}) ;;
     prefetch) args=(${PREFETCH_ARGS:-}) ;;
@@ -247,9 +304,11 @@ for s in "${scenarios[@]}"; do
     latency) args=(${LATENCY_ARGS:-}) ;;
     routing) args=(${ROUTING_ARGS:-}) ;;
   esac
-  log "scenario $s: dotnet perf/Farm.Perf/bin/Release/net10.0/Farm.Perf.dll ${s%-stop} ${args[*]}"
+  command=${s%-stop}
+  command=${command%-postgres}
+  log "scenario $s: dotnet perf/Farm.Perf/bin/Release/net10.0/Farm.Perf.dll $command $(printf '%s ' "${args[@]}" | sed 's/Password=[^;]*/Password=***/g')"
   started=$SECONDS
-  if (cd "$here" && dotnet "$perf_dll" "${s%-stop}" "${args[@]}"); then
+  if (cd "$here" && dotnet "$perf_dll" "$command" "${args[@]}"); then
     log "scenario $s done in $((SECONDS - started)) s"
   else
     log "scenario $s FAILED (exit $?) after $((SECONDS - started)) s"

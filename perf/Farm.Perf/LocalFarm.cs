@@ -2,7 +2,7 @@ namespace Farm.Perf;
 
 /// <summary>
 /// A farm of <c>N</c> node processes sharing one temporary data directory (the SQLite farm
-/// database and the container databases), each on its own port. Node 1 starts first (it creates
+/// database and the container databases, or a PostgreSQL farm database given), each on its own port. Node 1 starts first (it creates
 /// the farm database), then the others together. A node can be SIGKILLed and started again with
 /// the same id, port and data directory. Disposing the farm kills every node and deletes the
 /// directory.
@@ -14,7 +14,14 @@ internal sealed class LocalFarm : IAsyncDisposable
     private readonly Dictionary<long, NodeProcess> _nodes = [];
     private readonly Lock _gate = new();
 
-    private LocalFarm(string dataDirectory) => _dataDirectory = dataDirectory;
+    /// <summary>More arguments for every node (a PostgreSQL farm's --store and --farm-connection).</summary>
+    private readonly IReadOnlyList<string> _nodeArguments;
+
+    private LocalFarm(string dataDirectory, IReadOnlyList<string> nodeArguments)
+    {
+        _dataDirectory = dataDirectory;
+        _nodeArguments = nodeArguments;
+    }
 
     public string DataDirectory => _dataDirectory;
 
@@ -30,10 +37,12 @@ internal sealed class LocalFarm : IAsyncDisposable
         }
     }
 
-    public static async Task<LocalFarm> StartAsync(int nodes, CancellationToken cancellationToken)
+    /// <param name="farmConnection">A PostgreSQL farm database (existing, empty) to run the farm on; null: SQLite in the data directory.</param>
+    public static async Task<LocalFarm> StartAsync(int nodes, CancellationToken cancellationToken, string? farmConnection = null)
     {
         ArgumentOutOfRangeException.ThrowIfLessThan(nodes, 1);
-        var farm = new LocalFarm(Directory.CreateTempSubdirectory("farm-perf-").FullName);
+        string[] nodeArguments = farmConnection is null ? [] : ["--store", "postgres", "--farm-connection", farmConnection];
+        var farm = new LocalFarm(Directory.CreateTempSubdirectory("farm-perf-").FullName, nodeArguments);
         try
         {
             await farm.StartNodeAsync(1, port: 0, cancellationToken).ConfigureAwait(false);
@@ -140,7 +149,7 @@ internal sealed class LocalFarm : IAsyncDisposable
 
     private async Task StartNodeAsync(long nodeId, int port, CancellationToken cancellationToken)
     {
-        var node = await NodeProcess.StartAsync(nodeId, _dataDirectory, port, cancellationToken).ConfigureAwait(false);
+        var node = await NodeProcess.StartAsync(nodeId, _dataDirectory, port, cancellationToken, _nodeArguments).ConfigureAwait(false);
         lock (_gate)
         {
             _nodes[nodeId] = node;

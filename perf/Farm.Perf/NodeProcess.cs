@@ -45,7 +45,7 @@ internal sealed class NodeProcess : IDisposable
     public bool HasExited => _process.HasExited;
 
     /// <summary>Starts node <paramref name="nodeId"/> and waits until it serves.</summary>
-    public static async Task<NodeProcess> StartAsync(long nodeId, string dataDirectory, int port, CancellationToken cancellationToken)
+    public static async Task<NodeProcess> StartAsync(long nodeId, string dataDirectory, int port, CancellationToken cancellationToken, IReadOnlyList<string>? extraArguments = null)
     {
         var nodeDll = NodeDllPath();
         if (!File.Exists(nodeDll))
@@ -72,6 +72,11 @@ internal sealed class NodeProcess : IDisposable
             WorkingDirectory = Path.GetDirectoryName(Path.GetFullPath(nodeDll)) ?? dataDirectory,
         };
         foreach (var argument in new[] { nodeDll, "--node-id", nodeId.ToString(System.Globalization.CultureInfo.InvariantCulture), "--data", dataDirectory, "--port", port.ToString(System.Globalization.CultureInfo.InvariantCulture) })
+        {
+            startInfo.ArgumentList.Add(argument);
+        }
+
+        foreach (var argument in extraArguments ?? [])
         {
             startInfo.ArgumentList.Add(argument);
         }

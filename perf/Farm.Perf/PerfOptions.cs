@@ -31,7 +31,7 @@ internal sealed partial record PerfOptions
     public const string Usage = """
         usage: Farm.Perf single-queue [options]
                Farm.Perf topics [options]
-               Farm.Perf failover [--kills 20] [--redirect] [--seed N] [--out FILE]
+               Farm.Perf failover [--kills 20] [--redirect] [--seed N] [--signal kill|stop] [--farm-connection CS] [--out FILE]
                Farm.Perf deep-backlog [options]
                Farm.Perf many-queues [options]
                Farm.Perf chain [options]
@@ -89,6 +89,8 @@ internal sealed partial record PerfOptions
           --signal kill|stop  kill: SIGKILL (default); stop: SIGSTOP the owner, measure the takeover, then SIGCONT it
                               (writes perf/results/failover-stop.json)
           --seed N            seed of the random choice of node to kill (default: from the clock)
+          --farm-connection CS  run the farm on PostgreSQL: CS names an existing, empty farm database
+                              (perf/run.sh failover-postgres starts a throwaway server; writes failover-postgres.json)
           --out FILE          JSON result (default perf/results/failover.json, failover-redirect.json with --redirect)
         deep-backlog (starts its own 3-node farm on SQLite; see DeepBacklog/DeepBacklogScenario.cs):
           --messages 10000000 messages queued in the deep queue
@@ -115,7 +117,7 @@ internal sealed partial record PerfOptions
         """ + SweepUsage;
 
     /// <summary>The options each scenario takes.</summary>
-    private static readonly HashSet<string> FailoverOptions = ["--kills", "--redirect", "--seed", "--signal", "--out"];
+    private static readonly HashSet<string> FailoverOptions = ["--kills", "--redirect", "--seed", "--signal", "--farm-connection", "--out"];
 
     private static readonly HashSet<string> DeepBacklogOptions = ["--messages", "--shallow", "--drain", "--size", "--senders", "--batch", "--receivers", "--prefetch", "--out"];
 
@@ -213,6 +215,9 @@ internal sealed partial record PerfOptions
 
     /// <summary>failover: seed of the choice of node to kill; null: from the clock.</summary>
     public int? Seed { get; init; }
+
+    /// <summary>failover: a PostgreSQL farm database (existing, empty) the farm runs on; null: SQLite.</summary>
+    public string? FarmConnection { get; init; }
 
     /// <summary>topics: load before each measured window (after the shared --warmup at the start).</summary>
     public TimeSpan RunWarmup { get; init; } = TimeSpan.FromSeconds(3);
@@ -368,6 +373,7 @@ internal sealed partial record PerfOptions
                 "--complete" => options with { CompleteWithSdk = ParseComplete(value) },
                 "--peer-batch" => options with { PeerBatch = ParseInt(name, value, 1, 100_000) },
                 "--out" => options with { Out = value },
+                "--farm-connection" => options with { FarmConnection = value },
                 "--peer" => ParsePeer(options, value),
                 "--peer-uri" => options with { PeerUri = ParseUri(name, value) },
                 "--peer-queue-type" => options with { PeerQueueType = value is "classic" or "quorum" ? value : throw new ArgumentException($"--peer-queue-type must be classic or quorum; got '{value}'") },

@@ -186,7 +186,7 @@ static async Task<int> RunFailoverAsync(PerfOptions options, string command, Jso
         return 1;
     }
 
-    var output = options.Out ?? DefaultOutput(options.Signal == "stop" ? "failover-stop" : options.Redirect ? "failover-redirect" : "failover");
+    var output = options.Out ?? DefaultOutput((options.Signal == "stop" ? "failover-stop" : options.Redirect ? "failover-redirect" : "failover") + (options.FarmConnection is null ? "" : "-postgres"));
     await WriteJsonAsync(output, JsonSerializer.Serialize(report, jsonOptions));
 
     var inv = CultureInfo.InvariantCulture;

@@ -22,6 +22,9 @@ internal sealed record FailoverReport(
     /// <summary>"stop" for --signal stop (SIGSTOP, then SIGCONT); null for SIGKILL.</summary>
     public string? Signal { get; init; }
 
+    /// <summary>The farm's store: "sqlite", or "postgres" with --farm-connection.</summary>
+    public string Store { get; init; } = "sqlite";
+
     /// <summary>--signal stop: stops that froze the owner while it held a SQLite write lock (left out of the median, p90 and max).</summary>
     public int? StopsInsideWrite { get; init; }
 

@@ -37,7 +37,7 @@ internal sealed partial class FailoverScenario(PerfOptions options)
         var mode = options.Redirect ? "redirect" : "forward";
 
         Console.Error.WriteLine($"perf: failover ({mode} mode, {options.Kills} kills, seed {seed}): starting a {Nodes}-node farm");
-        await using var farm = await LocalFarm.StartAsync(Nodes, cancellationToken).ConfigureAwait(false);
+        await using var farm = await LocalFarm.StartAsync(Nodes, cancellationToken, options.FarmConnection).ConfigureAwait(false);
         Console.Error.WriteLine($"perf: nodes {string.Join(", ", farm.NodeIds.Select(n => $"{n} at {farm.AddressOf(n)} (pid {farm.Node(n).ProcessId})"))}; data {farm.DataDirectory}");
         using var watch = new FarmWatch(farm);
         using var admin = new FarmAdministrationClient(farm.ConnectionString(redirect: false));
@@ -112,6 +112,7 @@ internal sealed partial class FailoverScenario(PerfOptions options)
             Command: command)
         {
             Signal = options.Signal == "stop" ? "stop" : null,
+            Store = options.FarmConnection is null ? "sqlite" : "postgres",
             StopsInsideWrite = options.Signal == "stop" ? kills.Count(k => k.InsideWrite == true) : null,
             InsideWritePerStopS = options.Signal == "stop" ? [.. kills.Where(k => k.InsideWrite == true).Select(k => k.UnavailableS)] : null,
         };

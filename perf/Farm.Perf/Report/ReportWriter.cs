@@ -55,6 +55,7 @@ internal static class ReportWriter
         var topics = Load("topics.json");
         var failover = Load("failover.json");
         var redirect = Load("failover-redirect.json");
+        var postgresFailover = Load("failover-postgres.json");
         var deep = Load("deep-backlog.json");
         var manyQueues = Load("many-queues.json");
         var chain = Load("chain.json");
@@ -105,7 +106,7 @@ internal static class ReportWriter
                 $"{Text(fanout?["deliveries_per_sec"])} deliveries/s, p99 {Text(fanout?["run"]?["p99_ms"])} ms", deliveries >= 100_000 && p99 < 200, topics["timestamp"]);
             Row(md, "ordering on at least 0.8x off", $"{Format(Number(topics["ordering"]?["ratio"]))}x", Number(topics["ordering"]?["ratio"]) >= 0.8, topics["timestamp"]);
         }
-        foreach (var (run, mode) in new[] { (failover, "forward"), (redirect, "redirect") })
+        foreach (var (run, mode) in new[] { (failover, "forward"), (redirect, "redirect"), (postgresFailover, "forward, PostgreSQL farm") })
         {
             if (run is null)
             {
