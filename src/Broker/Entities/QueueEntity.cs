@@ -454,20 +454,24 @@ internal sealed partial class QueueEntity : ISendTarget
     /// early (completed, received): it is skipped when it comes due. Such entries hold their
     /// message's bytes, and a busy queue completes tens of thousands of messages a second, each
     /// with a lock expiry a minute away (1.8 GB held after draining a million). So each heap is
-    /// rebuilt from its live entries once it holds more than twice as many (amortised O(1)).
+    /// rebuilt from its live entries once it holds more than twice as many (amortised O(1)), plus
+    /// <see cref="DueTimeSlack"/>: with 15,000 quiet queues, a slack of 1,024 stale entries each held
+    /// every message completed in the last 17 minutes (66,000 messages, 99 MB, at 1,500 queues after 45 s).
     /// </summary>
+    internal const int DueTimeSlack = 4;
+
     private void CompactDueTimesLocked()
     {
-        if (_lockExpiry.Count > (2L * _locks.Count) + 1024)
+        if (_lockExpiry.Count > (2L * _locks.Count) + DueTimeSlack)
         {
             _lockExpiry = new PriorityQueue<StoredMessage, long>(_locks.Values.Select(m => (m, m.LockedUntilMs)));
         }
-        if (_timeToLive.Count > (2L * _main.Messages.Count) + 1024)
+        if (_timeToLive.Count > (2L * _main.Messages.Count) + DueTimeSlack)
         {
             _timeToLive = new PriorityQueue<StoredMessage, long>(
                 _main.Messages.Values.Where(m => m.ExpiresAtMs is not null).Select(m => (m, m.ExpiresAtMs!.Value)));
         }
-        if (_scheduled.Count > (2L * _main.Messages.Count) + 1024)
+        if (_scheduled.Count > (2L * _main.Messages.Count) + DueTimeSlack)
         {
             _scheduled = new PriorityQueue<StoredMessage, long>(
                 _main.Messages.Values.Where(m => m.State == StoredMessageState.Scheduled && m.ScheduledAtMs is not null).Select(m => (m, m.ScheduledAtMs!.Value)));
