@@ -140,7 +140,7 @@ public sealed class PostgresStoreProviderTests(ITestOutputHelper output) : IAsyn
 
         _opened.AddRange(await Task.WhenAll(Enumerable.Range(0, 4).Select(_ => _provider.OpenFarmStoreAsync(connectionString))));
 
-        Assert.Equal([1L, 2L, 3L, 4L, 5L, 6L], await SchemaVersionsAsync(_databases.FarmDatabase));
+        Assert.Equal([1L, 2L, 3L, 4L, 5L, 6L, 7L], await SchemaVersionsAsync(_databases.FarmDatabase));
     }
 
     [PostgresFact]
