@@ -84,8 +84,20 @@ public sealed partial class AmqpSdkTests
             Assert.True(acked.Count >= 60, $"too few sends were acknowledged ({context})");
             Assert.True((int?)report["firstAckAfterKill"] is not null && (int?)report["firstCompletionAfterKill"] is not null,
                 $"sending and completing did not both resume after the kill ({context})");
-            var lost = acked.Except(completed).Except(drained).ToList();
+            // A complete in flight when the owner died has an unknown outcome: the owner may have
+            // committed it (the message is gone) and died before answering; the retry then finds no
+            // lock (MessageLockLost). Such a message is completed, not lost, if it never comes back:
+            // only a complete that failed between the kill and the first complete after the takeover
+            // counts (killedAt is when the script saw the kill signal file: up to a second late).
+            var killedAt = (int)report["killedAt"]! - 1000;
+            var resumedAt = (int)report["firstCompletionAfterKill"]!;
+            var inFlightAtKill = report["completeErrors"]!.AsArray()
+                .Where(e => (int)e!["at"]! >= killedAt && (int)e["at"]! <= resumedAt && ((string?)e["error"])?.StartsWith("MessageLockLost", StringComparison.Ordinal) == true)
+                .Select(e => (string)e!["messageId"]!)
+                .ToHashSet(StringComparer.Ordinal);
+            var lost = acked.Except(completed).Except(drained).Except(inFlightAtKill).ToList();
             Assert.True(lost.Count == 0, $"acknowledged but never received: {string.Join(", ", lost)} ({context})");
+            output.WriteLine($"completes whose outcome the kill left unknown, not received again (completed by the dying owner): {string.Join(", ", inFlightAtKill.Except(drained))}");
             Assert.True(report["deliveredAfterCompletion"]!.AsArray().Count == 0, $"delivered again after completeMessage resolved ({context})");
             var back = completed.Intersect(drained).ToList();
             Assert.True(back.Count == 0, $"completed over AMQP, yet still in the queue: {string.Join(", ", back)} ({context})");
