@@ -164,28 +164,15 @@ internal sealed class ChaosLoad(string connection, IReadOnlyList<string> queues)
 
     public async Task WaitForTrafficAsync(TimeSpan deadline)
     {
-        var waited = Stopwatch.StartNew();
-        while (queues.Any(q => _sendTimes[q].IsEmpty) || _completed.IsEmpty)
-        {
-            Assert.True(waited.Elapsed < deadline, "no traffic on every queue");
-            await Task.Delay(50);
-        }
+        await Eventually.UntilAsync(() => !queues.Any(q => _sendTimes[q].IsEmpty) && !_completed.IsEmpty, deadline, "traffic on every queue");
     }
 
     /// <summary>Time from <paramref name="after"/> to the first acknowledged send on the queue after it.</summary>
     public async Task<TimeSpan> FirstSendAfterAsync(string queue, long after, TimeSpan deadline)
     {
-        var waited = Stopwatch.StartNew();
-        while (true)
-        {
-            var first = _sendTimes[queue].Where(t => t > after).DefaultIfEmpty(0).Min();
-            if (first > 0)
-            {
-                return Stopwatch.GetElapsedTime(after, first);
-            }
-            Assert.True(waited.Elapsed < deadline, $"no send on {queue} succeeded within {deadline} of the kill");
-            await Task.Delay(20);
-        }
+        var first = 0L;
+        await Eventually.UntilAsync(() => (first = _sendTimes[queue].Where(t => t > after).DefaultIfEmpty(0).Min()) > 0, deadline, $"a send on {queue} to succeed after the kill");
+        return Stopwatch.GetElapsedTime(after, first);
     }
 
     /// <summary>The longest time without an acknowledged send on the queue, from the last send before <paramref name="from"/> on.</summary>
@@ -206,12 +193,7 @@ internal sealed class ChaosLoad(string connection, IReadOnlyList<string> queues)
     /// <summary>Waits until <paramref name="count"/> sends to the queue were acknowledged after <paramref name="after"/>.</summary>
     public async Task WaitForSendsAfterAsync(string queue, long after, int count, TimeSpan deadline)
     {
-        var waited = Stopwatch.StartNew();
-        while (_sendTimes[queue].Count(t => t > after) < count)
-        {
-            Assert.True(waited.Elapsed < deadline, $"fewer than {count} sends on {queue} were acknowledged within {deadline}");
-            await Task.Delay(20);
-        }
+        await Eventually.UntilAsync(() => _sendTimes[queue].Count(t => t > after) >= count, deadline, $"{count} sends on {queue} to be acknowledged");
     }
 
     private async Task SendLoopAsync(string queue)

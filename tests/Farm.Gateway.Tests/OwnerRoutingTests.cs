@@ -198,13 +198,12 @@ public sealed class OwnerRoutingTests : IDisposable
         Assert.Equal(1, _directory.Lookups);
     }
 
-    /// <summary>Moves the fake clock on, one poll at a time, until the call has finished (bounded by the test's own patience).</summary>
+    /// <summary>Moves the fake clock on, one look of the router at a time, until the call has finished (bounded by the test's own patience).</summary>
     private async Task AdvanceUntilAsync(Task routed)
     {
-        for (var step = 0; step < 1000 && !routed.IsCompleted; step++)
+        for (var looks = 0; looks < 1000 && !routed.IsCompleted; looks++)
         {
-            _time.Advance(_options.OwnerPoll);
-            await Task.WhenAny(routed, Task.Delay(5));
+            await AdvanceUntilLookedUpAsync(routed);
         }
         Assert.True(routed.IsCompleted, "the routed call did not finish");
     }

@@ -22,20 +22,4 @@ internal static class Eventually
             await Task.Delay(TimeSpan.FromMilliseconds(20));
         }
     }
-
-    /// <summary>Waits until <paramref name="condition"/> holds, up to 10 s.</summary>
-    public static async Task UntilAsync(Func<Task<bool>> condition, string what)
-    {
-        var deadline = TimeSpan.FromSeconds(10);
-        var giveUpAt = DateTime.UtcNow + deadline;
-        while (!await condition())
-        {
-            if (DateTime.UtcNow > giveUpAt)
-            {
-                throw new TimeoutException($"Gave up after {deadline}: {what}.");
-            }
-
-            await Task.Delay(TimeSpan.FromMilliseconds(20));
-        }
-    }
 }

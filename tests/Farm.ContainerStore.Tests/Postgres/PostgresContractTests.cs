@@ -137,7 +137,7 @@ public sealed class PostgresFarmStoreTests : FarmStoreContract
         // The server ends node 2's lock session (a restart, an administrator, a broken connection).
         var ended = await PostgresTestServer.TerminateSessionsHoldingAdvisoryLockAsync(_databases.FarmDatabase, PostgresSql.NodeLocks.Space, 2);
         Assert.Equal(1, ended);
-        await Eventually.UntilAsync(async () => await ProbeAsync(node3, 2), "node 2's lock free once its session ended");
+        await Farm.Testing.Eventually.UntilAsync(async () => await ProbeAsync(node3, 2), TimeSpan.FromSeconds(10), "node 2's lock free once its session ended");
 
         var again = await node2.EnsureHeldAsync(TimeProvider.System);
         Assert.NotNull(again);
