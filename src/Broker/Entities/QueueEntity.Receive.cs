@@ -115,7 +115,7 @@ internal sealed partial class QueueEntity
     {
         if (peekLock)
         {
-            var updates = taken.Select(m => m.ToUpdate(Id)).ToList();
+            var updates = taken.Select(m => m.ToDeliveryCountUpdate(Id)).ToList();
             return _commits.CommitAsync(batch => batch.Updates.AddRange(updates), onFailed: _ => ReleaseAfterFailedDelivery(taken));
         }
         return DeleteTakenAsync(sub, taken, onFailed: () => ReleaseAfterFailedDelivery(taken));
@@ -163,7 +163,7 @@ internal sealed partial class QueueEntity
         // count, which this write could then overwrite.
         message.Settling = true;
         message.DeliveryCount = Math.Max(0, message.DeliveryCount - 1);
-        var update = message.ToUpdate(Id);
+        var update = message.ToDeliveryCountUpdate(Id);
         writes.Add(new PendingChange(
             batch => batch.Updates.Add(update),
             () => Unsettle(message),

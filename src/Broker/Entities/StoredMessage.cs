@@ -46,6 +46,9 @@ internal sealed class StoredMessage
     public MessageUpdate ToUpdate(long entityId, byte[]? payload = null) => new(
         entityId, SequenceNumber, SubQueue, State, DeliveryCount, DeadLetterReason, DeadLetterDescription, DeadLetterSource, payload);
 
+    /// <summary>The update of a delivery: only the delivery count changed since the row was last written.</summary>
+    public MessageUpdate ToDeliveryCountUpdate(long entityId) => ToUpdate(entityId) with { DeliveryCountOnly = true };
+
     /// <summary>A subscription's row comes with its topic's copy (IContainerDatabase reads it along).</summary>
     public static StoredMessage FromRecord(MessageRecord record) => new()
     {

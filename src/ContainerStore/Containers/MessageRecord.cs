@@ -50,7 +50,16 @@ public sealed record MessageUpdate(
     string? DeadLetterReason,
     string? DeadLetterDescription,
     string? DeadLetterSource,
-    byte[]? Payload);
+    byte[]? Payload)
+{
+    /// <summary>
+    /// Only <see cref="DeliveryCount"/> differs from the stored row (a peek-lock delivery, or one
+    /// given back undelivered); the other fields carry the row's current values. A store may then
+    /// write that one column: in SQLite an update that names no indexed column leaves the indexes
+    /// alone, where the full update rewrites an entry in each index over sub_queue and state.
+    /// </summary>
+    public bool DeliveryCountOnly { get; init; }
+}
 
 public readonly record struct MessageKey(long EntityId, long SequenceNumber);
 

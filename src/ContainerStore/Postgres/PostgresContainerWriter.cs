@@ -200,8 +200,10 @@ internal static class PostgresContainerWriter
         foreach (var update in updates)
         {
             var key = new MessageKey(update.EntityId, update.SequenceNumber);
+            // The later update carries every field's newest value; a payload set earlier stays. The
+            // DeliveryCountOnly hint is not used here (this statement writes every column anyway).
             merged[key] = update.Payload is null && merged.TryGetValue(key, out var earlier) && earlier.Payload is not null
-                ? update with { Payload = earlier.Payload }
+                ? update with { Payload = earlier.Payload, DeliveryCountOnly = false }
                 : update;
         }
 

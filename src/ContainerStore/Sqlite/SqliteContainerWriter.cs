@@ -19,6 +19,7 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
     private readonly SqliteCommand _purgeEntityState;
     private readonly SqliteCommand _insert;
     private readonly SqliteCommand _update;
+    private readonly SqliteCommand _updateDeliveryCount;
     private readonly SqliteCommand _delete;
     private readonly SqliteCommand _upsertSequence;
     private readonly SqliteCommand _upsertDuplicate;
@@ -42,11 +43,12 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
             SqliteSql.ContainerDb.UpdateMessage,
             "$entity", "$sequence", "$subQueue", "$state", "$deliveryCount", "$dlReason", "$dlDescription", "$dlSource",
             "$payload", "$payloadSize");
+        _updateDeliveryCount = Prepare(SqliteSql.ContainerDb.UpdateDeliveryCount, "$entity", "$sequence", "$deliveryCount");
         _delete = Prepare(SqliteSql.ContainerDb.DeleteMessage, "$entity", "$sequence");
         _upsertSequence = Prepare(SqliteSql.ContainerDb.UpsertSequence, "$entity", "$next");
         _upsertDuplicate = Prepare(SqliteSql.ContainerDb.UpsertDuplicate, "$entity", "$messageId", "$expiresAt");
         _pruneDuplicates = Prepare(SqliteSql.ContainerDb.PruneDuplicates, "$before");
-        _all = [_readEpoch, _raiseEpoch, _purgeMessages, _purgeDuplicates, _purgeEntityState, _insert, _update, _delete, _upsertSequence, _upsertDuplicate, _pruneDuplicates];
+        _all = [_readEpoch, _raiseEpoch, _purgeMessages, _purgeDuplicates, _purgeEntityState, _insert, _update, _updateDeliveryCount, _delete, _upsertSequence, _upsertDuplicate, _pruneDuplicates];
     }
 
     public bool RaiseEpoch(long newEpoch)
@@ -154,8 +156,21 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
         bool MayBeMissing(long entityId) => batch.PurgedEntities.Contains(entityId) || purgedBefore.Contains(entityId);
 
         p = _update.Parameters;
+        var countOnly = _updateDeliveryCount.Parameters;
         foreach (var u in batch.Updates)
         {
+            if (u.DeliveryCountOnly && u.Payload is null)
+            {
+                countOnly[0].Value = u.EntityId;
+                countOnly[1].Value = u.SequenceNumber;
+                countOnly[2].Value = (long)u.DeliveryCount;
+                if (_updateDeliveryCount.ExecuteNonQuery() == 0 && !MayBeMissing(u.EntityId))
+                {
+                    throw MissingRowException.For("update", new MessageKey(u.EntityId, u.SequenceNumber));
+                }
+                continue;
+            }
+
             p[0].Value = u.EntityId;
             p[1].Value = u.SequenceNumber;
             p[2].Value = (long)u.SubQueue;

@@ -489,6 +489,9 @@ internal static class SqliteSql
             WHERE entity_id = $entity AND sequence_number = $sequence
             """;
 
+        /// <summary>Names no indexed column, so SQLite rewrites the row and leaves every index alone.</summary>
+        public const string UpdateDeliveryCount = "UPDATE messages SET delivery_count = $deliveryCount WHERE entity_id = $entity AND sequence_number = $sequence";
+
         public const string DeleteMessage = "DELETE FROM messages WHERE entity_id = $entity AND sequence_number = $sequence";
 
         /// <summary>Never backwards: commits of concurrent sends can land out of sequence order.</summary>

@@ -388,6 +388,39 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
     }
 
     [StoreFact]
+    public async Task Commit_DeliveryCountOnlyUpdates_RaiseTheCount_AndKeepWhatEarlierUpdatesWrote()
+    {
+        // A peek-lock delivery writes its count alone; in the same batch as a full update of the
+        // row (an abandon that modified properties, then the next delivery) both must land.
+        var database = await OpenOwnedAsync(epoch: 1);
+        await CommitAsync(database, 1, b => b.Inserts.AddRange([Message(Entity, 1), Message(Entity, 2), Pointer(Entity, 3, 40)]));
+        var modified = new byte[] { 7, 7, 7, 7 };
+
+        await CommitAsync(database, 1, b =>
+        {
+            b.Updates.Add(new MessageUpdate(Entity, 1, SubQueue.Main, StoredMessageState.Active, 1, null, null, null, Payload: null) { DeliveryCountOnly = true });
+            b.Updates.Add(new MessageUpdate(Entity, 2, SubQueue.Main, StoredMessageState.Active, 1, null, null, null, modified));
+            b.Updates.Add(new MessageUpdate(Entity, 2, SubQueue.Main, StoredMessageState.Active, 2, null, null, null, Payload: null) { DeliveryCountOnly = true });
+            b.Updates.Add(new MessageUpdate(Entity, 3, SubQueue.Main, StoredMessageState.Active, 1, null, null, null, Payload: null) { DeliveryCountOnly = true });
+        });
+        await CommitAsync(database, 1, b =>
+            b.Updates.Add(new MessageUpdate(Entity, 3, SubQueue.Main, StoredMessageState.Active, 2, null, null, null, Payload: null) { DeliveryCountOnly = true }));
+
+        var reopened = await ReopenAsync(database);
+        var messages = (await reopened.LoadEntityAsync(Entity, 0)).Messages;
+        var expected = Message(Entity, 1);
+        Assert.Equal(expected with { DeliveryCount = 1, Payload = messages[0].Payload }, messages[0]);
+        Assert.Equal(expected.Payload, messages[0].Payload);
+        Assert.Equal((2, modified.Length), (messages[1].DeliveryCount, messages[1].PayloadSize));
+        Assert.Equal(modified, messages[1].Payload);
+        Assert.Equal(Pointer(Entity, 3, 40) with { DeliveryCount = 2 }, messages[2]);
+
+        var missing = await Assert.ThrowsAsync<MissingRowException>(() => CommitAsync(reopened, 1, b =>
+            b.Updates.Add(new MessageUpdate(Entity, 9, SubQueue.Main, StoredMessageState.Active, 1, null, null, null, Payload: null) { DeliveryCountOnly = true })));
+        Assert.Contains("update", missing.Message);
+    }
+
+    [StoreFact]
     public async Task Commit_PurgeOfSomeEntities_LeavesTheOtherEntitiesRowsAlone()
     {
         // A topic's stored copies and its subscriptions' pointer rows share the container; purging
