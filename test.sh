@@ -41,73 +41,23 @@ setup_node() {
 }
 
 # PostgreSQL for the store's integration tests: installs Debian's server if there is none, then
-# starts a throwaway one (fresh data directory under a temp dir, a free port on 127.0.0.1 only,
-# fsync on, password auth) and exports FARM_TEST_POSTGRES. cleanup stops it and deletes it all.
-pg_dir=""
-pg_bin=""
-pg_as=()  # the command prefix that runs the server as the postgres user when we are root
-find_postgres_bin() {
-  local initdb
-  initdb=$(command -v initdb 2>/dev/null || true)
-  if [[ -z $initdb ]]; then
-    # Debian keeps the server's binaries off the PATH; take the newest installed version.
-    initdb=$(ls -1d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1 || true)
-  fi
-  [[ -n $initdb && -x $initdb ]] || return 1
-  pg_bin=$(dirname "$(readlink -f "$initdb")")
-}
-
-port_is_free() {
-  ! (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
-}
+# starts a throwaway one (scripts/throwaway-postgres.sh) and exports FARM_TEST_POSTGRES. cleanup
+# stops it and deletes it all.
+source scripts/throwaway-postgres.sh
 
 setup_postgres() {
-  if ! find_postgres_bin; then
+  if ! postgres_find_bin; then
     log "installing PostgreSQL"
     apt_install postgresql
-    find_postgres_bin || { log "PostgreSQL was installed but initdb is nowhere to be found"; return 1; }
+    postgres_find_bin || { log "PostgreSQL was installed but initdb is nowhere to be found"; return 1; }
   fi
-
-  # The server refuses to run as root; as root, run it as the postgres user the package created.
-  local as=()
-  if [[ $(id -u) == 0 ]]; then
-    id postgres >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin postgres
-    as=(runuser -u postgres --)
-  fi
-
-  pg_dir=$(mktemp -d /tmp/farm-postgres.XXXXXX)
-  chmod 755 "$pg_dir"
-  local password
-  password=$(head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9')
-  printf '%s\n' "$password" >"$pg_dir/password"
-  mkdir "$pg_dir/data" "$pg_dir/socket"
-  chmod 600 "$pg_dir/password"
-  if [[ $(id -u) == 0 ]]; then chown -R postgres: "$pg_dir"; fi
-
-  local port=54329
-  while ! port_is_free "$port"; do
-    port=$((port + 1))
-    if ((port > 54429)); then log "no free port for PostgreSQL in 54329-54429"; return 1; fi
-  done
-
-  log "starting a throwaway PostgreSQL ($(basename "$(dirname "$pg_bin")")) on 127.0.0.1:$port"
-  "${as[@]}" "$pg_bin/initdb" -D "$pg_dir/data" -U postgres --pwfile="$pg_dir/password" \
-    --auth-local=trust --auth-host=scram-sha-256 --encoding=UTF8 --no-locale >"$pg_dir/initdb.log" 2>&1 \
-    || { cat "$pg_dir/initdb.log" >&2; return 1; }
-  # fsync stays on: the tests check durability. Enough connections for parallel test classes.
-  "${as[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -c port=$port -c unix_socket_directories=$pg_dir/socket -c fsync=on -c max_connections=300" \
-    start >/dev/null || { cat "$pg_dir/server.log" >&2; return 1; }
-  pg_as=("${as[@]}")
-  export FARM_TEST_POSTGRES="Host=127.0.0.1;Port=$port;Username=postgres;Password=$password;Database=postgres"
+  log "starting a throwaway PostgreSQL ($(basename "$(dirname "$pg_bin")")) on 127.0.0.1"
+  postgres_start_throwaway farm-postgres || return 1
+  export FARM_TEST_POSTGRES="Host=127.0.0.1;Port=$pg_port;Username=postgres;Password=$pg_password;Database=postgres"
 }
 
 stop_postgres() {
-  [[ -n $pg_dir ]] || return 0
-  if [[ -f $pg_dir/data/postmaster.pid ]]; then
-    "${pg_as[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -m immediate -w stop >/dev/null 2>&1 || true
-  fi
-  rm -rf "$pg_dir"
+  postgres_stop_throwaway
 }
 
 # Sums the <Counters> of every TRX file into "passed failed skipped".

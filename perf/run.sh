@@ -53,8 +53,8 @@ log() { echo "run.sh: $*" >&2; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/farm-perf-run.XXXXXX")
 rabbit_pid=""
-pg_dir=""
-pg_bin=""
+# pg_dir, pg_bin, pg_port, pg_as and the functions that start and stop a throwaway server.
+source "$(dirname "${BASH_SOURCE[0]}")/../scripts/throwaway-postgres.sh"
 epmd_pid=""
 epmd_before=" $(pgrep -x epmd 2>/dev/null | tr '\n' ' ' || true)"
 
@@ -88,8 +88,7 @@ cleanup() {
   done
   if [ -n "$pg_dir" ]; then
     log "stopping PostgreSQL"
-    "${pg_as[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -m immediate -w stop >/dev/null 2>&1 || true
-    rm -rf "$pg_dir"
+    postgres_stop_throwaway
   fi
   rm -rf "$work"
   exit "$status"
@@ -232,14 +231,11 @@ EOF
 # --- PostgreSQL (failover-postgres) -------------------------------------------------------------
 needs_postgres=false
 for s in "${scenarios[@]}"; do [ "$s" = failover-postgres ] && needs_postgres=true; done
-pg_as=()
 
 # A throwaway server of its own (its data under a temporary directory, a free port, loopback only,
 # fsync on), and an empty farm database in it: the farm's nodes run on it with --store postgres.
 start_postgres() {
-  local initdb
-  initdb=$(ls -1d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1 || true)
-  if [ -z "$initdb" ]; then
+  if ! postgres_find_bin; then
     if [ "$(id -u)" != 0 ]; then
       echo "perf/run.sh: PostgreSQL is not installed and this is not root; install it (apt-get install postgresql) or run as root" >&2
       exit 1
@@ -247,29 +243,11 @@ start_postgres() {
     log "installing PostgreSQL from Debian's packages"
     apt-get update -qq
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends postgresql >/dev/null
-    initdb=$(ls -1d /usr/lib/postgresql/*/bin/initdb 2>/dev/null | sort -V | tail -n 1)
+    postgres_find_bin || { echo "perf/run.sh: PostgreSQL was installed but initdb is nowhere to be found" >&2; exit 1; }
   fi
-  pg_bin=$(dirname "$initdb")
-  if [ "$(id -u)" = 0 ]; then
-    # The server refuses to run as root.
-    id postgres >/dev/null 2>&1 || useradd --system --no-create-home --shell /usr/sbin/nologin postgres
-    pg_as=(runuser -u postgres --)
-  fi
-  pg_dir=$(mktemp -d "${TMPDIR:-/tmp}/farm-perf-postgres.XXXXXX")
-  chmod 755 "$pg_dir"
-  mkdir "$pg_dir/data" "$pg_dir/socket"
-  head -c 18 /dev/urandom | base64 | tr -dc 'A-Za-z0-9' > "$pg_dir/password"
-  chmod 600 "$pg_dir/password"
-  [ "$(id -u)" = 0 ] && chown -R postgres: "$pg_dir"
-  pg_port=$(free_port)
-  "${pg_as[@]}" "$pg_bin/initdb" -D "$pg_dir/data" -U postgres --pwfile="$pg_dir/password" \
-    --auth-local=trust --auth-host=scram-sha-256 --encoding=UTF8 --no-locale >"$pg_dir/initdb.log" 2>&1 \
-    || { cat "$pg_dir/initdb.log" >&2; exit 1; }
-  "${pg_as[@]}" "$pg_bin/pg_ctl" -D "$pg_dir/data" -l "$pg_dir/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -c port=$pg_port -c unix_socket_directories=$pg_dir/socket -c fsync=on -c max_connections=300" \
-    start >/dev/null || { cat "$pg_dir/server.log" >&2; exit 1; }
+  postgres_start_throwaway farm-perf-postgres || exit 1
   "${pg_as[@]}" "$pg_bin/psql" -h "$pg_dir/socket" -p "$pg_port" -U postgres -qc "CREATE DATABASE farm_perf" >/dev/null
-  pg_farm="Host=127.0.0.1;Port=$pg_port;Username=postgres;Password=$(cat "$pg_dir/password");Database=farm_perf"
+  pg_farm="Host=127.0.0.1;Port=$pg_port;Username=postgres;Password=$pg_password;Database=farm_perf"
   log "PostgreSQL $(basename "$(dirname "$pg_bin")") answers on 127.0.0.1:$pg_port (farm database farm_perf)"
 }
 
