@@ -18,18 +18,6 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
     private Task SendThroughTheServiceAsync(string entity, params Message[] messages) =>
         Service.SendAsync(new SendRequest { Entity = entity, Messages = { messages } }, CancellationToken.None);
 
-    /// <summary>Sweeps until <paramref name="done"/> holds (background forwarding runs on sweeps and on arrival).</summary>
-    private async Task SweepUntilAsync(Func<bool> done)
-    {
-        var until = DateTime.UtcNow + TimeSpan.FromSeconds(10);
-        while (!done())
-        {
-            Assert.True(DateTime.UtcNow < until, "timed out waiting for forwarding");
-            _farm.Time.Advance(_farm.Options.SweepInterval);
-            await Task.Delay(5);
-        }
-    }
-
     [Fact]
     public async Task AChainOfSixQueues_DeadLettersPastFourHops_InTheQueueWhereTheLimitIsReached()
     {
@@ -41,7 +29,7 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         }
 
         await SendThroughTheServiceAsync("q1", Text("far"));
-        await SweepUntilAsync(() => queues[4].Peek(true, 0, 10).Count == 1);
+        await _farm.SweepUntilAsync(() => queues[4].Peek(true, 0, 10).Count == 1, "the message dead-lettered in q5");
 
         var dead = Assert.Single(queues[4].Peek(true, 0, 10));
         Assert.Equal(QueueEntity.MaxTransferHopCountExceeded, dead.DeadLetterReason);
@@ -72,7 +60,7 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         var b = await _farm.CreateQueueAsync("b", new QueueSettings { ForwardTo = "a" });
 
         await SendThroughTheServiceAsync("a", Text("round"));
-        await SweepUntilAsync(() => a.Peek(true, 0, 10).Count + b.Peek(true, 0, 10).Count == 1);
+        await _farm.SweepUntilAsync(() => a.Peek(true, 0, 10).Count + b.Peek(true, 0, 10).Count == 1, "the message dead-lettered in the loop");
 
         var dead = Assert.Single(a.Peek(true, 0, 10).Concat(b.Peek(true, 0, 10)));
         Assert.Equal(QueueEntity.MaxTransferHopCountExceeded, dead.DeadLetterReason);
@@ -90,7 +78,7 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         await work.SettleAsync(false, [new Settlement { LockToken = message.LockToken, Disposition = Disposition.DeadLetter, DeadLetterReason = "Invalid" }]);
         var errors = await _farm.QueueAsync("errors");
 
-        await SweepUntilAsync(() => errors.Peek(false, 0, 10).Count == 1);
+        await _farm.SweepUntilAsync(() => errors.Peek(false, 0, 10).Count == 1, "the dead letter forwarded to the errors queue");
         Assert.Equal("work", Assert.Single(errors.Peek(false, 0, 10)).DeadLetterSource);
 
         await _farm.RestartAsync();

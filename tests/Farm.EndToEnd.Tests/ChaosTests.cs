@@ -201,6 +201,8 @@ internal sealed class ChaosLoad(string connection, IReadOnlyList<string> queues)
         await using var client = new FarmClient(connection);
         await using var sender = client.CreateSender(queue);
         var times = _sendTimes[queue];
+        // Paces the load (at most one send per tick): this is a correctness test, not a benchmark.
+        using var pace = new PeriodicTimer(TimeSpan.FromMilliseconds(10));
         for (var n = 0; !_stopSending.IsCancellationRequested; n++)
         {
             var id = $"{queue}-{n}";
@@ -218,8 +220,7 @@ internal sealed class ChaosLoad(string connection, IReadOnlyList<string> queues)
                 // Not acknowledged, so not promised: the test only counts it.
                 Interlocked.Increment(ref _sendFailures);
             }
-            // Pace the load: this is a correctness test, not a benchmark.
-            await Task.Delay(10);
+            await pace.WaitForNextTickAsync();
         }
     }
 

@@ -156,5 +156,5 @@ public interface IFarmStore : IAsyncDisposable
     /// (<see cref="INodeSessionLock"/>), not yet taken; null where the database cannot tell a
     /// session's end (SQLite, where every node shares one machine and uses a lock file instead).
     /// </summary>
-    INodeSessionLock? CreateNodeSessionLock(long nodeId) => null;
+    INodeSessionLock? CreateNodeSessionLock(long nodeId);
 }
