@@ -172,6 +172,9 @@ internal sealed partial record PerfOptions
     /// <summary>False: <c>--complete batch</c>, the raw batched-settlement experiment (receiver style only).</summary>
     public bool CompleteWithSdk { get; init; } = true;
 
+    /// <summary><c>--complete none</c>: receive-and-delete, nothing to settle (to profile against peek-lock).</summary>
+    public bool ReceiveAndDelete { get; init; }
+
     public int PeerBatch { get; init; } = 100;
 
     public bool RunPeer { get; init; } = true;
@@ -370,7 +373,7 @@ internal sealed partial record PerfOptions
                 "--prefetch" => options with { Prefetch = ParseInt(name, value, 0, 100_000) },
                 "--receive-style" => options with { ReceiveStyle = ParseStyle(value) },
                 "--concurrency" => options with { Concurrency = ParseInt(name, value, 1, 10_000) },
-                "--complete" => options with { CompleteWithSdk = ParseComplete(value) },
+                "--complete" => value == "none" ? options with { ReceiveAndDelete = true } : options with { CompleteWithSdk = ParseComplete(value) },
                 "--peer-batch" => options with { PeerBatch = ParseInt(name, value, 1, 100_000) },
                 "--out" => options with { Out = value },
                 "--farm-connection" => options with { FarmConnection = value },
@@ -487,7 +490,7 @@ internal sealed partial record PerfOptions
     {
         "sdk" => true,
         "batch" => false,
-        _ => throw new ArgumentException($"--complete must be sdk or batch; got '{value}'"),
+        _ => throw new ArgumentException($"--complete must be sdk, batch or none; got '{value}'"),
     };
 
     /// <summary>"20s", "500ms", "2m", or plain seconds.</summary>

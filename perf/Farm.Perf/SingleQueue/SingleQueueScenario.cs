@@ -56,5 +56,6 @@ internal sealed class SingleQueueScenario(PerfOptions options, string connection
 
     /// <summary>The single-queue receivers: --receive-style, --prefetch, --concurrency (also the batch taken per receive), --complete.</summary>
     public static ReceiveSettings ReceiveSettingsOf(PerfOptions options)
-        => new(options.ReceiveStyle, options.Prefetch, options.Concurrency, options.Concurrency, options.CompleteWithSdk);
+        => new(options.ReceiveStyle, options.Prefetch, options.Concurrency, options.Concurrency, options.CompleteWithSdk,
+            options.ReceiveAndDelete ? FarmReceiveMode.ReceiveAndDelete : FarmReceiveMode.PeekLock);
 }

@@ -64,7 +64,7 @@ internal sealed partial class QueueEntity
                     message.DeadLetterDescription = description;
                     if (payload is not null)
                     {
-                        message.ReplacePayload(payload);
+                        ReplacePayloadLocked(message, payload);
                     }
                     message.Settling = false;
                     AdmitLocked(_deadLetter, message);

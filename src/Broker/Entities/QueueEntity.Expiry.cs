@@ -133,7 +133,7 @@ internal sealed partial class QueueEntity
                     }
                     else
                     {
-                        MessageRemoved?.Invoke(row.SequenceNumber);
+                        MessageLeftLocked(row.SequenceNumber, row.StoredAlone, row.PayloadSize);
                     }
                 }
             }

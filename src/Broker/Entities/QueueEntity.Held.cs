@@ -224,7 +224,7 @@ internal sealed partial class QueueEntity
                         _cancellingStored.Remove(row.SequenceNumber);
                         _scheduledStoredCount--;
                         _scheduledStoredBytes -= row.PayloadSize;
-                        MessageRemoved?.Invoke(row.SequenceNumber);
+                        MessageLeftLocked(row.SequenceNumber, row.StoredAlone, row.PayloadSize);
                     }
                 }
             },

@@ -142,10 +142,10 @@ internal sealed partial class QueueEntity
     }
 
     /// <summary>A message that stays in its sub-queue gets a new payload: the sub-queue's size follows.</summary>
-    private void ReplacePayloadLocked(StoredMessage message, byte[] payload)
+    private void ResizeAndReplacePayloadLocked(StoredMessage message, byte[] payload)
     {
         SubQueueOf(message.SubQueue == SubQueue.DeadLetter).Resize(payload.Length - message.PayloadSize);
-        message.ReplacePayload(payload);
+        ReplacePayloadLocked(message, payload);
     }
 
     private void CompleteLocked(StoredMessage message, SubQueueState sub, List<PendingChange> writes)
@@ -175,7 +175,7 @@ internal sealed partial class QueueEntity
         message.State = state;
         if (payload is not null)
         {
-            ReplacePayloadLocked(message, payload);
+            ResizeAndReplacePayloadLocked(message, payload);
         }
         var update = message.ToUpdate(Id, payload);
         writes.Add(new PendingChange(
@@ -220,7 +220,7 @@ internal sealed partial class QueueEntity
             {
                 lock (_gate)
                 {
-                    ReplacePayloadLocked(message, payload);
+                    ResizeAndReplacePayloadLocked(message, payload);
                 }
                 ReleaseAfterSettling(message);
             },

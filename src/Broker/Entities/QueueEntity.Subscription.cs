@@ -13,6 +13,23 @@ internal sealed partial class QueueEntity
     /// </summary>
     public Action<long>? MessageRemoved { get; set; }
 
+    // The messages of this subscription that are their only stored form (StoredMessage.StoredAlone):
+    // a message only this subscription got is stored as its row alone, with no copy in the topic, so
+    // the topic counts these towards its size (MaxSizeInMegabytes) along with its copies. Counted from
+    // the database at load, then kept as messages arrive and leave. Written under _gate, read by the
+    // topic's sends without it.
+    private long _storedAloneCount;
+    private long _storedAloneBytes;
+
+    /// <summary>This subscription's messages stored as its rows alone (no topic copy), and their bytes.</summary>
+    public StoredAloneTally StoredAlone => new(Interlocked.Read(ref _storedAloneCount), Interlocked.Read(ref _storedAloneBytes));
+
+    private void CountStoredAloneLocked(long count, long bytes)
+    {
+        Interlocked.Add(ref _storedAloneCount, count);
+        Interlocked.Add(ref _storedAloneBytes, bytes);
+    }
+
     private void RemoveStored(SubQueueState sub, StoredMessage message)
     {
         if (sub.Messages.ContainsKey(message.SequenceNumber))
@@ -20,8 +37,28 @@ internal sealed partial class QueueEntity
             sub.Remove(message);
             ForgetScheduledLocked(message);
             ForgetDeferredLocked(message);
-            MessageRemoved?.Invoke(message.SequenceNumber);
+            MessageLeftLocked(message.SequenceNumber, message.StoredAlone, message.PayloadSize);
         }
+    }
+
+    /// <summary>A message left the entity for good (its delete committed), from memory or from the database only.</summary>
+    private void MessageLeftLocked(long sequenceNumber, bool storedAlone, int payloadSize)
+    {
+        if (storedAlone)
+        {
+            CountStoredAloneLocked(-1, -payloadSize);
+        }
+        MessageRemoved?.Invoke(sequenceNumber);
+    }
+
+    /// <summary>A message that stays gets a new payload (a settlement or dead-lettering modified it): a message stored alone changes its topic's size.</summary>
+    private void ReplacePayloadLocked(StoredMessage message, byte[] payload)
+    {
+        if (message.StoredAlone)
+        {
+            CountStoredAloneLocked(0, payload.Length - message.PayloadSize);
+        }
+        message.ReplacePayload(payload);
     }
 
     /// <summary>
@@ -70,6 +107,10 @@ internal sealed partial class QueueEntity
                 // A subscription's sequence numbers are its topic's: it learns the last one from what
                 // arrives (a purge stops at it, so what arrives after the purge began stays).
                 _nextSequence = Math.Max(_nextSequence, message.SequenceNumber + 1);
+                if (message.StoredAlone)
+                {
+                    CountStoredAloneLocked(1, message.PayloadSize);
+                }
                 if (message.SubQueue == SubQueue.DeadLetter)
                 {
                     deadLetter |= AdmitLocked(_deadLetter, message);

@@ -177,6 +177,8 @@ internal sealed partial class QueueEntity : ISendTarget
                 }
             }
             _nextSequence = Math.Max(load.NextSequenceNumber, 1);
+            Interlocked.Exchange(ref _storedAloneCount, load.StoredAlone.Count);
+            Interlocked.Exchange(ref _storedAloneBytes, load.StoredAlone.Bytes);
             LoadHeldLocked(load.Held);
             foreach (var record in load.Messages)
             {

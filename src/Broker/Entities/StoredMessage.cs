@@ -31,6 +31,12 @@ internal sealed class StoredMessage
     /// <summary>A write that removes or moves this message is in flight: hand it to nobody.</summary>
     public bool Settling { get; set; }
 
+    /// <summary>
+    /// A subscription's message that is its only stored form (its row carries the payload and the topic
+    /// keeps no copy): the subscription counts it towards its topic's size. Always false in a queue.
+    /// </summary>
+    public bool StoredAlone { get; set; }
+
     public bool IsLocked => LockToken is not null;
 
     /// <summary>A fresh parsed copy of the message: the caller may change it.</summary>
@@ -64,5 +70,6 @@ internal sealed class StoredMessage
         DeadLetterReason = record.DeadLetterReason,
         DeadLetterDescription = record.DeadLetterDescription,
         DeadLetterSource = record.DeadLetterSource,
+        StoredAlone = record.StoredAlone,
     };
 }

@@ -38,13 +38,24 @@ internal sealed partial class TopicEntity
     /// <summary>Completes once the copies stored before the load are counted (sends wait for it: MaxSizeInMegabytes needs the total).</summary>
     private readonly TaskCompletionSource _copiesCounted = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
-    /// <summary>Messages stored once for all subscriptions, and their bytes.</summary>
+    /// <summary>
+    /// The messages the topic holds, each counted once, and their bytes: its stored copies, and the
+    /// messages stored as one subscription's row alone (see <see cref="StoreAloneOrCopy"/>).
+    /// </summary>
     public (long Count, long Bytes) GetCounts()
     {
+        long count, bytes;
         lock (_copiesGate)
         {
-            return (_copiesCount, _copiesBytes);
+            (count, bytes) = (_copiesCount, _copiesBytes);
         }
+        foreach (var subscription in Volatile.Read(ref _subscriptions))
+        {
+            var alone = subscription.Queue.StoredAlone;
+            count += alone.Count;
+            bytes += alone.Bytes;
+        }
+        return (count, bytes);
     }
 
     /// <summary>

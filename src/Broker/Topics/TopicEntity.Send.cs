@@ -248,22 +248,75 @@ internal sealed partial class TopicEntity
     private static TimeSpan Min(TimeSpan a, TimeSpan b) => a < b ? a : b;
 
     /// <summary>
-    /// Queues the batch: the topic's copies (only of messages some subscription wants), every
-    /// subscription row, the sequence counter and duplicate history. Once durable, the copies are
-    /// counted and each subscription takes its messages.
+    /// Decides how each accepted message is stored, and returns those that need a copy. A message
+    /// exactly one subscription got is stored as that subscription's row alone, payload and all (as a
+    /// queue stores it): no copy to write, scan for and delete later, which is most of what a topic
+    /// with one subscription costs over a queue. A message several subscriptions got is stored once, as
+    /// the topic's copy, and their rows point at it (a row a rule action changed carries its own
+    /// payload as well). A scheduled message keeps its copy in every case: cancelling it looks the
+    /// topic's copies up. The rows stored alone are marked so: their subscription counts them towards
+    /// the topic's size in place of a copy.
     /// </summary>
-    /// <param name="reserved">The bytes the send counted against MaxSizeInMegabytes until it commits or fails.</param>
-    private Task Commit(List<Accepted> accepted, Subscription[] subscriptions, FanOut fanOut, List<DuplicateRecord> duplicates, InFlightIds.Outcome? outcome, long reserved)
+    private static List<Accepted> StoreAloneOrCopy(List<Accepted> accepted, FanOut fanOut)
     {
-        var wanted = new HashSet<long>();
+        var rowsPerMessage = new Dictionary<long, int>(accepted.Count);
         foreach (var rows in fanOut.Rows)
         {
             foreach (var row in rows ?? [])
             {
-                wanted.Add(row.SequenceNumber);
+                rowsPerMessage[row.SequenceNumber] = rowsPerMessage.GetValueOrDefault(row.SequenceNumber) + 1;
             }
         }
-        var copies = accepted.Where(a => wanted.Contains(a.SequenceNumber)).ToList();
+        var copies = new List<Accepted>(rowsPerMessage.Count);
+        Dictionary<long, Accepted>? alone = null;
+        foreach (var message in accepted)
+        {
+            if (!rowsPerMessage.TryGetValue(message.SequenceNumber, out var rows))
+            {
+                continue;
+            }
+            if (rows == 1 && message.State != StoredMessageState.Scheduled)
+            {
+                (alone ??= new Dictionary<long, Accepted>(accepted.Count)).Add(message.SequenceNumber, message);
+            }
+            else
+            {
+                copies.Add(message);
+            }
+        }
+        if (alone is null)
+        {
+            return copies;
+        }
+        for (var s = 0; s < fanOut.Rows.Length; s++)
+        {
+            if (fanOut.Rows[s] is not { } rows)
+            {
+                continue;
+            }
+            // Evaluate adds a subscription's deliveries and rows in step: the same index is the same message.
+            var deliveries = fanOut.Deliveries[s]!;
+            for (var r = 0; r < rows.Count; r++)
+            {
+                if (alone.TryGetValue(rows[r].SequenceNumber, out var message))
+                {
+                    rows[r] = rows[r] with { Payload = rows[r].Payload ?? message.Payload };
+                    deliveries[r].StoredAlone = true;
+                }
+            }
+        }
+        return copies;
+    }
+
+    /// <summary>
+    /// Queues the batch: the topic's copies (of the messages several subscriptions got, see
+    /// <see cref="StoreAloneOrCopy"/>), every subscription row, the sequence counter and duplicate
+    /// history. Once durable, the copies are counted and each subscription takes its messages.
+    /// </summary>
+    /// <param name="reserved">The bytes the send counted against MaxSizeInMegabytes until it commits or fails.</param>
+    private Task Commit(List<Accepted> accepted, Subscription[] subscriptions, FanOut fanOut, List<DuplicateRecord> duplicates, InFlightIds.Outcome? outcome, long reserved)
+    {
+        var copies = StoreAloneOrCopy(accepted, fanOut);
         if (accepted.Count == 0)
         {
             lock (_sendGate)

@@ -38,6 +38,13 @@ public sealed record MessageRecord
     public byte[]? Payload { get; init; }
 
     public int PayloadSize { get; init; }
+
+    /// <summary>
+    /// Set by the paged reads of a subscription's rows (those given a topic to take copies from): the
+    /// row is its message's only stored form, carrying its own payload while its topic holds no copy
+    /// (a message only this subscription got). Its topic counts such rows towards its size.
+    /// </summary>
+    public bool StoredAlone { get; init; }
 }
 
 /// <summary>Changes the mutable columns of a stored message. Payload null keeps the stored payload.</summary>
@@ -76,7 +83,15 @@ public sealed record EntityLoad(
     IReadOnlyList<DuplicateRecord> DuplicateHistory,
     IReadOnlyList<StoredTail>? Tails = null,
     bool DuplicateHistoryComplete = true,
-    HeldTail? Held = null);
+    HeldTail? Held = null,
+    StoredAloneTally StoredAlone = default);
+
+/// <summary>
+/// A subscription's rows that are their message's only stored form (see <see cref="MessageRecord.StoredAlone"/>):
+/// how many, and their payload bytes. Counted when the subscription is loaded (the head load of an
+/// entity given a topic to take copies from); zero for anything else.
+/// </summary>
+public readonly record struct StoredAloneTally(long Count, long Bytes);
 
 /// <summary>
 /// What a paged load left in the database of the main queue's scheduled and deferred messages: the

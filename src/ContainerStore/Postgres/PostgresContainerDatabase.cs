@@ -211,8 +211,16 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
                 tails.Add(whole ? new StoredTail(subQueue, after, through, 0, 0) : new StoredTail(subQueue, after, through, null, null));
             }
             var duplicates = await ReadDuplicatesAsync(connection, transaction, entityId, nowMs, maxDuplicates, cancellationToken).ConfigureAwait(false);
+            var alone = default(StoredAloneTally);
+            if (copiesOf != 0)
+            {
+                await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.CountStoredAlone, connection, transaction) { Parameters = { Parameter(entityId), Parameter(copiesOf) } };
+                await using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
+                await reader.ReadAsync(cancellationToken).ConfigureAwait(false);
+                alone = new StoredAloneTally(reader.GetInt64(0), reader.GetInt64(1));
+            }
             await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
-            return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails, duplicates.Count < maxDuplicates, heldTail);
+            return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails, duplicates.Count < maxDuplicates, heldTail, alone);
         }, cancellationToken);
 
     public Task<(long Count, long Bytes)> CountActiveAsync(long entityId, SubQueue subQueue, long afterSequence, long throughSequence, CancellationToken cancellationToken = default) =>
@@ -489,6 +497,7 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
         DeadLetterSource = reader.IsDBNull(11) ? null : reader.GetString(11),
         Payload = reader.IsDBNull(12) ? null : reader.GetFieldValue<byte[]>(12),
         PayloadSize = reader.GetInt32(13),
+        StoredAlone = reader.FieldCount > 14 && reader.GetBoolean(14),
     };
 
     private static NpgsqlParameter<T> Parameter<T>(T value) => new() { TypedValue = value };

@@ -126,8 +126,11 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             }
 
             var duplicates = await LoadDuplicatesAsync(connection, transaction, entityId, nowMs, maxDuplicates, cancellationToken).ConfigureAwait(false);
+            var alone = copiesOf == 0 ? default : await connection.QuerySingleAsync<(long Count, long Bytes)>(new CommandDefinition(
+                SqliteSql.ContainerDb.CountStoredAlone, new { EntityId = entityId, CopiesOf = copiesOf }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
             transaction.Commit();
-            return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails, duplicates.Count < maxDuplicates, heldTail);
+            return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails, duplicates.Count < maxDuplicates, heldTail,
+                new StoredAloneTally(alone.Count, alone.Bytes));
         }, cancellationToken);
 
     public Task<EntityLoad> LoadEntityStateAsync(long entityId, long nowMs, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default) =>

@@ -25,5 +25,6 @@ internal static class SqliteMessageReader
         DeadLetterSource = reader.IsDBNull(11) ? null : reader.GetString(11),
         Payload = reader.IsDBNull(12) ? null : (byte[])reader.GetValue(12),
         PayloadSize = reader.GetInt32(13),
+        StoredAlone = reader.FieldCount > 14 && reader.GetInt64(14) != 0,
     };
 }

@@ -322,13 +322,28 @@ internal static class SqliteSql
         /// <summary>
         /// The columns of <see cref="LoadMessages"/>, for the paged reads: a row stored without a payload
         /// (a subscription's pointer at its topic's copy) gets the copy's, from the entity @CopiesOf. COALESCE
-        /// stops at the first non-null argument, so a queue's rows never run the lookup.
+        /// stops at the first non-null argument, so a queue's rows never run the lookup. The last column
+        /// (<see cref="MessageRecord.StoredAlone"/>) says whether a subscription's row carries its own
+        /// payload while its topic holds no copy; for a queue's rows (@CopiesOf 0) it is not looked up.
         /// </summary>
         private const string PagedColumns = """
             entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
             scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
             COALESCE(payload, (SELECT c.payload FROM messages c WHERE c.entity_id = @CopiesOf AND c.sequence_number = messages.sequence_number)),
-            payload_size
+            payload_size,
+            CASE WHEN @CopiesOf = 0 OR payload IS NULL THEN 0
+                 ELSE NOT EXISTS (SELECT 1 FROM messages c WHERE c.entity_id = @CopiesOf AND c.sequence_number = messages.sequence_number) END
+            """;
+
+        /// <summary>
+        /// A subscription's rows that are their message's only stored form (own payload, no copy in the
+        /// topic @CopiesOf), and their bytes. Reads every row of the subscription: run once, at its load.
+        /// </summary>
+        public const string CountStoredAlone = """
+            SELECT COUNT(*), COALESCE(SUM(payload_size), 0)
+            FROM messages
+            WHERE entity_id = @EntityId AND payload IS NOT NULL
+              AND NOT EXISTS (SELECT 1 FROM messages c WHERE c.entity_id = @CopiesOf AND c.sequence_number = messages.sequence_number)
             """;
 
         /// <summary>

@@ -567,6 +567,41 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
     }
 
     /// <summary>
+    /// A subscription's row that carries its own payload while its topic holds no copy is its
+    /// message's only stored form: the paged reads say so row by row, and the head load counts such
+    /// rows (with their bytes), in memory or not. A pointer row, or a row with its own payload whose
+    /// topic also holds the copy (a rule action changed it), is not; a queue's rows never are.
+    /// </summary>
+    [StoreFact]
+    public async Task RowsStoredAlone_AreMarkedByThePagedReads_AndCountedByTheSubscriptionsLoad()
+    {
+        const long topic = 30, subscription = 31, queue = 32;
+        var database = await OpenOwnedAsync(1);
+        await CommitAsync(database, 1, b =>
+        {
+            // 1: a pointer at the topic's copy; 2 and 4: stored alone; 3: own payload and a copy.
+            b.Inserts.Add(Message(topic, 1));
+            b.Inserts.Add(Message(subscription, 1) with { Payload = null });
+            b.Inserts.Add(Message(subscription, 2) with { Payload = [1, 2, 3, 4, 5], PayloadSize = 5 });
+            b.Inserts.Add(Message(topic, 3));
+            b.Inserts.Add(Message(subscription, 3) with { Payload = [9], PayloadSize = 1 });
+            b.Inserts.Add(Message(subscription, 4) with { Payload = [7, 7], PayloadSize = 2, State = StoredMessageState.Deferred });
+            b.Inserts.Add(Message(queue, 1));
+        });
+
+        // A head of one message: the count covers the rows left in the database too.
+        var head = await database.LoadEntityHeadAsync(subscription, 0, cacheBytes: 1, copiesOf: topic);
+        Assert.Equal(new StoredAloneTally(2, 7), head.StoredAlone);
+        var active = await database.ReadActiveAsync(subscription, SubQueue.Main, 0, 10, long.MaxValue, copiesOf: topic);
+        Assert.Equal([(1L, false), (2L, true), (3L, false)], active.Select(m => (m.SequenceNumber, m.StoredAlone)));
+        Assert.True(Assert.Single(await database.ReadByKeyAsync(subscription, [4], copiesOf: topic)).StoredAlone);
+
+        var queueLoad = await database.LoadEntityHeadAsync(queue, 0, cacheBytes: 1000);
+        Assert.Equal(default, queueLoad.StoredAlone);
+        Assert.False(Assert.Single(queueLoad.Messages).StoredAlone);
+    }
+
+    /// <summary>
     /// A subscription's rows stored without a payload come back with their topic's copy; the scan
     /// for copies nothing points at stops short of every subscription's lowest active message,
     /// skips copies still pointed at (a deferred row below it), and looks at the ones named again.
