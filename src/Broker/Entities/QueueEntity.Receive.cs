@@ -180,7 +180,7 @@ internal sealed partial class QueueEntity
 
     private void LockLocked(StoredMessage message, long now, QueueSettings settings)
     {
-        var token = Guid.NewGuid();
+        var token = LockTokens.New();
         message.LockToken = token;
         message.LockedUntilMs = now + (long)settings.LockDuration.TotalMilliseconds;
         _locks[token] = message;
