@@ -1,0 +1,18 @@
+using BenchmarkDotNet.Attributes;
+using Farm.Broker.Entities;
+
+namespace Farm.Benchmarks;
+
+/// <summary>
+/// A lock token per peek-lock delivery: Guid.NewGuid (the OS's secure random source, a system call
+/// each) against <see cref="LockTokens.New"/> (Random.Shared), which the broker uses.
+/// </summary>
+[MemoryDiagnoser]
+public class LockTokenBenchmarks
+{
+    [Benchmark(Baseline = true)]
+    public Guid GuidNewGuid() => Guid.NewGuid();
+
+    [Benchmark]
+    public Guid LockTokensNew() => LockTokens.New();
+}
