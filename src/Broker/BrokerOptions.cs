@@ -9,6 +9,13 @@ public sealed class BrokerOptions
     /// <summary>Largest send batch, in bytes.</summary>
     public int MaxBatchSizeBytes { get; set; } = 1024 * 1024;
 
+    /// <summary>
+    /// Peek-lock receive streams take settlements when the client asks (ReceiveOpen.settle_on_stream).
+    /// Off, the broker behaves as one from before: it does not answer the ask, and clients settle by
+    /// Settle calls (tests use it to stand in for an older broker).
+    /// </summary>
+    public bool SettleOnReceiveStream { get; set; } = true;
+
     /// <summary>How often expired locks, due scheduled messages and expired TTLs are swept.</summary>
     public TimeSpan SweepInterval { get; set; } = TimeSpan.FromMilliseconds(250);
 

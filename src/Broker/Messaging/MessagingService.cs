@@ -91,7 +91,9 @@ public sealed class MessagingService(BrokerNode node)
 
     /// <summary>
     /// A receive stream with credit: pushes messages while the client has credit, waits when it
-    /// has none. Ends when the client half-closes and its credit is used up, or cancels.
+    /// has none. Ends when the client half-closes and its credit is used up, or cancels. A peek-lock
+    /// stream whose open asked for it also takes settlements (<see cref="ReceiveSettle"/>), each
+    /// answered on the stream once committed: no Settle call of its own per batch.
     /// </summary>
     public async Task ReceiveAsync(IAsyncEnumerable<ReceiveRequest> requests, IResponseStream<ReceiveResponse> responses, CancellationToken cancellationToken)
     {
@@ -123,6 +125,14 @@ public sealed class MessagingService(BrokerNode node)
         }
 
         var credit = new CreditCounter(open.Credit);
+        // Messages and settle answers are written from different tasks: one write at a time.
+        var writes = new SemaphoreSlim(1, 1);
+        var settleOnStream = open.SettleOnStream && open.Mode == ReceiveMode.PeekLock && node.Options.SettleOnReceiveStream;
+        if (settleOnStream)
+        {
+            // Said before anything else: the client settles by Settle calls until it reads this.
+            await responses.WriteAsync(new ReceiveResponse { SettlesOnStream = true }, cancellationToken).ConfigureAwait(false);
+        }
         // Reads credit until the client half-closes or the call ends. The call does not wait for it:
         // when the stream must end (its entity moved away), the reader may be blocked on a client that
         // is itself waiting for messages; ending the call ends that read.
@@ -139,6 +149,11 @@ public sealed class MessagingService(BrokerNode node)
                     else if (incoming.Current.KindCase == ReceiveRequest.KindOneofCase.Drain)
                     {
                         credit.Drain();
+                    }
+                    else if (incoming.Current.KindCase == ReceiveRequest.KindOneofCase.Settle && settleOnStream)
+                    {
+                        // Not awaited: credit keeps flowing while the settlements commit.
+                        _ = SettleOnStreamAsync(queue, deadLetter, incoming.Current.Settle, responses, writes, cancellationToken);
                     }
                 }
             }
@@ -159,7 +174,7 @@ public sealed class MessagingService(BrokerNode node)
             if (credit.TakeDrainRequest())
             {
                 // Everything taken with the old credit was written above: the client may trust its buffer now.
-                await responses.WriteAsync(new ReceiveResponse { Drained = true }, cancellationToken).ConfigureAwait(false);
+                await WriteAsync(responses, writes, new ReceiveResponse { Drained = true }, cancellationToken).ConfigureAwait(false);
                 continue;
             }
             if (available <= 0)
@@ -186,7 +201,7 @@ public sealed class MessagingService(BrokerNode node)
             credit.Take(messages.Count);
             try
             {
-                await responses.WriteAsync(new ReceiveResponse { Messages = { messages } }, cancellationToken).ConfigureAwait(false);
+                await WriteAsync(responses, writes, new ReceiveResponse { Messages = { messages } }, cancellationToken).ConfigureAwait(false);
             }
             catch (Exception) when (open.Mode == ReceiveMode.PeekLock)
             {
@@ -194,6 +209,54 @@ public sealed class MessagingService(BrokerNode node)
                 await ReleaseQuietlyAsync(queue, deadLetter, messages).ConfigureAwait(false);
                 throw;
             }
+        }
+    }
+
+    private static async Task WriteAsync(IResponseStream<ReceiveResponse> responses, SemaphoreSlim writes, ReceiveResponse response, CancellationToken cancellationToken)
+    {
+        await writes.WaitAsync(cancellationToken).ConfigureAwait(false);
+        try
+        {
+            await responses.WriteAsync(response, cancellationToken).ConfigureAwait(false);
+        }
+        finally
+        {
+            writes.Release();
+        }
+    }
+
+    /// <summary>
+    /// Settles as a Settle call on the stream's entity would, and answers on the stream: the results,
+    /// or the error a Settle call would have failed with. An answer the stream can no longer carry is
+    /// dropped: the client's stream broke, and it settles again by a Settle call (the outcome of these
+    /// settlements is then theirs to find: done, or MessageLockLost).
+    /// </summary>
+    private static async Task SettleOnStreamAsync(
+        QueueEntity queue, bool deadLetter, ReceiveSettle settle, IResponseStream<ReceiveResponse> responses, SemaphoreSlim writes, CancellationToken cancellationToken)
+    {
+        var settled = new ReceiveSettled { Id = settle.Id };
+        try
+        {
+            settled.Results.AddRange(await queue.SettleAsync(deadLetter, settle.Settlements).ConfigureAwait(false));
+        }
+        catch (BrokerException e)
+        {
+            settled.ErrorCode = e.Code;
+            settled.ErrorMessage = e.Message;
+        }
+        catch (Exception e)
+        {
+            // As an unexpected failure of a Settle call, and retried like one (the outcome is unknown).
+            settled.ErrorCode = FarmErrorCode.StoreUnavailable;
+            settled.ErrorMessage = $"Settling failed: {e.Message}";
+        }
+        try
+        {
+            await WriteAsync(responses, writes, new ReceiveResponse { Settled = settled }, cancellationToken).ConfigureAwait(false);
+        }
+        catch (Exception)
+        {
+            // The stream is gone: see above.
         }
     }
 

@@ -27,7 +27,7 @@ public sealed class FarmReceiver : IAsyncDisposable
         ReceiveMode = options.ReceiveMode;
         PrefetchCount = options.PrefetchCount;
         _link = new ReceiveLink(connection, EntityPath, WireMode);
-        _settler = new SettleBatcher(EntityPath, request => _connection.UnaryAsync(FarmCalls.Settle, request, EntityPath, CancellationToken.None));
+        _settler = new SettleBatcher(EntityPath, SendSettlementsAsync);
     }
 
     /// <summary>How long a drain waits for the broker's answer before it gives the stream up.</summary>
@@ -310,6 +310,32 @@ public sealed class FarmReceiver : IAsyncDisposable
         {
             throw FarmErrors.FromErrorCode(result.ErrorCode, result.ErrorMessage, EntityPath);
         }
+    }
+
+    /// <summary>
+    /// Sends a batch of settlements: over the receive stream when its broker takes them there (no
+    /// call of its own), else, or when the stream broke or the broker asked for a retry, by a Settle
+    /// call (retried by the connection's policy like any other call).
+    /// </summary>
+    private async Task<SettleResponse> SendSettlementsAsync(SettleRequest request)
+    {
+        try
+        {
+            if (await _link.TrySettleOnStreamAsync(request).ConfigureAwait(false) is { } response)
+            {
+                return response;
+            }
+        }
+        catch (SettleStreamLostException)
+        {
+            // Unknown outcome: the call settles them, or finds their locks gone (MessageLockLost).
+        }
+        catch (FarmException e) when (e.IsTransient)
+        {
+            // The broker could not settle just now (moving, store unavailable): the call retries.
+        }
+
+        return await _connection.UnaryAsync(FarmCalls.Settle, request, EntityPath, CancellationToken.None).ConfigureAwait(false);
     }
 
     internal static void ThrowIfFailed(SettleResponse response, string entityPath)

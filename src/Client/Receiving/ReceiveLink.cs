@@ -10,6 +10,8 @@ namespace Farm.Client;
 /// messages the broker may still push; the link keeps <c>buffered + outstanding credit</c> at the
 /// target the receiver asks for, opens the stream lazily on the first credit, and reopens it after a
 /// transient failure with the credit still outstanding (the new stream knows nothing of the old one).
+/// A peek-lock stream also carries settlements once the broker said it takes them
+/// (<see cref="TrySettleOnStreamAsync"/>).
 /// </summary>
 internal sealed class ReceiveLink : IAsyncDisposable
 {
@@ -29,6 +31,12 @@ internal sealed class ReceiveLink : IAsyncDisposable
 
     // Set while a drain waits for the broker's "drained": no credit is sent meanwhile.
     private TaskCompletionSource? _draining;
+
+    // The stream whose broker said it takes settlements (ReceiveResponse.settles_on_stream), and the
+    // settlements sent on it not answered yet, by id. Both end with the stream.
+    private AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>? _settleCall;
+    private readonly Dictionary<long, TaskCompletionSource<SettleResponse>> _settles = [];
+    private long _nextSettleId;
     private TaskCompletionSource<FarmException> _faultSignal = NewFaultSignal();
 
     public ReceiveLink(FarmConnection connection, string entityPath, ReceiveMode mode)
@@ -241,6 +249,90 @@ internal sealed class ReceiveLink : IAsyncDisposable
         }
     }
 
+    /// <summary>
+    /// Settles over the receive stream, when its broker said it takes settlements there: its answer,
+    /// or null when no such stream is open now (the caller makes a Settle call). Throws
+    /// <see cref="SettleStreamLostException"/> when the stream broke before the answer came: the
+    /// outcome is unknown, and a Settle call finds it (done again, or MessageLockLost).
+    /// </summary>
+    public async Task<SettleResponse?> TrySettleOnStreamAsync(SettleRequest request)
+    {
+        AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse> call;
+        long id;
+        var answered = new TaskCompletionSource<SettleResponse>(TaskCreationOptions.RunContinuationsAsynchronously);
+        lock (_gate)
+        {
+            if (_settleCall is null || !ReferenceEquals(_settleCall, _call) || _closing.IsCancellationRequested)
+            {
+                return null;
+            }
+            call = _settleCall;
+            id = ++_nextSettleId;
+            _settles[id] = answered;
+        }
+
+        try
+        {
+            await _writeLock.WaitAsync().ConfigureAwait(false);
+        }
+        catch (ObjectDisposedException)
+        {
+            // The receiver closed meanwhile: nothing was sent.
+            ForgetSettle(id);
+            return null;
+        }
+        try
+        {
+            var settle = new ReceiveSettle { Id = id };
+            settle.Settlements.AddRange(request.Settlements);
+            await call.RequestStream.WriteAsync(new ReceiveRequest { Settle = settle }, CancellationToken.None).ConfigureAwait(false);
+        }
+        catch (Exception e) when (e is RpcException or IOException or HttpRequestException or InvalidOperationException or ObjectDisposedException)
+        {
+            ForgetSettle(id);
+            throw new SettleStreamLostException(e);
+        }
+        finally
+        {
+            _writeLock.Release();
+        }
+
+        return await answered.Task.ConfigureAwait(false);
+    }
+
+    private void ForgetSettle(long id)
+    {
+        lock (_gate)
+        {
+            _settles.Remove(id);
+        }
+    }
+
+    /// <summary>The broker's answer to a settle sent on the stream.</summary>
+    private void OnSettled(ReceiveSettled settled)
+    {
+        TaskCompletionSource<SettleResponse>? answered;
+        lock (_gate)
+        {
+            _settles.Remove(settled.Id, out answered);
+        }
+
+        if (answered is null)
+        {
+            return;
+        }
+
+        if (settled.ErrorCode != FarmErrorCode.Unspecified)
+        {
+            answered.TrySetException(FarmErrors.FromErrorCode(settled.ErrorCode, settled.ErrorMessage, _entityPath));
+            return;
+        }
+
+        var response = new SettleResponse();
+        response.Results.AddRange(settled.Results);
+        answered.TrySetResult(response);
+    }
+
     /// <summary>Stops the stream; returns the messages still buffered (their locks are still held).</summary>
     public async Task<List<ReceivedMessage>> CloseAsync()
     {
@@ -341,6 +433,15 @@ internal sealed class ReceiveLink : IAsyncDisposable
                         }
 
                         _outstanding = Math.Max(0, _outstanding - response.Messages.Count);
+                        if (response.SettlesOnStream)
+                        {
+                            _settleCall = call;
+                        }
+                    }
+
+                    if (response.Settled is { } settled)
+                    {
+                        OnSettled(settled);
                     }
 
                     if (response.Drained)
@@ -386,12 +487,23 @@ internal sealed class ReceiveLink : IAsyncDisposable
             }
             finally
             {
+                List<TaskCompletionSource<SettleResponse>> unanswered;
                 lock (_gate)
                 {
                     if (ReferenceEquals(_call, call))
                     {
                         _call = null;
                     }
+
+                    // Settlements are sent only on the current stream: whatever waits was sent on this one.
+                    _settleCall = null;
+                    unanswered = [.. _settles.Values];
+                    _settles.Clear();
+                }
+
+                foreach (var answered in unanswered)
+                {
+                    answered.TrySetException(new SettleStreamLostException(null));
                 }
 
                 if (call is not null)
@@ -433,7 +545,9 @@ internal sealed class ReceiveLink : IAsyncDisposable
                 _outstanding = credit;
             }
 
-            await call.RequestStream.WriteAsync(new ReceiveRequest { Open = new ReceiveOpen { Entity = _entityPath, Mode = _mode, Credit = credit } }, token).ConfigureAwait(false);
+            // Peek-lock: offer to settle on this stream; the broker says yes (or nothing) in its first response.
+            var open = new ReceiveOpen { Entity = _entityPath, Mode = _mode, Credit = credit, SettleOnStream = _mode == ReceiveMode.PeekLock };
+            await call.RequestStream.WriteAsync(new ReceiveRequest { Open = open }, token).ConfigureAwait(false);
         }
         finally
         {
@@ -478,3 +592,11 @@ internal sealed class ReceiveLink : IAsyncDisposable
 
     private static TaskCompletionSource<FarmException> NewFaultSignal() => new(TaskCreationOptions.RunContinuationsAsynchronously);
 }
+
+/// <summary>
+/// A receive stream broke with settlements sent on it and not answered: their outcome is unknown.
+/// The receiver settles them again by a Settle call.
+/// </summary>
+internal sealed class SettleStreamLostException(Exception? cause)
+    : Exception("The receive stream broke before the broker answered the settlements sent on it.", cause);
+

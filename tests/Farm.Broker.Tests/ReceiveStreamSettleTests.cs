@@ -1,0 +1,166 @@
+using System.Threading.Channels;
+using Farm.Testing;
+using Farm.Broker.Messaging;
+using Farm.Contracts.V1;
+
+namespace Farm.Broker.Tests;
+
+/// <summary>
+/// Settling over a peek-lock receive stream (ReceiveOpen.settle_on_stream): the broker says it takes
+/// settlements first, answers each by its id with the results a Settle call would give, and says
+/// nothing when not asked, when switched off (as an older broker) or in receive-and-delete.
+/// </summary>
+public sealed class ReceiveStreamSettleTests : IAsyncLifetime
+{
+    private static readonly TimeSpan Patience = TimeSpan.FromSeconds(30);
+    private BrokerHarness _farm = null!;
+
+    public async Task InitializeAsync() => _farm = await BrokerHarness.StartAsync();
+
+    public async Task DisposeAsync() => await _farm.DisposeAsync();
+
+    /// <summary>A receive stream driven by hand: requests in, responses out, the call's task.</summary>
+    private sealed class Stream : IResponseStream<ReceiveResponse>, IAsyncDisposable
+    {
+        private readonly Channel<ReceiveRequest> _requests = Channel.CreateUnbounded<ReceiveRequest>();
+        private readonly Channel<ReceiveResponse> _responses = Channel.CreateUnbounded<ReceiveResponse>();
+        private readonly CancellationTokenSource _call = new();
+        private Task _running = Task.CompletedTask;
+
+        public static Stream Open(MessagingService service, ReceiveOpen open)
+        {
+            var stream = new Stream();
+            stream.Send(new ReceiveRequest { Open = open });
+            stream._running = service.ReceiveAsync(stream._requests.Reader.ReadAllAsync(), stream, stream._call.Token);
+            return stream;
+        }
+
+        public void Send(ReceiveRequest request) => _requests.Writer.TryWrite(request);
+
+        public Task WriteAsync(ReceiveResponse message, CancellationToken cancellationToken) => _responses.Writer.WriteAsync(message, cancellationToken).AsTask();
+
+        public async Task<ReceiveResponse> NextAsync()
+        {
+            using var deadline = new CancellationTokenSource(Patience);
+            return await _responses.Reader.ReadAsync(deadline.Token);
+        }
+
+        /// <summary>Whatever responses arrive until <paramref name="quiet"/> passes without one.</summary>
+        public async Task<List<ReceiveResponse>> DrainAsync(TimeSpan quiet)
+        {
+            var seen = new List<ReceiveResponse>();
+            while (true)
+            {
+                using var wait = new CancellationTokenSource(quiet);
+                try
+                {
+                    seen.Add(await _responses.Reader.ReadAsync(wait.Token));
+                }
+                catch (OperationCanceledException)
+                {
+                    return seen;
+                }
+            }
+        }
+
+        public async ValueTask DisposeAsync()
+        {
+            _requests.Writer.TryComplete();
+            await _call.CancelAsync();
+            await _running.ContinueWith(_ => { });
+            _call.Dispose();
+        }
+    }
+
+    private static ReceiveOpen PeekLockOpen(string queue, bool settleOnStream = true) =>
+        new() { Entity = queue, Mode = ReceiveMode.PeekLock, Credit = 10, SettleOnStream = settleOnStream };
+
+    private static ReceiveRequest Settle(long id, params string[] lockTokens) => new()
+    {
+        Settle = new ReceiveSettle { Id = id, Settlements = { lockTokens.Select(t => new Settlement { LockToken = t, Disposition = Disposition.Complete }) } },
+    };
+
+    [Fact]
+    public async Task APeekLockStreamThatAsks_SaysSoFirst_AndAnswersEachSettleByItsIdWithTheResults()
+    {
+        var queue = await _farm.CreateQueueAsync("q");
+        await queue.SendAsync([BrokerHarness.Text("a"), BrokerHarness.Text("b"), BrokerHarness.Text("c")]);
+        await using var stream = Stream.Open(new MessagingService(_farm.Node), PeekLockOpen("q"));
+
+        Assert.True((await stream.NextAsync()).SettlesOnStream);
+        var delivered = new List<ReceivedMessage>();
+        while (delivered.Count < 3)
+        {
+            delivered.AddRange((await stream.NextAsync()).Messages);
+        }
+        stream.Send(Settle(7, delivered[0].LockToken, delivered[1].LockToken, Guid.NewGuid().ToString()));
+
+        var settled = (await stream.NextAsync()).Settled;
+        Assert.Equal(7, settled.Id);
+        Assert.Equal(FarmErrorCode.Unspecified, settled.ErrorCode);
+        Assert.Equal([FarmErrorCode.Unspecified, FarmErrorCode.Unspecified, FarmErrorCode.MessageLockLost], settled.Results.Select(r => r.ErrorCode));
+        var counts = queue.GetCounts();
+        Assert.Equal(1, counts.Active);
+
+        // Settling the same lock again: the lock is gone, as with a Settle call.
+        stream.Send(Settle(8, delivered[0].LockToken, delivered[2].LockToken));
+        var again = (await stream.NextAsync()).Settled;
+        Assert.Equal(8, again.Id);
+        Assert.Equal([FarmErrorCode.MessageLockLost, FarmErrorCode.Unspecified], again.Results.Select(r => r.ErrorCode));
+        await Eventually.UntilAsync(() => queue.GetCounts().Active == 0, Patience, "every message completed over the stream");
+    }
+
+    /// <summary>Not asked, switched off (an older broker) or receive-and-delete: no word about settling, and a settle request goes unanswered.</summary>
+    [Theory]
+    [InlineData("not asked")]
+    [InlineData("switched off")]
+    [InlineData("receive-and-delete")]
+    public async Task WhenNotOffered_TheStreamSaysNothingOfSettling_AndIgnoresSettleRequests(string why)
+    {
+        if (why == "switched off")
+        {
+            _farm.Options.SettleOnReceiveStream = false;
+        }
+        var queue = await _farm.CreateQueueAsync("q");
+        await queue.SendAsync([BrokerHarness.Text("a")]);
+        var open = why switch
+        {
+            "not asked" => PeekLockOpen("q", settleOnStream: false),
+            "receive-and-delete" => new ReceiveOpen { Entity = "q", Mode = ReceiveMode.ReceiveAndDelete, Credit = 10, SettleOnStream = true },
+            _ => PeekLockOpen("q"),
+        };
+        await using var stream = Stream.Open(new MessagingService(_farm.Node), open);
+
+        var first = await stream.NextAsync();
+        Assert.False(first.SettlesOnStream);
+        var message = Assert.Single(first.Messages);
+        stream.Send(Settle(1, message.LockToken.Length > 0 ? message.LockToken : Guid.NewGuid().ToString()));
+
+        Assert.DoesNotContain(await stream.DrainAsync(TimeSpan.FromMilliseconds(300)), r => r.Settled is not null);
+        if (why != "receive-and-delete")
+        {
+            Assert.Equal(1, queue.GetCounts().Active);
+        }
+    }
+
+    /// <summary>Settlements the entity can no longer take (here: it was deleted) fail as a whole, with the code a Settle call gets.</summary>
+    [Fact]
+    public async Task ASettleTheEntityCanNoLongerTake_IsAnsweredWithTheErrorCode()
+    {
+        var queue = await _farm.CreateQueueAsync("q");
+        await queue.SendAsync([BrokerHarness.Text("a")]);
+        await using var stream = Stream.Open(new MessagingService(_farm.Node), PeekLockOpen("q"));
+        Assert.True((await stream.NextAsync()).SettlesOnStream);
+        var message = Assert.Single((await stream.NextAsync()).Messages);
+
+        queue.MarkDeleted();
+        stream.Send(Settle(3, message.LockToken));
+
+        var answer = await stream.DrainAsync(TimeSpan.FromMilliseconds(500));
+        var settled = Assert.Single(answer, r => r.Settled is not null).Settled;
+        Assert.Equal(3, settled.Id);
+        Assert.Equal(FarmErrorCode.MessagingEntityNotFound, settled.ErrorCode);
+        Assert.Contains("q", settled.ErrorMessage);
+        Assert.Empty(settled.Results);
+    }
+}

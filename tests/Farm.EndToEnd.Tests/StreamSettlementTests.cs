@@ -1,0 +1,146 @@
+using System.Text.RegularExpressions;
+using Farm.Testing;
+using Farm.Client;
+
+namespace Farm.EndToEnd.Tests;
+
+/// <summary>
+/// The SDK settles peek-lock messages over the receive stream they came on, with no Settle call
+/// (issue 14: a call per settlement batch is the SDK's dearest cost at many queues or low rates):
+/// receivers and processors, completes, abandons and dead-letters, on the node that owns the queue
+/// and through another node's gateway that proxies the stream. Real node processes; the calls are
+/// counted by the nodes' own request metrics (/metrics).
+/// </summary>
+[Collection(FarmCollection.Name)]
+public sealed partial class StreamSettlementTests
+{
+    private static readonly TimeSpan Patience = TimeSpan.FromSeconds(30);
+    private static readonly HttpClient Http = new();
+
+    /// <summary>Settle calls a node has served so far (ASP.NET Core's request counter for the method).</summary>
+    private static async Task<double> SettleCallsAsync(Uri metrics)
+    {
+        var text = await Http.GetStringAsync(metrics);
+        return SettleCounter().Matches(text).Sum(m => double.Parse(m.Groups[1].Value, System.Globalization.CultureInfo.InvariantCulture));
+    }
+
+    [GeneratedRegex(@"^http_server_request_duration_seconds_count\{[^}]*http_route=""/farm\.v1\.Messaging/Settle""[^}]*\} ([0-9.eE+]+)", RegexOptions.Multiline)]
+    private static partial Regex SettleCounter();
+
+    private static async Task<IReadOnlyList<Uri>> MetricsUrlsAsync(LocalFarm farm)
+    {
+        using var status = await farm.StatusJsonAsync();
+        return [.. status.RootElement.GetProperty("nodes").EnumerateArray().Select(n => new Uri(n.GetProperty("metrics_url").GetString()!))];
+    }
+
+    private static async Task<double> AllSettleCallsAsync(IEnumerable<Uri> metrics)
+    {
+        var total = 0.0;
+        foreach (var url in metrics)
+        {
+            total += await SettleCallsAsync(url);
+        }
+        return total;
+    }
+
+    private static async Task SendAsync(FarmClient client, string queue, int count)
+    {
+        await using var sender = client.CreateSender(queue);
+        await sender.SendMessagesAsync(Enumerable.Range(0, count).Select(i => new FarmMessage($"m{i}") { MessageId = $"m{i}" }));
+    }
+
+    /// <summary>
+    /// Completes, abandons and dead-letters through a receiver, then completes through a processor;
+    /// every outcome lands as a Settle call's would, and no node served a Settle call.
+    /// </summary>
+    private static async Task SettleEverythingOverTheStreamAsync(string connection, string queue, IReadOnlyList<Uri> metrics)
+    {
+        await using var client = new FarmClient(connection);
+        await SendAsync(client, queue, 30);
+        var callsBefore = await AllSettleCallsAsync(metrics);
+
+        var receiver = client.CreateReceiver(queue, new FarmReceiverOptions { PrefetchCount = 10 });
+        var abandoned = new HashSet<string>();
+        var settled = new HashSet<string>();
+        using var deadline = new CancellationTokenSource(Patience);
+        while (settled.Count < 30)
+        {
+            foreach (var message in await receiver.ReceiveMessagesAsync(10, TimeSpan.FromSeconds(1), deadline.Token))
+            {
+                var id = message.MessageId!;
+                var number = int.Parse(id[1..], System.Globalization.CultureInfo.InvariantCulture);
+                if (number % 10 == 0 && abandoned.Add(id))
+                {
+                    // Abandoned once with a property: it comes back with it.
+                    await receiver.AbandonMessageAsync(message, new Dictionary<string, object?> { ["abandoned"] = true });
+                }
+                else if (number % 10 == 1)
+                {
+                    await receiver.DeadLetterMessageAsync(message, "poison", "settled on the stream");
+                    Assert.True(settled.Add(id), $"{id} came twice");
+                }
+                else
+                {
+                    Assert.True(number % 10 != 0 || message.ApplicationProperties.ContainsKey("abandoned"), $"{id} came back without its property");
+                    await receiver.CompleteMessageAsync(message);
+                    Assert.True(settled.Add(id), $"{id} came twice");
+                }
+            }
+        }
+        await receiver.DisposeAsync();
+
+        await SendAsync(client, queue, 20);
+        var processed = 0;
+        await using (var processor = client.CreateProcessor(queue, new FarmProcessorOptions { MaxConcurrentCalls = 4 }))
+        {
+            processor.ProcessMessageAsync += _ =>
+            {
+                Interlocked.Increment(ref processed);
+                return Task.CompletedTask;
+            };
+            processor.ProcessErrorAsync += args => throw new InvalidOperationException("processor error", args.Exception);
+            await processor.StartProcessingAsync();
+            await Eventually.UntilAsync(() => Volatile.Read(ref processed) >= 20, Patience, "the processor to take all 20");
+            await processor.StopProcessingAsync();
+        }
+
+        using var admin = new FarmAdministrationClient(connection);
+        await Eventually.UntilAsync(async () =>
+        {
+            var counts = await admin.GetQueueRuntimePropertiesAsync(queue);
+            return counts.ActiveMessageCount == 0 && counts.DeadLetterMessageCount == 3;
+        }, Patience, "every message completed, three dead-lettered");
+        var deadLetters = client.CreateReceiver(queue, new FarmReceiverOptions { SubQueue = SubQueue.DeadLetter, ReceiveMode = FarmReceiveMode.ReceiveAndDelete });
+        var dead = await deadLetters.ReceiveMessagesAsync(3, Patience);
+        Assert.All(dead, m => Assert.Equal("poison", m.DeadLetterReason));
+        await deadLetters.DisposeAsync();
+
+        Assert.Equal(callsBefore, await AllSettleCallsAsync(metrics));
+    }
+
+    [Fact]
+    public async Task OnTheOwner_EverySettlementGoesOverTheReceiveStream()
+    {
+        await using var farm = await LocalFarm.StartAsync();
+        using var admin = new FarmAdministrationClient(farm.ConnectionString);
+        await admin.CreateQueueAsync("settled");
+
+        await SettleEverythingOverTheStreamAsync(farm.ConnectionString, "settled", await MetricsUrlsAsync(farm));
+    }
+
+    /// <summary>Node 1's gateway proxies the stream to node 2, the owner: settlements and their answers pass through it.</summary>
+    [Fact]
+    public async Task ThroughAProxyingGateway_SettlementsPassOverTheProxiedStream()
+    {
+        await using var farm = await LocalFarm.StartAsync(nodes: 3);
+        using var admin = new FarmAdministrationClient(farm.ConnectionString);
+        for (var i = 1; i < 6; i++)
+        {
+            await admin.CreateContainerAsync();
+        }
+        var container = await LocalFarm.WaitForContainerOwnedByAsync(admin, node: 2);
+        await admin.CreateQueueAsync(new CreateQueueOptions("proxied") { ContainerId = container.Id });
+
+        await SettleEverythingOverTheStreamAsync("Endpoint=" + farm.Endpoints[0], "proxied", await MetricsUrlsAsync(farm));
+    }
+}
