@@ -198,4 +198,32 @@ public sealed class TopicStoredAloneTests : IAsyncLifetime
         Assert.Equal(0, only.GetCounts().Scheduled);
         Assert.Empty(await RowsAsync(only.Id));
     }
+
+    /// <summary>
+    /// Messages stored alone leave the topic's count however they leave their subscription:
+    /// forwarded on (ForwardTo), purged, or with the subscription deleted.
+    /// </summary>
+    [Fact]
+    public async Task MessagesStoredAlone_LeaveTheTopicsCount_WhenForwarded_Purged_OrTheirSubscriptionDeleted()
+    {
+        var topic = await _farm.CreateTopicAsync("t");
+        var audit = await _farm.CreateQueueAsync("audit");
+        await _farm.CreateSubscriptionAsync("t", "fwd", new SubscriptionSettings { ForwardTo = "audit" }, SqlRule("fwd", "to = 'fwd'"));
+        var purged = await _farm.CreateSubscriptionAsync("t", "purged", null, SqlRule("purged", "to = 'purged'"));
+        await _farm.CreateSubscriptionAsync("t", "deleted", null, SqlRule("deleted", "to = 'deleted'"));
+
+        await topic.SendAsync([To("fwd", 1), To("fwd", 2), To("purged", 3), To("purged", 4), To("deleted", 5)]);
+        Assert.Empty(await RowsAsync(topic.Id));
+        await Eventually.UntilAsync(() => audit.GetCounts().Active == 2, TimeSpan.FromSeconds(30), "both forwarded to the queue");
+        Assert.Equal(3, topic.GetCounts().Count);
+
+        var (deleted, _, more) = await purged.DeleteMessagesAsync(false, 10, 0, CancellationToken.None);
+        Assert.Equal((2, false), (deleted, more));
+        Assert.Equal(1, topic.GetCounts().Count);
+
+        var record = (await _farm.Node.Farm.GetEntityAsync("t/Subscriptions/deleted"))!;
+        await _farm.Node.Farm.DeleteEntityAsync(record.Name);
+        await _farm.Node.DropSubscriptionAsync(record);
+        Assert.Equal((0L, 0L), topic.GetCounts());
+    }
 }

@@ -128,11 +128,7 @@ public sealed class MessagingService(BrokerNode node)
         // Messages and settle answers are written from different tasks: one write at a time.
         var writes = new SemaphoreSlim(1, 1);
         var settleOnStream = open.SettleOnStream && open.Mode == ReceiveMode.PeekLock && node.Options.SettleOnReceiveStream;
-        if (settleOnStream)
-        {
-            // Said before anything else: the client settles by Settle calls until it reads this.
-            await responses.WriteAsync(new ReceiveResponse { SettlesOnStream = true }, cancellationToken).ConfigureAwait(false);
-        }
+        var settling = new StreamSettlements();
         // Reads credit until the client half-closes or the call ends. The call does not wait for it:
         // when the stream must end (its entity moved away), the reader may be blocked on a client that
         // is itself waiting for messages; ending the call ends that read.
@@ -153,7 +149,8 @@ public sealed class MessagingService(BrokerNode node)
                     else if (incoming.Current.KindCase == ReceiveRequest.KindOneofCase.Settle && settleOnStream)
                     {
                         // Not awaited: credit keeps flowing while the settlements commit.
-                        _ = SettleOnStreamAsync(queue, deadLetter, incoming.Current.Settle, responses, writes, cancellationToken);
+                        var settle = incoming.Current.Settle;
+                        settling.TryStart(() => SettleOnStreamAsync(queue, deadLetter, settle, responses, writes, cancellationToken));
                     }
                 }
             }
@@ -168,47 +165,65 @@ public sealed class MessagingService(BrokerNode node)
             }
         }, CancellationToken.None);
 
-        while (true)
+        if (settleOnStream)
         {
-            var available = await WaitForCreditAsync(credit, queue, cancellationToken).ConfigureAwait(false);
-            if (credit.TakeDrainRequest())
+            // Before any message: the client settles by Settle calls until it reads this. Written
+            // once the reader runs, so a failed write leaves the request stream to it to dispose.
+            await WriteAsync(responses, writes, new ReceiveResponse { SettlesOnStream = true }, cancellationToken).ConfigureAwait(false);
+        }
+
+        try
+        {
+            while (true)
             {
-                // Everything taken with the old credit was written above: the client may trust its buffer now.
-                await WriteAsync(responses, writes, new ReceiveResponse { Drained = true }, cancellationToken).ConfigureAwait(false);
-                continue;
-            }
-            if (available <= 0)
-            {
-                return;
-            }
-            IReadOnlyList<ReceivedMessage> messages;
-            using (var wait = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken, credit.DrainToken))
-            {
-                try
+                var available = await WaitForCreditAsync(credit, queue, cancellationToken).ConfigureAwait(false);
+                if (credit.TakeDrainRequest())
                 {
-                    messages = await queue.ReceiveAsync(deadLetter, open.Mode, available, StreamPollWait, wait.Token).ConfigureAwait(false);
-                }
-                catch (OperationCanceledException) when (!cancellationToken.IsCancellationRequested)
-                {
-                    // Drained while waiting for messages: nothing was taken.
+                    // Everything taken with the old credit was written above: the client may trust its buffer now.
+                    await WriteAsync(responses, writes, new ReceiveResponse { Drained = true }, cancellationToken).ConfigureAwait(false);
                     continue;
                 }
+                if (available <= 0)
+                {
+                    return;
+                }
+                IReadOnlyList<ReceivedMessage> messages;
+                using (var wait = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken, credit.DrainToken))
+                {
+                    try
+                    {
+                        messages = await queue.ReceiveAsync(deadLetter, open.Mode, available, StreamPollWait, wait.Token).ConfigureAwait(false);
+                    }
+                    catch (OperationCanceledException) when (!cancellationToken.IsCancellationRequested)
+                    {
+                        // Drained while waiting for messages: nothing was taken.
+                        continue;
+                    }
+                }
+                if (messages.Count == 0)
+                {
+                    continue;
+                }
+                credit.Take(messages.Count);
+                try
+                {
+                    await WriteAsync(responses, writes, new ReceiveResponse { Messages = { messages } }, cancellationToken).ConfigureAwait(false);
+                }
+                catch (Exception) when (open.Mode == ReceiveMode.PeekLock)
+                {
+                    // Never written to the stream, so never seen: give the locks back without counting a delivery.
+                    await ReleaseQuietlyAsync(queue, deadLetter, messages).ConfigureAwait(false);
+                    throw;
+                }
             }
-            if (messages.Count == 0)
-            {
-                continue;
-            }
-            credit.Take(messages.Count);
-            try
-            {
-                await WriteAsync(responses, writes, new ReceiveResponse { Messages = { messages } }, cancellationToken).ConfigureAwait(false);
-            }
-            catch (Exception) when (open.Mode == ReceiveMode.PeekLock)
-            {
-                // Never written to the stream, so never seen: give the locks back without counting a delivery.
-                await ReleaseQuietlyAsync(queue, deadLetter, messages).ConfigureAwait(false);
-                throw;
-            }
+        }
+        finally
+        {
+            // The stream ends (its entity stopped being served here, the client went, the credit ran
+            // out): settlements already taken from it are answered on it before it closes, so a client
+            // does not retry one that was done (it would be told MessageLockLost); any it sends later
+            // are not taken, and it makes them by Settle calls.
+            await settling.CloseAndWaitAsync().ConfigureAwait(false);
         }
     }
 
@@ -406,5 +421,51 @@ public sealed class MessagingService(BrokerNode node)
         var target = await ResolveSendTargetAsync(request.Entity, cancellationToken).ConfigureAwait(false);
         await target.CancelScheduledAsync(request.SequenceNumbers).ConfigureAwait(false);
         return new CancelScheduledResponse();
+    }
+}
+
+/// <summary>
+/// The settlements a receive stream took and has not answered yet. Closing stops it taking more
+/// and waits for those it took, so each is answered while the stream is still open.
+/// </summary>
+internal sealed class StreamSettlements
+{
+    private readonly Lock _gate = new();
+    private readonly HashSet<Task> _running = [];
+    private bool _closed;
+
+    /// <summary>Starts <paramref name="settle"/> unless the stream is closing (then the settlements are not taken).</summary>
+    public void TryStart(Func<Task> settle)
+    {
+        lock (_gate)
+        {
+            if (_closed)
+            {
+                return;
+            }
+            var task = settle();
+            if (!task.IsCompleted)
+            {
+                _running.Add(task);
+                _ = task.ContinueWith(done =>
+                {
+                    lock (_gate)
+                    {
+                        _running.Remove(done);
+                    }
+                }, TaskScheduler.Default);
+            }
+        }
+    }
+
+    public async Task CloseAndWaitAsync()
+    {
+        Task[] running;
+        lock (_gate)
+        {
+            _closed = true;
+            running = [.. _running];
+        }
+        await Task.WhenAll(running).ConfigureAwait(false);
     }
 }
