@@ -5,7 +5,8 @@ using Farm.Client;
 namespace Farm.EndToEnd.Tests;
 
 /// <summary>
-/// The SDK settles peek-lock messages over the receive stream they came on, with no Settle call
+/// With FarmClientOptions.SettleOnReceiveStream (off by default, see there), the SDK settles
+/// peek-lock messages over the receive stream they came on, with no Settle call
 /// (issue 14: a call per settlement batch is the SDK's dearest cost at many queues or low rates):
 /// receivers and processors, completes, abandons and dead-letters, on the node that owns the queue
 /// and through another node's gateway that proxies the stream. Real node processes; the calls are
@@ -55,7 +56,7 @@ public sealed partial class StreamSettlementTests
     /// </summary>
     private static async Task SettleEverythingOverTheStreamAsync(string connection, string queue, IReadOnlyList<Uri> metrics)
     {
-        await using var client = new FarmClient(connection);
+        await using var client = new FarmClient(connection, new FarmClientOptions { SettleOnReceiveStream = true });
         await SendAsync(client, queue, 30);
         var callsBefore = await AllSettleCallsAsync(metrics);
 

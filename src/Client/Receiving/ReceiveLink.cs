@@ -37,6 +37,12 @@ internal sealed class ReceiveLink : IAsyncDisposable
     private AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>? _settleCall;
     private readonly Dictionary<long, TaskCompletionSource<SettleResponse>> _settles = [];
     private long _nextSettleId;
+
+    // Set when closing starts: settlements from then on go by call, not on the stream being closed.
+    private bool _closingSettlements;
+
+    /// <summary>How long closing waits for the answers to settlements sent on the stream.</summary>
+    private static readonly TimeSpan SettleAnswersOnClose = TimeSpan.FromSeconds(5);
     private TaskCompletionSource<FarmException> _faultSignal = NewFaultSignal();
 
     public ReceiveLink(FarmConnection connection, string entityPath, ReceiveMode mode)
@@ -262,7 +268,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
         var answered = new TaskCompletionSource<SettleResponse>(TaskCreationOptions.RunContinuationsAsynchronously);
         lock (_gate)
         {
-            if (_settleCall is null || !ReferenceEquals(_settleCall, _call) || _closing.IsCancellationRequested)
+            if (_settleCall is null || !ReferenceEquals(_settleCall, _call) || _closingSettlements || _closing.IsCancellationRequested)
             {
                 return null;
             }
@@ -336,6 +342,19 @@ internal sealed class ReceiveLink : IAsyncDisposable
     /// <summary>Stops the stream; returns the messages still buffered (their locks are still held).</summary>
     public async Task<List<ReceivedMessage>> CloseAsync()
     {
+        // Settlements sent on the stream get their answers before it is cut: cut first, their outcome
+        // would be unknown and the Settle call made for them could find the locks already gone.
+        Task[] answers;
+        lock (_gate)
+        {
+            _closingSettlements = true;
+            answers = [.. _settles.Values.Select(s => (Task)s.Task)];
+        }
+        if (answers.Length > 0)
+        {
+            await Task.WhenAny(Task.WhenAll(answers), Task.Delay(SettleAnswersOnClose, _connection.TimeProvider)).ConfigureAwait(false);
+        }
+
         Task? pump;
         lock (_gate)
         {
@@ -546,7 +565,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
             }
 
             // Peek-lock: offer to settle on this stream; the broker says yes (or nothing) in its first response.
-            var open = new ReceiveOpen { Entity = _entityPath, Mode = _mode, Credit = credit, SettleOnStream = _mode == ReceiveMode.PeekLock };
+            var open = new ReceiveOpen { Entity = _entityPath, Mode = _mode, Credit = credit, SettleOnStream = _mode == ReceiveMode.PeekLock && _connection.Options.SettleOnReceiveStream };
             await call.RequestStream.WriteAsync(new ReceiveRequest { Open = open }, token).ConfigureAwait(false);
         }
         finally
