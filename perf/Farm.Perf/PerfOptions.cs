@@ -47,8 +47,9 @@ internal sealed partial record PerfOptions
           --prefetch 500      receiver prefetch (credit kept on the stream)
           --receive-style receiver|processor
           --concurrency 128   completes in flight per receiver (receiver) or MaxConcurrentCalls (processor)
-          --complete sdk|batch  sdk: FarmReceiver.CompleteMessageAsync per message (the figure to quote);
-                              batch: one raw Settle call per received batch, bypassing the SDK (an experiment)
+          --complete sdk|batch|none  sdk: FarmReceiver.CompleteMessageAsync per message (the figure to quote);
+                              batch: one raw Settle call per received batch, bypassing the SDK (an experiment);
+                              none: receive-and-delete, nothing settled (to profile against peek-lock)
           --peer sqlite|rabbitmq|none  the peer measured after Farm in the same run (default sqlite: the
                               storage ceiling; rabbitmq: a RabbitMQ broker at --peer-uri, see perf/run.sh)
           --peer-batch 100    rows per SQLite transaction in the storage peer
