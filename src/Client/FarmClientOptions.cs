@@ -13,10 +13,9 @@ public sealed record FarmClientOptions
 
     /// <summary>
     /// Peek-lock receivers settle over their receive stream (no Settle call per batch) where the
-    /// broker agrees. Off by default for now: under a planned move with completes in flight, a
-    /// settlement the broker did can lose its answer with the stream, and the Settle call made for it
-    /// then reports MessageLockLost (PlannedMoveTests.NodeDrain_UnderLoad, 2026-11-26). Off, every
-    /// settlement goes by Settle call, as before.
+    /// broker agrees; the default. Off, every settlement goes by Settle call, as against an older
+    /// broker. Either way a settlement whose answer was lost (the connection broke after the broker
+    /// did it) is made again by a Settle call, which then reports MessageLockLost.
     /// </summary>
-    public bool SettleOnReceiveStream { get; init; }
+    public bool SettleOnReceiveStream { get; init; } = true;
 }

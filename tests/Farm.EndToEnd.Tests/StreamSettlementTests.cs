@@ -5,7 +5,7 @@ using Farm.Client;
 namespace Farm.EndToEnd.Tests;
 
 /// <summary>
-/// With FarmClientOptions.SettleOnReceiveStream (off by default, see there), the SDK settles
+/// With FarmClientOptions.SettleOnReceiveStream (the default), the SDK settles
 /// peek-lock messages over the receive stream they came on, with no Settle call
 /// (issue 14: a call per settlement batch is the SDK's dearest cost at many queues or low rates):
 /// receivers and processors, completes, abandons and dead-letters, on the node that owns the queue
@@ -143,5 +143,69 @@ public sealed partial class StreamSettlementTests
         await admin.CreateQueueAsync(new CreateQueueOptions("proxied") { ContainerId = container.Id });
 
         await SettleEverythingOverTheStreamAsync("Endpoint=" + farm.Endpoints[0], "proxied", await MetricsUrlsAsync(farm));
+    }
+    /// <summary>
+    /// A gateway that stops while it proxies a receive stream ends that stream cleanly at once: the
+    /// owner takes the credit back and answers the settlements it took, the node exits without
+    /// waiting out its shutdown timeout (it used to hold the stream until the timeout cut it, answers
+    /// in flight and all: PlannedMoveTests.NodeDrain_UnderLoad saw done completes told MessageLockLost),
+    /// and the receiver settles what it still holds and takes the rest through the next gateway.
+    /// </summary>
+    [Fact]
+    public async Task AProxyingGatewayThatStops_EndsTheStreamCleanly_AndTheReceiverGoesOnThroughAnother()
+    {
+        const string queue = "through-a-stop";
+        const int count = 40;
+        await using var farm = await LocalFarm.StartAsync(nodes: 3);
+        using var admin = new FarmAdministrationClient(farm.ConnectionString);
+        for (var i = 1; i < 6; i++)
+        {
+            await admin.CreateContainerAsync();
+        }
+        var container = await LocalFarm.WaitForContainerOwnedByAsync(admin, node: 2);
+        await admin.CreateQueueAsync(new CreateQueueOptions(queue) { ContainerId = container.Id });
+
+        // Node 1's gateway first, so the stream runs through it to node 2; node 3's is the way on.
+        await using var client = new FarmClient($"Endpoint={farm.Endpoints[0]},{farm.Endpoints[2]}", new FarmClientOptions { SettleOnReceiveStream = true });
+        await SendAsync(client, queue, count);
+        var receiver = client.CreateReceiver(queue, new FarmReceiverOptions { PrefetchCount = 10 });
+        using var deadline = new CancellationTokenSource(Patience);
+        var held = new List<FarmReceivedMessage>();
+        while (held.Count < 20)
+        {
+            held.AddRange(await receiver.ReceiveMessagesAsync(20 - held.Count, TimeSpan.FromSeconds(1), deadline.Token));
+        }
+        var completed = new HashSet<string>();
+        foreach (var message in held.Take(10))
+        {
+            await receiver.CompleteMessageAsync(message, deadline.Token);
+            Assert.True(completed.Add(message.MessageId!), $"{message.MessageId} came twice");
+        }
+
+        var pid = farm.NodePid(1) ?? throw new InvalidOperationException("node 1 has no pid");
+        var stop = await farm.RunAsync("node", "stop", "1");
+        Assert.True(stop.ExitCode == 0, $"farm node stop 1 failed: {stop}");
+        Assert.Contains($"node 1 (pid {pid}) stopped", stop.Stdout, StringComparison.Ordinal);
+        Assert.False(LocalFarm.IsRunning(pid), $"node 1 (pid {pid}) still runs after farm node stop");
+
+        // What the receiver held before the stop settles after it; the rest comes through node 3.
+        foreach (var message in held.Skip(10))
+        {
+            await receiver.CompleteMessageAsync(message, deadline.Token);
+            Assert.True(completed.Add(message.MessageId!), $"{message.MessageId} came twice");
+        }
+        while (completed.Count < count)
+        {
+            foreach (var message in await receiver.ReceiveMessagesAsync(count, TimeSpan.FromSeconds(1), deadline.Token))
+            {
+                Assert.True(completed.Add(message.MessageId!), $"{message.MessageId} came again after it was completed");
+                await receiver.CompleteMessageAsync(message, deadline.Token);
+            }
+        }
+        await receiver.DisposeAsync();
+
+        using var owner = new FarmAdministrationClient("Endpoint=" + farm.Endpoints[2]);
+        await Eventually.UntilAsync(async () => (await owner.GetQueueRuntimePropertiesAsync(queue)).ActiveMessageCount == 0,
+            Patience, "every message completed once");
     }
 }

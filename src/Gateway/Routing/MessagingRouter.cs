@@ -14,7 +14,8 @@ namespace Farm.Gateway.Routing;
 /// which runs it on this node's broker when it serves the entity and forwards it to the owner
 /// otherwise. The receive stream is proxied message by message when the owner is elsewhere.
 /// </summary>
-internal sealed partial class MessagingRouter(MessagingService local, OwnerRouting routing, OwnerChannels channels, ForwardingOptions options, TimeProvider time, ILogger<MessagingRouter> logger)
+internal sealed partial class MessagingRouter(
+    MessagingService local, OwnerRouting routing, OwnerChannels channels, ForwardingOptions options, TimeProvider time, IHostApplicationLifetime lifetime, ILogger<MessagingRouter> logger)
     : Messaging.MessagingBase
 {
     public override Task<SendResponse> Send(SendRequest r, ServerCallContext c) =>
@@ -115,13 +116,41 @@ internal sealed partial class MessagingRouter(MessagingService local, OwnerRouti
         }
 
         using var ownerCall = call;
+        // Set once this node stops and handed the stream's credit back: the owner's "drained" answers
+        // that drain, which the client never sent, so it is not passed on.
+        var handingBack = 0;
         // Credit flows up in the background; this call ends with the owner's stream, without waiting for it.
         _ = Task.Run(async () =>
         {
+            // A signal rather than Task.Delay on the token: the registration goes with the stream.
+            var stoppingSignal = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+            using var stoppingRegistration = lifetime.ApplicationStopping.Register(() => stoppingSignal.TrySetResult());
+            var stopping = stoppingSignal.Task;
             try
             {
-                while (await incoming.MoveNextAsync().ConfigureAwait(false))
+                while (true)
                 {
+                    var next = incoming.MoveNextAsync().AsTask();
+                    if (await Task.WhenAny(next, stopping).ConfigureAwait(false) == stopping)
+                    {
+                        // This node is stopping (drained, or shut down) while the stream runs through it: end
+                        // it cleanly rather than be cut off by the shutdown with answers in flight. The owner
+                        // takes the credit back, answers the settlements it already took, and ends the stream;
+                        // whatever the client sends from now on is not passed on (it makes its settlements
+                        // by Settle calls, and reopens its stream through another gateway).
+                        Interlocked.Exchange(ref handingBack, 1);
+                        await call.RequestStream.WriteAsync(new ReceiveRequest { Drain = new ReceiveDrain() }, cancellationToken).ConfigureAwait(false);
+                        await call.RequestStream.CompleteAsync().ConfigureAwait(false);
+                        while (await next.ConfigureAwait(false))
+                        {
+                            next = incoming.MoveNextAsync().AsTask();
+                        }
+                        return;
+                    }
+                    if (!await next.ConfigureAwait(false))
+                    {
+                        break;
+                    }
                     await call.RequestStream.WriteAsync(incoming.Current, cancellationToken).ConfigureAwait(false);
                 }
                 await call.RequestStream.CompleteAsync().ConfigureAwait(false);
@@ -139,6 +168,14 @@ internal sealed partial class MessagingRouter(MessagingService local, OwnerRouti
         {
             await foreach (var response in call.ResponseStream.ReadAllAsync(cancellationToken).ConfigureAwait(false))
             {
+                if (response.Drained && Volatile.Read(ref handingBack) == 1)
+                {
+                    response.Drained = false;
+                    if (response.Messages.Count == 0 && response.Settled is null && !response.SettlesOnStream)
+                    {
+                        continue;
+                    }
+                }
                 await responses.WriteAsync(response, cancellationToken).ConfigureAwait(false);
             }
         }
