@@ -128,6 +128,52 @@ public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<
             Patience, "the processor's completions to empty the queue");
     }
 
+    /// <summary>
+    /// A handler that runs well past its message's lock keeps it: the processor renews the lock
+    /// ahead of expiry while the handler runs, so the auto-complete lands and the message is never
+    /// handed to anyone again. Without renewal the lock would lapse after 2 s and the complete fail.
+    /// </summary>
+    [Fact]
+    public async Task Processor_RenewsTheLock_WhileAHandlerOutlastsIt()
+    {
+        var lockDuration = TimeSpan.FromSeconds(2);
+        var queue = await CreateQueueAsync(o => o.LockDuration = lockDuration);
+        await using var client = new FarmClient(Connection);
+        await using (var sender = client.CreateSender(queue))
+        {
+            await sender.SendMessageAsync(new FarmMessage("long work") { MessageId = "long" });
+        }
+
+        var calls = 0;
+        var firstLockedUntil = DateTimeOffset.MinValue;
+        var lastLockedUntil = DateTimeOffset.MinValue;
+        var errors = new ConcurrentQueue<Exception>();
+        await using var processor = client.CreateProcessor(queue, new FarmProcessorOptions { MaxConcurrentCalls = 1 });
+        processor.ProcessMessageAsync += async args =>
+        {
+            Interlocked.Increment(ref calls);
+            firstLockedUntil = args.Message.LockedUntil;
+            // The work itself: three lock durations long.
+            await Task.Delay(lockDuration * 3);
+            lastLockedUntil = args.Message.LockedUntil;
+        };
+        processor.ProcessErrorAsync += args =>
+        {
+            errors.Enqueue(args.Exception);
+            return Task.CompletedTask;
+        };
+        await processor.StartProcessingAsync();
+        await ProcessRunner.WaitUntilAsync(
+            () => fixture.Farm.GetQueueCountsAsync(queue).GetAwaiter().GetResult().TotalMessageCount == 0,
+            Patience, "the long handler's message to be completed");
+        await processor.StopProcessingAsync();
+
+        Assert.Empty(errors);
+        Assert.Equal(1, Volatile.Read(ref calls));
+        Assert.True(lastLockedUntil > firstLockedUntil + lockDuration,
+            $"the lock was not renewed while the handler ran: locked until {firstLockedUntil:O} at first, {lastLockedUntil:O} at the end");
+    }
+
     [Theory]
     [InlineData(0)]
     [InlineData(-5)]

@@ -273,17 +273,15 @@ public sealed class FarmProcessor : IAsyncDisposable
         }
     }
 
+    /// <summary>
+    /// Waits <paramref name="delay"/>; false when cancelled first. Cancelling does not throw: the lock
+    /// renewal's wait is cancelled after nearly every message, and a thrown and caught exception per
+    /// message was 5% of a load generator's CPU at 1,500 messages/s over as many processors.
+    /// </summary>
     private async Task<bool> DelayAsync(TimeSpan delay, CancellationToken cancellationToken)
     {
-        try
-        {
-            await Task.Delay(delay, _connection.TimeProvider, cancellationToken).ConfigureAwait(false);
-            return true;
-        }
-        catch (OperationCanceledException)
-        {
-            return false;
-        }
+        await Task.Delay(delay, _connection.TimeProvider, cancellationToken).ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
+        return !cancellationToken.IsCancellationRequested;
     }
 
     private T SetHandler<T>(T? current, T value)
