@@ -17,10 +17,11 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
     private readonly SqliteCommand _purgeMessages;
     private readonly SqliteCommand _purgeDuplicates;
     private readonly SqliteCommand _purgeEntityState;
-    private readonly SqliteCommand _insert;
-    private readonly SqliteCommand _update;
-    private readonly SqliteCommand _updateDeliveryCount;
-    private readonly SqliteCommand _delete;
+    // The statements run once per message row: bound by index (see SqliteRowStatement).
+    private readonly SqliteRowStatement _insert;
+    private readonly SqliteRowStatement _update;
+    private readonly SqliteRowStatement _updateDeliveryCount;
+    private readonly SqliteRowStatement _delete;
     private readonly SqliteCommand _upsertSequence;
     private readonly SqliteCommand _upsertDuplicate;
     private readonly SqliteCommand _pruneDuplicates;
@@ -35,20 +36,20 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
         _purgeMessages = Prepare(SqliteSql.ContainerDb.PurgeMessages, "$entity");
         _purgeDuplicates = Prepare(SqliteSql.ContainerDb.PurgeDuplicates, "$entity");
         _purgeEntityState = Prepare(SqliteSql.ContainerDb.PurgeEntityState, "$entity");
-        _insert = Prepare(
-            SqliteSql.ContainerDb.InsertMessage,
+        _insert = new SqliteRowStatement(
+            connection, SqliteSql.ContainerDb.InsertMessage,
             "$entity", "$sequence", "$subQueue", "$state", "$deliveryCount", "$enqueuedAt", "$scheduledAt",
             "$expiresAt", "$messageId", "$dlReason", "$dlDescription", "$dlSource", "$payload", "$payloadSize");
-        _update = Prepare(
-            SqliteSql.ContainerDb.UpdateMessage,
+        _update = new SqliteRowStatement(
+            connection, SqliteSql.ContainerDb.UpdateMessage,
             "$entity", "$sequence", "$subQueue", "$state", "$deliveryCount", "$dlReason", "$dlDescription", "$dlSource",
             "$payload", "$payloadSize");
-        _updateDeliveryCount = Prepare(SqliteSql.ContainerDb.UpdateDeliveryCount, "$entity", "$sequence", "$deliveryCount");
-        _delete = Prepare(SqliteSql.ContainerDb.DeleteMessage, "$entity", "$sequence");
+        _updateDeliveryCount = new SqliteRowStatement(connection, SqliteSql.ContainerDb.UpdateDeliveryCount, "$entity", "$sequence", "$deliveryCount");
+        _delete = new SqliteRowStatement(connection, SqliteSql.ContainerDb.DeleteMessage, "$entity", "$sequence");
         _upsertSequence = Prepare(SqliteSql.ContainerDb.UpsertSequence, "$entity", "$next");
         _upsertDuplicate = Prepare(SqliteSql.ContainerDb.UpsertDuplicate, "$entity", "$messageId", "$expiresAt");
         _pruneDuplicates = Prepare(SqliteSql.ContainerDb.PruneDuplicates, "$before");
-        _all = [_readEpoch, _raiseEpoch, _purgeMessages, _purgeDuplicates, _purgeEntityState, _insert, _update, _updateDeliveryCount, _delete, _upsertSequence, _upsertDuplicate, _pruneDuplicates];
+        _all = [_readEpoch, _raiseEpoch, _purgeMessages, _purgeDuplicates, _purgeEntityState, _upsertSequence, _upsertDuplicate, _pruneDuplicates];
     }
 
     public bool RaiseEpoch(long newEpoch)
@@ -126,79 +127,84 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
             await command.DisposeAsync().ConfigureAwait(false);
         }
 
+        // Finalized before the connection closes: an open statement keeps the database handle busy.
+        _insert.Dispose();
+        _update.Dispose();
+        _updateDeliveryCount.Dispose();
+        _delete.Dispose();
         await _connection.DisposeAsync().ConfigureAwait(false);
     }
 
     private void Apply(ContainerWriteBatch batch, IReadOnlySet<long> purgedBefore)
     {
-        var p = _insert.Parameters;
+        var insert = _insert;
         foreach (var m in batch.Inserts)
         {
-            p[0].Value = m.EntityId;
-            p[1].Value = m.SequenceNumber;
-            p[2].Value = (long)m.SubQueue;
-            p[3].Value = (long)m.State;
-            p[4].Value = (long)m.DeliveryCount;
-            p[5].Value = m.EnqueuedAtMs;
-            p[6].Value = Db(m.ScheduledAtMs);
-            p[7].Value = Db(m.ExpiresAtMs);
-            p[8].Value = Db(m.MessageId);
-            p[9].Value = Db(m.DeadLetterReason);
-            p[10].Value = Db(m.DeadLetterDescription);
-            p[11].Value = Db(m.DeadLetterSource);
-            p[12].Value = Db(m.Payload);
-            p[13].Value = (long)(m.Payload?.Length ?? m.PayloadSize);
-            _insert.ExecuteNonQuery();
+            insert.Bind(0, m.EntityId);
+            insert.Bind(1, m.SequenceNumber);
+            insert.Bind(2, (long)m.SubQueue);
+            insert.Bind(3, (long)m.State);
+            insert.Bind(4, (long)m.DeliveryCount);
+            insert.Bind(5, m.EnqueuedAtMs);
+            insert.Bind(6, m.ScheduledAtMs);
+            insert.Bind(7, m.ExpiresAtMs);
+            insert.Bind(8, m.MessageId);
+            insert.Bind(9, m.DeadLetterReason);
+            insert.Bind(10, m.DeadLetterDescription);
+            insert.Bind(11, m.DeadLetterSource);
+            insert.Bind(12, m.Payload);
+            insert.Bind(13, (long)(m.Payload?.Length ?? m.PayloadSize));
+            insert.Execute();
         }
 
         // A row may be missing only when its entity was purged (a settlement racing the delete of its
         // queue or subscription); anywhere else the broker's memory and the database disagree.
         bool MayBeMissing(long entityId) => batch.PurgedEntities.Contains(entityId) || purgedBefore.Contains(entityId);
 
-        p = _update.Parameters;
-        var countOnly = _updateDeliveryCount.Parameters;
+        var update = _update;
+        var countOnly = _updateDeliveryCount;
         foreach (var u in batch.Updates)
         {
             if (u.DeliveryCountOnly && u.Payload is null)
             {
-                countOnly[0].Value = u.EntityId;
-                countOnly[1].Value = u.SequenceNumber;
-                countOnly[2].Value = (long)u.DeliveryCount;
-                if (_updateDeliveryCount.ExecuteNonQuery() == 0 && !MayBeMissing(u.EntityId))
+                countOnly.Bind(0, u.EntityId);
+                countOnly.Bind(1, u.SequenceNumber);
+                countOnly.Bind(2, (long)u.DeliveryCount);
+                if (countOnly.Execute() == 0 && !MayBeMissing(u.EntityId))
                 {
                     throw MissingRowException.For("update", new MessageKey(u.EntityId, u.SequenceNumber));
                 }
                 continue;
             }
 
-            p[0].Value = u.EntityId;
-            p[1].Value = u.SequenceNumber;
-            p[2].Value = (long)u.SubQueue;
-            p[3].Value = (long)u.State;
-            p[4].Value = (long)u.DeliveryCount;
-            p[5].Value = Db(u.DeadLetterReason);
-            p[6].Value = Db(u.DeadLetterDescription);
-            p[7].Value = Db(u.DeadLetterSource);
-            p[8].Value = Db(u.Payload);
-            p[9].Value = (long)(u.Payload?.Length ?? 0);
-            if (_update.ExecuteNonQuery() == 0 && !MayBeMissing(u.EntityId))
+            update.Bind(0, u.EntityId);
+            update.Bind(1, u.SequenceNumber);
+            update.Bind(2, (long)u.SubQueue);
+            update.Bind(3, (long)u.State);
+            update.Bind(4, (long)u.DeliveryCount);
+            update.Bind(5, u.DeadLetterReason);
+            update.Bind(6, u.DeadLetterDescription);
+            update.Bind(7, u.DeadLetterSource);
+            update.Bind(8, u.Payload);
+            update.Bind(9, (long)(u.Payload?.Length ?? 0));
+            if (update.Execute() == 0 && !MayBeMissing(u.EntityId))
             {
                 throw MissingRowException.For("update", new MessageKey(u.EntityId, u.SequenceNumber));
             }
         }
 
-        p = _delete.Parameters;
+        var delete = _delete;
         foreach (var d in batch.Deletes)
         {
-            p[0].Value = d.EntityId;
-            p[1].Value = d.SequenceNumber;
-            if (_delete.ExecuteNonQuery() == 0 && !MayBeMissing(d.EntityId))
+            delete.Bind(0, d.EntityId);
+            delete.Bind(1, d.SequenceNumber);
+            if (delete.Execute() == 0 && !MayBeMissing(d.EntityId))
             {
                 throw MissingRowException.For("delete", d);
             }
         }
 
-        p = _upsertSequence.Parameters;
+        var p = _upsertSequence.Parameters;
         foreach (var (entityId, next) in batch.SequenceCounters)
         {
             p[0].Value = entityId;
@@ -266,8 +272,6 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
             // Already rolled back by SQLite; the caller rethrows the original failure.
         }
     }
-
-    private static object Db(object? value) => value ?? DBNull.Value;
 
     private SqliteCommand Prepare(string sql, params string[] parameterNames)
     {
