@@ -154,7 +154,9 @@ public sealed class DashboardTests(ITestOutputHelper output)
 
         // Start node 2 again from the page; it comes back live.
         await page.GetByTestId("node-2-start").ClickAsync();
-        await Assertions.Expect(page.GetByTestId("notice")).ToContainTextAsync("node 2 started");
+        // The notice comes once the started node serves (`farm node start` waits for it): a process
+        // start, seconds on a busy 2-core machine, not the page's 5 s default.
+        await Assertions.Expect(page.GetByTestId("notice")).ToContainTextAsync("node 2 started", new() { Timeout = 60_000 });
         await Assertions.Expect(page.GetByTestId("node-2")).ToHaveAttributeAsync("data-live", "true");
         await ScreenshotAsync(page, "7-node-2-back");
 
