@@ -137,68 +137,64 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
 
     private void Apply(ContainerWriteBatch batch, IReadOnlySet<long> purgedBefore)
     {
-        var insert = _insert;
         foreach (var m in batch.Inserts)
         {
-            insert.Bind(0, m.EntityId);
-            insert.Bind(1, m.SequenceNumber);
-            insert.Bind(2, (long)m.SubQueue);
-            insert.Bind(3, (long)m.State);
-            insert.Bind(4, (long)m.DeliveryCount);
-            insert.Bind(5, m.EnqueuedAtMs);
-            insert.Bind(6, m.ScheduledAtMs);
-            insert.Bind(7, m.ExpiresAtMs);
-            insert.Bind(8, m.MessageId);
-            insert.Bind(9, m.DeadLetterReason);
-            insert.Bind(10, m.DeadLetterDescription);
-            insert.Bind(11, m.DeadLetterSource);
-            insert.Bind(12, m.Payload);
-            insert.Bind(13, (long)(m.Payload?.Length ?? m.PayloadSize));
-            insert.Execute();
+            _insert.Bind(0, m.EntityId);
+            _insert.Bind(1, m.SequenceNumber);
+            _insert.Bind(2, (long)m.SubQueue);
+            _insert.Bind(3, (long)m.State);
+            _insert.Bind(4, (long)m.DeliveryCount);
+            _insert.Bind(5, m.EnqueuedAtMs);
+            _insert.Bind(6, m.ScheduledAtMs);
+            _insert.Bind(7, m.ExpiresAtMs);
+            _insert.Bind(8, m.MessageId);
+            _insert.Bind(9, m.DeadLetterReason);
+            _insert.Bind(10, m.DeadLetterDescription);
+            _insert.Bind(11, m.DeadLetterSource);
+            _insert.Bind(12, m.Payload);
+            _insert.Bind(13, (long)(m.Payload?.Length ?? m.PayloadSize));
+            _insert.Execute();
         }
 
         // A row may be missing only when its entity was purged (a settlement racing the delete of its
         // queue or subscription); anywhere else the broker's memory and the database disagree.
         bool MayBeMissing(long entityId) => batch.PurgedEntities.Contains(entityId) || purgedBefore.Contains(entityId);
 
-        var update = _update;
-        var countOnly = _updateDeliveryCount;
         foreach (var u in batch.Updates)
         {
             if (u.DeliveryCountOnly && u.Payload is null)
             {
-                countOnly.Bind(0, u.EntityId);
-                countOnly.Bind(1, u.SequenceNumber);
-                countOnly.Bind(2, (long)u.DeliveryCount);
-                if (countOnly.Execute() == 0 && !MayBeMissing(u.EntityId))
+                _updateDeliveryCount.Bind(0, u.EntityId);
+                _updateDeliveryCount.Bind(1, u.SequenceNumber);
+                _updateDeliveryCount.Bind(2, (long)u.DeliveryCount);
+                if (_updateDeliveryCount.Execute() == 0 && !MayBeMissing(u.EntityId))
                 {
                     throw MissingRowException.For("update", new MessageKey(u.EntityId, u.SequenceNumber));
                 }
                 continue;
             }
 
-            update.Bind(0, u.EntityId);
-            update.Bind(1, u.SequenceNumber);
-            update.Bind(2, (long)u.SubQueue);
-            update.Bind(3, (long)u.State);
-            update.Bind(4, (long)u.DeliveryCount);
-            update.Bind(5, u.DeadLetterReason);
-            update.Bind(6, u.DeadLetterDescription);
-            update.Bind(7, u.DeadLetterSource);
-            update.Bind(8, u.Payload);
-            update.Bind(9, (long)(u.Payload?.Length ?? 0));
-            if (update.Execute() == 0 && !MayBeMissing(u.EntityId))
+            _update.Bind(0, u.EntityId);
+            _update.Bind(1, u.SequenceNumber);
+            _update.Bind(2, (long)u.SubQueue);
+            _update.Bind(3, (long)u.State);
+            _update.Bind(4, (long)u.DeliveryCount);
+            _update.Bind(5, u.DeadLetterReason);
+            _update.Bind(6, u.DeadLetterDescription);
+            _update.Bind(7, u.DeadLetterSource);
+            _update.Bind(8, u.Payload);
+            _update.Bind(9, (long)(u.Payload?.Length ?? 0));
+            if (_update.Execute() == 0 && !MayBeMissing(u.EntityId))
             {
                 throw MissingRowException.For("update", new MessageKey(u.EntityId, u.SequenceNumber));
             }
         }
 
-        var delete = _delete;
         foreach (var d in batch.Deletes)
         {
-            delete.Bind(0, d.EntityId);
-            delete.Bind(1, d.SequenceNumber);
-            if (delete.Execute() == 0 && !MayBeMissing(d.EntityId))
+            _delete.Bind(0, d.EntityId);
+            _delete.Bind(1, d.SequenceNumber);
+            if (_delete.Execute() == 0 && !MayBeMissing(d.EntityId))
             {
                 throw MissingRowException.For("delete", d);
             }
