@@ -142,6 +142,7 @@ internal sealed class ChaosLoad(string connection, IReadOnlyList<string> queues)
     private readonly ConcurrentDictionary<string, byte> _received = new();
     private readonly ConcurrentDictionary<(string Queue, long Sequence), byte> _completed = new();
     private readonly ConcurrentDictionary<string, ConcurrentQueue<long>> _sendTimes = new();
+    private readonly ConcurrentDictionary<string, string> _lastSendFailure = new();
     private readonly List<Task> _senders = [];
     private readonly List<Task> _receivers = [];
     private long _sendFailures;
@@ -190,6 +191,9 @@ internal sealed class ChaosLoad(string connection, IReadOnlyList<string> queues)
         return longest;
     }
 
+    /// <summary>How many sends to the queue were acknowledged after <paramref name="after"/> (of the last 2,000 kept).</summary>
+    public int SendsAfter(string queue, long after) => _sendTimes[queue].Count(t => t > after);
+
     /// <summary>Waits until <paramref name="count"/> sends to the queue were acknowledged after <paramref name="after"/>.</summary>
     public async Task WaitForSendsAfterAsync(string queue, long after, int count, TimeSpan deadline)
     {
@@ -215,10 +219,11 @@ internal sealed class ChaosLoad(string connection, IReadOnlyList<string> queues)
                 {
                 }
             }
-            catch (FarmException)
+            catch (FarmException e)
             {
-                // Not acknowledged, so not promised: the test only counts it.
+                // Not acknowledged, so not promised: the test only counts it, and keeps the last reason for diagnosis.
                 Interlocked.Increment(ref _sendFailures);
+                _lastSendFailure[queue] = $"{DateTime.UtcNow:HH:mm:ss.fff} {e.Reason}: {e.Message}";
             }
             await pace.WaitForNextTickAsync();
         }
@@ -270,6 +275,13 @@ internal sealed class ChaosLoad(string connection, IReadOnlyList<string> queues)
             }
         }
     }
+
+    /// <summary>The last send failure on the queue (time, reason, message), or null.</summary>
+    public string? LastSendFailure(string queue) => _lastSendFailure.GetValueOrDefault(queue);
+
+    /// <summary>How long ago the queue's last acknowledged send was, or null when it never had one.</summary>
+    public TimeSpan? SinceLastSend(string queue) =>
+        _sendTimes[queue].DefaultIfEmpty(0).Max() is var last and > 0 ? Stopwatch.GetElapsedTime(last) : null;
 
     public int LostIn(string queue) => _acknowledged.Keys.Count(id => id.StartsWith(queue + "-", StringComparison.Ordinal) && !_received.ContainsKey(id));
 

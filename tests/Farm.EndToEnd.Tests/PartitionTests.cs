@@ -206,7 +206,9 @@ public sealed class PartitionTests(ITestOutputHelper output)
                 // Every queue serves after the rebalancing; then stop, drain and check the books.
                 foreach (var queue in queues.Keys)
                 {
-                    await load.FirstSendAfterAsync(queue, balancedAt, TakeoverDeadline);
+                    await PollAsync(() => Task.FromResult(load.SendsAfter(queue, balancedAt) > 0 ? "" : null), TakeoverDeadline,
+                        () => $"a send on {queue} to succeed after the rebalancing (last acknowledged send {load.SinceLastSend(queue)?.TotalSeconds:0.0} s ago; " +
+                              $"last failure: {load.LastSendFailure(queue) ?? "none"}; {load.Summary()})", Diagnose);
                 }
                 await PollAsync(() => Task.FromResult(load.Acknowledged >= TotalSends ? "" : null), DrainDeadline,
                     () => $"{TotalSends} acknowledged sends ({load.Summary()})", Diagnose);

@@ -125,18 +125,26 @@ public sealed class OwnerRoutingTests : IDisposable
         Assert.True(_time.GetUtcNow() - start >= _options.OwnerWait);
     }
 
-    /// <summary>
-    /// A keep-alive ping a frozen owner never answered comes from Grpc.Net.Client as Internal. The
-    /// call was sent, so it is not tried again while that owner is still the live one (it may have
-    /// committed it); once the farm names another owner it is held for it, not failed as Internal.
-    /// </summary>
-    [Fact]
-    public async Task AConnectionThatBrokeUnderAForwardedCall_IsHeldForTheNextOwner_NotFailedAsInternal()
+    private static RpcException PingTimeout()
     {
-        _directory.Set(servedHere: false, owner: Other);
         var pingTimeout = new HttpRequestException(HttpRequestError.HttpProtocolError, "The HTTP/2 server didn't respond to a ping request within the configured KeepAlivePingDelay.",
             new HttpProtocolException(1, "The HTTP/2 server didn't respond to a ping request within the configured KeepAlivePingDelay.", null));
-        _ownerAnswers = _ => Task.FromException<string>(new RpcException(new Status(StatusCode.Internal, "Error starting gRPC call. " + pingTimeout.Message, pingTimeout)));
+        return new RpcException(new Status(StatusCode.Internal, "Error starting gRPC call. " + pingTimeout.Message, pingTimeout));
+    }
+
+    /// <summary>
+    /// A keep-alive ping a frozen owner never answered comes from Grpc.Net.Client as Internal. The
+    /// call was sent, so it is not tried again while that owner is still the live one and does not
+    /// answer (it may have committed it); once the farm names another owner it is held for it, not
+    /// failed as Internal.
+    /// </summary>
+    [Fact]
+    public async Task AConnectionThatBrokeUnderAForwardedCall_IsHeldForTheNextOwner_WhileTheOwnerDoesNotAnswer()
+    {
+        _directory.Set(servedHere: false, owner: Other);
+        _ownerAnswers = _ => Task.FromException<string>(PingTimeout());
+        var probes = 0;
+        _routing.OwnerAnswersAsync = (_, _, _) => { Interlocked.Increment(ref probes); return Task.FromResult(false); };
 
         var routed = RouteAsync();
         for (var poll = 0; poll < 20; poll++)
@@ -146,12 +154,65 @@ public sealed class OwnerRoutingTests : IDisposable
             Assert.False(routed.IsCompleted, $"gave up at poll {poll} while the owner it was sent to is still the live owner");
         }
         Assert.Equal(1, _forwards);
+        Assert.True(probes >= 19, $"probed the silent owner {probes} times in 20 polls");
 
         _directory.Set(servedHere: true, owner: Self);
         await AdvanceUntilAsync(routed);
 
         Assert.Equal("here", await routed);
         Assert.Equal(1, _forwards);
+    }
+
+    /// <summary>
+    /// A connection can break while the owner is fine (a ping sent while the network was out, whose
+    /// answer came too late): the answer is lost for good, so once the owner answers again the call
+    /// is forwarded again rather than held until the caller's deadline.
+    /// </summary>
+    [Fact]
+    public async Task AConnectionThatBrokeUnderAForwardedCall_IsForwardedAgain_OnceTheOwnerAnswers()
+    {
+        _directory.Set(servedHere: false, owner: Other);
+        _ownerAnswers = n => n == 1 ? Task.FromException<string>(PingTimeout()) : Task.FromResult("forwarded");
+        var probed = new List<(string Owner, string Entity)>();
+        _routing.OwnerAnswersAsync = (owner, entity, _) => { lock (probed) { probed.Add((owner, entity)); } return Task.FromResult(true); };
+
+        var routed = RouteAsync();
+        await AdvanceUntilAsync(routed);
+
+        Assert.Equal("forwarded", await routed);
+        Assert.Equal(2, _forwards);
+        Assert.Equal([(Other, "orders")], probed);
+        Assert.All(_forwardTargets, target => Assert.Equal("127.0.0.1:5481", target));
+    }
+
+    /// <summary>A break after the forward timeout (the owner was slow, then the connection went) is the same: held, not Internal.</summary>
+    [Fact]
+    public async Task AConnectionThatBrokeAfterTheForwardTimeout_IsHeldForTheNextOwner_NotFailedAsInternal()
+    {
+        _directory.Set(servedHere: false, owner: Other);
+        var answer = new TaskCompletionSource<string>(TaskCreationOptions.RunContinuationsAsynchronously);
+        _ownerAnswers = n => n == 1 ? answer.Task : Task.FromResult("forwarded by the next owner");
+        _routing.OwnerAnswersAsync = (_, _, _) => Task.FromResult(false);
+
+        var start = _time.GetUtcNow();
+        var routed = RouteAsync();
+        while (_time.GetUtcNow() - start < _options.ForwardTimeout + TimeSpan.FromSeconds(1))
+        {
+            await AdvanceUntilLookedUpAsync(routed);
+        }
+        Assert.False(routed.IsCompleted);
+        answer.SetException(PingTimeout());
+        for (var poll = 0; poll < 5; poll++)
+        {
+            await AdvanceUntilLookedUpAsync(routed);
+            Assert.False(routed.IsCompleted, "gave up while the silent owner is still the live owner");
+        }
+
+        _directory.Set(servedHere: false, owner: "http://127.0.0.1:5482");
+        await AdvanceUntilAsync(routed);
+
+        Assert.Equal("forwarded by the next owner", await routed);
+        Assert.Equal(["127.0.0.1:5481", "127.0.0.1:5482"], _forwardTargets);
     }
 
     [Fact]

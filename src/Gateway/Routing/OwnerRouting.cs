@@ -41,6 +41,7 @@ internal sealed partial class OwnerRouting
         _options = options;
         _time = time;
         _logger = logger;
+        OwnerAnswersAsync = LookupAtOwnerAsync;
         _hold = new ResiliencePipelineBuilder { TimeProvider = time }
             .AddRetry(new RetryStrategyOptions
             {
@@ -150,7 +151,7 @@ internal sealed partial class OwnerRouting
             {
                 // Late: keep waiting while the owner is alive and still the owner, as far as the farm knows.
             }
-            catch (RpcException e) when (e.StatusCode == StatusCode.Internal && e.IsBrokenConnection())
+            catch (RpcException e) when (IsBroken(e))
             {
                 // The connection broke with the call sent (a keep-alive ping a frozen owner never
                 // answered): whether it committed is as unknown as for a late answer, so the same wait.
@@ -162,10 +163,28 @@ internal sealed partial class OwnerRouting
                 if (broken is not null)
                 {
                     await poll.ConfigureAwait(false);
+                    // The answer went with the connection, so waiting only helps while the owner is
+                    // frozen or cut off. An owner that answers again (a connection that broke on a
+                    // ping sent while the network was out, a proxy that dropped it) gets the call
+                    // again: it may store a second copy, as a client's own retry would, but the
+                    // caller is not kept waiting for an answer that can never come.
+                    if (await OwnerAnswersAsync(owner, name, cancellationToken).ConfigureAwait(false))
+                    {
+                        LogForwardRetried(_logger, call.Method, call.EntityPath, owner, broken.Status.Detail);
+                        throw new RpcException(new Status(StatusCode.Unavailable,
+                            $"The connection to the broker at {owner} broke during {call.Method} for '{call.EntityPath}' ({broken.Status.Detail}); it answers again, so the call is tried again."));
+                    }
                 }
                 else if (await Task.WhenAny(response, poll).ConfigureAwait(false) == response)
                 {
-                    return await response.ConfigureAwait(false);
+                    try
+                    {
+                        return await response.ConfigureAwait(false);
+                    }
+                    catch (RpcException e) when (IsBroken(e))
+                    {
+                        broken = e; // broke while late: from now on, the same as a break before the timeout
+                    }
                 }
             }
             if (broken is not null)
@@ -195,6 +214,35 @@ internal sealed partial class OwnerRouting
         }
     }
 
+    private static bool IsBroken(RpcException e) => e.StatusCode == StatusCode.Internal && e.IsBrokenConnection();
+
+    /// <summary>
+    /// Whether the owner answers a cheap call (a direct Lookup of the entity, from its memory)
+    /// within <see cref="OwnerProbeTimeout"/>, over a fresh connection if the last one broke. Any
+    /// answer counts, an error too: the owner is running and reachable. Replaceable for tests.
+    /// </summary>
+    internal Func<string, string, CancellationToken, Task<bool>> OwnerAnswersAsync { get; set; }
+
+    /// <summary>How long a probe of an owner whose connection broke waits for its answer.</summary>
+    internal static readonly TimeSpan OwnerProbeTimeout = TimeSpan.FromSeconds(1);
+
+    private async Task<bool> LookupAtOwnerAsync(string owner, string name, CancellationToken cancellationToken)
+    {
+        try
+        {
+            using var probe = _channels.Get(owner).Messaging.LookupAsync(new LookupRequest { Entity = name },
+                new CallOptions(FarmMetadata.DirectHeaders(), DateTime.UtcNow + OwnerProbeTimeout, cancellationToken));
+            await probe.ResponseAsync.ConfigureAwait(false);
+            return true;
+        }
+        catch (RpcException e) when (!cancellationToken.IsCancellationRequested)
+        {
+            // An answer with an error is an answer; no answer (unreachable, deadline, broken) is not.
+            return e.StatusCode is not (StatusCode.Unavailable or StatusCode.DeadlineExceeded or StatusCode.Cancelled) && !IsBroken(e)
+                || e.FarmError() is not null;
+        }
+    }
+
     /// <summary>True while the farm database names <paramref name="owner"/> as the live owner of the entity's container.</summary>
     private async Task<bool> IsStillOwnerAsync(string owner, string name, CancellationToken cancellationToken)
     {
@@ -204,6 +252,9 @@ internal sealed partial class OwnerRouting
 
     [LoggerMessage(Level = LogLevel.Warning, Message = "Forwarded {Method} for {Entity} to {Owner}: no answer within {Seconds} s and the owner is gone; holding it for the next owner")]
     private static partial void LogForwardGivenUp(ILogger logger, string method, string entity, string owner, double seconds);
+
+    [LoggerMessage(Level = LogLevel.Warning, Message = "Forwarded {Method} for {Entity} to {Owner}: the connection broke ({Detail}) and the owner answers again; trying the call again")]
+    private static partial void LogForwardRetried(ILogger logger, string method, string entity, string owner, string detail);
 
     [LoggerMessage(Level = LogLevel.Warning, Message = "Forwarded {Method} for {Entity} to {Owner}: the connection broke ({Detail}) and the owner is gone; holding it for the next owner")]
     private static partial void LogForwardBroken(ILogger logger, string method, string entity, string owner, string detail);
