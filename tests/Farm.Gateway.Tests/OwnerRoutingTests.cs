@@ -33,9 +33,12 @@ public sealed class OwnerRoutingTests : IDisposable
     /// <summary>What the owner answers to the n-th forward (1-based); "forwarded" unless a test says otherwise.</summary>
     private Func<int, Task<string>> _ownerAnswers = _ => Task.FromResult("forwarded");
 
+    /// <summary>What this node answers when it serves the call; "here" unless a test says otherwise.</summary>
+    private Func<Task<string>> _hereAnswers = () => Task.FromResult("here");
+
     private Task<string> RouteAsync(ServerCallContext? context = null, bool hold = true) =>
         _routing.RouteAsync(new RoutedCall("Peek", "orders", Hold: hold), context ?? new TestCallContext(),
-            _ => Task.FromResult("here"),
+            _ => _hereAnswers(),
             (owner, options) =>
             {
                 _forwards++;
@@ -52,6 +55,31 @@ public sealed class OwnerRoutingTests : IDisposable
 
         Assert.Equal("here", await RouteAsync());
         Assert.Equal(0, _forwards);
+    }
+
+    /// <summary>
+    /// A call this node serves runs at once; when it fails as between owners (the container moved a
+    /// moment ago) it is held like any other, from a fresh look at the owner, and reaches the new one.
+    /// </summary>
+    [Fact]
+    public async Task ACallServedHere_ThatFindsTheContainerJustMoved_IsHeldAndForwardedToTheNewOwner()
+    {
+        _directory.Set(servedHere: true, owner: Self);
+        _directory.Database = new EntityLocation("orders", 1, false, Other, 2);
+        var heres = 0;
+        _hereAnswers = () =>
+        {
+            heres++;
+            return Task.FromException<string>(FarmErrors.NotOwner("orders", null));
+        };
+
+        var routed = RouteAsync();
+        await AdvanceUntilAsync(routed);
+
+        Assert.Equal("forwarded", await routed);
+        Assert.Equal(1, heres);
+        Assert.Equal("127.0.0.1:5481", Assert.Single(_forwardTargets));
+        Assert.Equal(1, _directory.FreshLookups);
     }
 
     [Fact]

@@ -77,11 +77,29 @@ internal sealed partial class OwnerRouting
             // Direct: the caller routes. A malformed path: here says what is wrong with it.
             return await here(cancellationToken).ConfigureAwait(false);
         }
-        var attempts = 0;
+        // Served here, as most calls are: run it without the hold's retry pipeline around it. Only
+        // if it fails as between owners (the container moved a moment ago) does the hold take over,
+        // looking the owner up afresh.
+        var first = await _directory.LocateAsync(name, cancellationToken).ConfigureAwait(false);
+        if (first.ServedHere)
+        {
+            try
+            {
+                return await here(cancellationToken).ConfigureAwait(false);
+            }
+            catch (Exception e) when (call.Hold && CallFailures.IsBetweenOwners(e) && !cancellationToken.IsCancellationRequested)
+            {
+                // Held below, from a fresh look at who owns it.
+            }
+        }
+        EntityLocation? known = first.ServedHere ? null : first;
+        var attempts = first.ServedHere ? 1 : 0;
         return await HoldAsync(call.Hold, async token =>
         {
             // Trying again (held): ask who owns it now, not what the last ownership pass saw.
-            var location = await _directory.LocateAsync(name, token, fresh: attempts++ > 0).ConfigureAwait(false);
+            var location = known ?? await _directory.LocateAsync(name, token, fresh: attempts > 0).ConfigureAwait(false);
+            known = null;
+            attempts++;
             if (location.ServedHere)
             {
                 return await here(token).ConfigureAwait(false);
