@@ -40,6 +40,54 @@ public sealed class ReceiveCreditTests(SdkFarmFixture fixture) : IClassFixture<S
     private Task<bool> TakenWithinStrayWindowAsync(string queue) =>
         Eventually.HoldsWithinAsync(async () => (await CountsAsync(queue)).ActiveMessageCount == 0, StrayWindow, TimeSpan.FromMilliseconds(20));
 
+    /// <summary>Credit frames the node has received on receive streams for <paramref name="queue"/> (its farm_receive_credit_grants_total).</summary>
+    private async Task<double> CreditGrantsAsync(string queue)
+    {
+        using var status = await fixture.Farm.StatusJsonAsync();
+        var metrics = new Uri(status.RootElement.GetProperty("nodes").EnumerateArray().Single().GetProperty("metrics_url").GetString()!);
+        using var http = new HttpClient();
+        var text = await http.GetStringAsync(metrics);
+        var pattern = new System.Text.RegularExpressions.Regex(
+            $@"^farm_receive_credit_grants_total\{{[^}}]*messaging_destination_name=""{queue}""[^}}]*\}} ([0-9.eE+]+)", System.Text.RegularExpressions.RegexOptions.Multiline);
+        return pattern.Matches(text).Sum(m => double.Parse(m.Groups[1].Value, System.Globalization.CultureInfo.InvariantCulture));
+    }
+
+    /// <summary>
+    /// A prefetching receiver that takes its messages one at a time refills its credit once half its
+    /// prefetch is used, not with a frame per message taken (issue 14: at low rates each frame woke
+    /// both sides), and still gets every message, in order.
+    /// </summary>
+    [Fact]
+    public async Task APrefetchingReceiver_TakingOneAtATime_RefillsCreditInBatches_AndGetsEveryMessageInOrder()
+    {
+        const int count = 60;
+        var queue = await CreateQueueAsync();
+        await using var client = new FarmClient(Connection);
+        await using (var sender = client.CreateSender(queue))
+        {
+            await sender.SendMessagesAsync(Enumerable.Range(0, count).Select(i => new FarmMessage($"m{i}") { MessageId = $"m{i}" }));
+        }
+
+        var receiver = client.CreateReceiver(queue, new FarmReceiverOptions { PrefetchCount = 20 });
+        using var deadline = new CancellationTokenSource(Patience);
+        var order = new List<string>();
+        while (order.Count < count)
+        {
+            if (await receiver.ReceiveMessageAsync(TimeSpan.FromSeconds(5), deadline.Token) is { } message)
+            {
+                order.Add(message.MessageId!);
+                await receiver.CompleteMessageAsync(message, deadline.Token);
+            }
+        }
+        await receiver.DisposeAsync();
+
+        Assert.Equal(Enumerable.Range(0, count).Select(i => $"m{i}"), order);
+        var grants = 0.0;
+        await Eventually.UntilAsync(async () => (grants = await CreditGrantsAsync(queue)) > 0, Patience, "the node to count the receiver's credit frames");
+        // 60 taken with a prefetch of 20: a refill of 10 after every 10, about 6 frames (one per message before).
+        Assert.InRange(grants, 1, 12);
+    }
+
     [Fact]
     public async Task ReceiveAndDelete_ATimedOutReceive_LeavesNoCredit_SoClosingTheReceiverLosesNothing()
     {

@@ -1,6 +1,7 @@
 using Farm.Broker.Entities;
 using Farm.Broker.Node;
 using Farm.Contracts.V1;
+using Farm.Broker.Telemetry;
 
 namespace Farm.Broker.Messaging;
 
@@ -141,6 +142,7 @@ public sealed class MessagingService(BrokerNode node)
                     if (incoming.Current.KindCase == ReceiveRequest.KindOneofCase.Credit && incoming.Current.Credit > 0)
                     {
                         credit.Add(incoming.Current.Credit);
+                        BrokerMetrics.RecordCreditGrant(open.Entity);
                     }
                     else if (incoming.Current.KindCase == ReceiveRequest.KindOneofCase.Drain)
                     {

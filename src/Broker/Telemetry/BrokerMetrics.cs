@@ -24,6 +24,8 @@ public static class BrokerMetrics
     private static readonly Counter<long> DeadLettered = Meter.CreateCounter<long>("farm.messages.dead_lettered", "{message}", "Messages moved to the dead-letter queue, by reason.");
     private static readonly Counter<long> Expired = Meter.CreateCounter<long>("farm.messages.expired", "{message}", "Messages whose time to live ran out.");
 
+    private static readonly Counter<long> CreditGrants = Meter.CreateCounter<long>("farm.receive.credit_grants", "{grant}", "Credit frames received on receive streams (a receiver's prefetch refills; the SDK sends one per half a prefetch taken).");
+
     private static readonly Histogram<int> CommitBatchSize = Meter.CreateHistogram<int>("farm.container.commit.batch_size", "{change}", "Changes written per container commit.");
     private static readonly Histogram<double> CommitDuration = Meter.CreateHistogram<double>("farm.container.commit.duration", "s", "Time to write one commit batch to the container's database.");
     private static readonly Counter<long> Moves = Meter.CreateCounter<long>("farm.container.takes", "{take}", "Containers this node took over (start, failover, planned move).");
@@ -31,6 +33,8 @@ public static class BrokerMetrics
     internal static void RecordSent(string entity, int count) => Add(Sent, entity, count);
 
     internal static void RecordReceived(string entity, int count) => Add(Received, entity, count);
+
+    internal static void RecordCreditGrant(string entity) => Add(CreditGrants, entity, 1);
 
     internal static void RecordCompleted(string entity) => Add(Completed, entity, 1);
 

@@ -66,7 +66,7 @@ public sealed class FarmReceiver : IAsyncDisposable
             List<ReceivedMessage> received;
             try
             {
-                received = await _link.ReceiveAsync(maxMessages, wait, Math.Max(PrefetchCount, maxMessages), cancellationToken).ConfigureAwait(false);
+                received = await _link.ReceiveAsync(maxMessages, wait, Math.Max(PrefetchCount, maxMessages), cancellationToken, batchedCredit: maxMessages <= PrefetchCount).ConfigureAwait(false);
             }
             catch (OperationCanceledException)
             {
@@ -86,7 +86,7 @@ public sealed class FarmReceiver : IAsyncDisposable
             if (PrefetchCount > 0)
             {
                 // Refill the buffer for what the application just took.
-                await _link.EnsureCreditAsync(PrefetchCount, cancellationToken).ConfigureAwait(false);
+                await _link.EnsureCreditAsync(PrefetchCount, cancellationToken, batched: true).ConfigureAwait(false);
             }
 
             FarmTelemetry.RecordConsumed(EntityPath, received.Count);

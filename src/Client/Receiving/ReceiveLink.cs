@@ -57,9 +57,10 @@ internal sealed class ReceiveLink : IAsyncDisposable
     /// <summary>
     /// Waits up to <paramref name="maxWait"/> for a first message, then returns up to
     /// <paramref name="maxMessages"/> of what is buffered. <paramref name="creditTarget"/> is how
-    /// many messages should be buffered or on their way while waiting.
+    /// many messages should be buffered or on their way while waiting; <paramref name="batchedCredit"/>
+    /// tops it up only once at most half of it is (see <see cref="EnsureCreditAsync"/>).
     /// </summary>
-    public async Task<List<ReceivedMessage>> ReceiveAsync(int maxMessages, TimeSpan maxWait, int creditTarget, CancellationToken cancellationToken)
+    public async Task<List<ReceivedMessage>> ReceiveAsync(int maxMessages, TimeSpan maxWait, int creditTarget, CancellationToken cancellationToken, bool batchedCredit = false)
     {
         Task<FarmException> fault;
         lock (_gate)
@@ -67,7 +68,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
             fault = _faultSignal.Task;
         }
 
-        await EnsureCreditAsync(creditTarget, cancellationToken).ConfigureAwait(false);
+        await EnsureCreditAsync(creditTarget, cancellationToken, batchedCredit).ConfigureAwait(false);
         var result = new List<ReceivedMessage>(Math.Min(maxMessages, 64));
         TakeFromBuffer(result, maxMessages);
         if (result.Count > 0)
@@ -198,8 +199,14 @@ internal sealed class ReceiveLink : IAsyncDisposable
         draining?.TrySetResult();
     }
 
-    /// <summary>Grants credit so that buffered + outstanding reaches <paramref name="target"/>.</summary>
-    public async ValueTask EnsureCreditAsync(int target, CancellationToken cancellationToken)
+    /// <summary>
+    /// Grants credit so that buffered + outstanding reaches <paramref name="target"/>. With
+    /// <paramref name="batched"/> (a prefetch refill) only once at most half the target is buffered
+    /// or on its way, as an AMQP receiver renews link credit: a busy link then sends one credit
+    /// frame per half a prefetch, not one per message taken, and the broker wakes for each as
+    /// seldom; the half still on its way keeps the messages coming meanwhile.
+    /// </summary>
+    public async ValueTask EnsureCreditAsync(int target, CancellationToken cancellationToken, bool batched = false)
     {
         if (Volatile.Read(ref _draining) is { } draining)
         {
@@ -215,8 +222,9 @@ internal sealed class ReceiveLink : IAsyncDisposable
                 _outstanding = 0;
             }
 
-            grant = target - (_buffer.Reader.Count + _outstanding);
-            if (grant <= 0 || _closing.IsCancellationRequested)
+            var have = _buffer.Reader.Count + _outstanding;
+            grant = target - have;
+            if (grant <= 0 || _closing.IsCancellationRequested || (batched && have > target / 2))
             {
                 return;
             }
