@@ -16,13 +16,36 @@ internal sealed partial class QueueEntity
     // The messages of this subscription that are their only stored form (StoredMessage.StoredAlone):
     // a message only this subscription got is stored as its row alone, with no copy in the topic, so
     // the topic counts these towards its size (MaxSizeInMegabytes) along with its copies. Counted from
-    // the database at load, then kept as messages arrive and leave. Written under _gate, read by the
-    // topic's sends without it.
+    // the database at load, then kept as messages arrive (counted by the topic's commit, under its
+    // send lock) and leave (under _gate); Interlocked either way, read by the topic's sends.
     private long _storedAloneCount;
     private long _storedAloneBytes;
 
     /// <summary>This subscription's messages stored as its rows alone (no topic copy), and their bytes.</summary>
     public StoredAloneTally StoredAlone => new(Interlocked.Read(ref _storedAloneCount), Interlocked.Read(ref _storedAloneBytes));
+
+    /// <summary>
+    /// Counts the messages of a fan-out stored as this subscription's rows alone, before
+    /// <see cref="AcceptFanOut"/> admits them: the topic does it in the same step as it releases the
+    /// send's quota reservation. On a subscription deleted meanwhile the count is moot: the topic no
+    /// longer sums it.
+    /// </summary>
+    public void CountStoredAloneArrivals(IReadOnlyList<StoredMessage> messages)
+    {
+        long count = 0, bytes = 0;
+        foreach (var message in messages)
+        {
+            if (message.StoredAlone)
+            {
+                count++;
+                bytes += message.PayloadSize;
+            }
+        }
+        if (count > 0)
+        {
+            CountStoredAloneLocked(count, bytes);
+        }
+    }
 
     private void CountStoredAloneLocked(long count, long bytes)
     {
@@ -107,10 +130,6 @@ internal sealed partial class QueueEntity
                 // A subscription's sequence numbers are its topic's: it learns the last one from what
                 // arrives (a purge stops at it, so what arrives after the purge began stays).
                 _nextSequence = Math.Max(_nextSequence, message.SequenceNumber + 1);
-                if (message.StoredAlone)
-                {
-                    CountStoredAloneLocked(1, message.PayloadSize);
-                }
                 if (message.SubQueue == SubQueue.DeadLetter)
                 {
                     deadLetter |= AdmitLocked(_deadLetter, message);

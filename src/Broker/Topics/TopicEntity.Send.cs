@@ -355,10 +355,20 @@ internal sealed partial class TopicEntity
             {
                 lock (_sendGate)
                 {
+                    // The send's bytes move from in flight to stored in one step, under the lock the
+                    // quota check holds: a send checking meanwhile never finds them in neither place
+                    // (a sixth 200 KB send into a 1 MB topic slipped through that gap).
+                    CopiesStored(copies.Count, copies.Sum(c => (long)c.Payload.Length));
+                    for (var s = 0; s < subscriptions.Length; s++)
+                    {
+                        if (fanOut.Deliveries[s] is { } arriving)
+                        {
+                            subscriptions[s].Queue.CountStoredAloneArrivals(arriving);
+                        }
+                    }
                     _sendingBytes -= reserved;
                     _inFlightIds.Complete(outcome);
                 }
-                CopiesStored(copies.Count, copies.Sum(c => (long)c.Payload.Length));
                 for (var s = 0; s < subscriptions.Length; s++)
                 {
                     // Deleted since the fan-out read it: its rows must not outlive it. Only unloaded
