@@ -359,7 +359,8 @@ internal sealed partial class TopicEntity
                     // quota check holds: a send checking meanwhile never finds them in neither place
                     // (a sixth 200 KB send into a 1 MB topic slipped through that gap).
                     CopiesStored(copies.Count, copies.Sum(c => (long)c.Payload.Length));
-                    for (var s = 0; s < subscriptions.Length; s++)
+                    // Only messages that got no copy can be stored alone (none, in a wide fan-out).
+                    for (var s = 0; s < subscriptions.Length && copies.Count < accepted.Count; s++)
                     {
                         if (fanOut.Deliveries[s] is { } arriving)
                         {
