@@ -131,12 +131,14 @@ public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<
     /// <summary>
     /// A handler that runs well past its message's lock keeps it: the processor renews the lock
     /// ahead of expiry while the handler runs, so the auto-complete lands and the message is never
-    /// handed to anyone again. Without renewal the lock would lapse after 2 s and the complete fail.
+    /// handed to anyone again. Without renewal the lock would lapse after 5 s and the complete fail.
+    /// (5 s, not 2: the processor renews half-way through what is left, and a 2-core machine busy with
+    /// the other test assemblies once held a renewal past the 1 s of slack a 2 s lock leaves.)
     /// </summary>
     [Fact]
     public async Task Processor_RenewsTheLock_WhileAHandlerOutlastsIt()
     {
-        var lockDuration = TimeSpan.FromSeconds(2);
+        var lockDuration = TimeSpan.FromSeconds(5);
         var queue = await CreateQueueAsync(o => o.LockDuration = lockDuration);
         await using var client = new FarmClient(Connection);
         await using (var sender = client.CreateSender(queue))
@@ -153,8 +155,8 @@ public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<
         {
             Interlocked.Increment(ref calls);
             firstLockedUntil = args.Message.LockedUntil;
-            // The work itself: three lock durations long.
-            await Task.Delay(lockDuration * 3);
+            // The work itself: two and a half lock durations long (renewed at about 2.5, 5 and 7.5 s).
+            await Task.Delay(lockDuration * 2.5);
             lastLockedUntil = args.Message.LockedUntil;
         };
         processor.ProcessErrorAsync += args =>
