@@ -132,8 +132,9 @@ public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<
     /// A handler that runs well past its message's lock keeps it: the processor renews the lock
     /// ahead of expiry while the handler runs, so the auto-complete lands and the message is never
     /// handed to anyone again. Without renewal the lock would lapse after 5 s and the complete fail.
-    /// (5 s, not 2: the processor renews half-way through what is left, and a 2-core machine busy with
-    /// the other test assemblies once held a renewal past the 1 s of slack a 2 s lock leaves.)
+    /// The handler lasts a whole number of renewal intervals (renewals at about 2.5, 5, 7.5, 10 and
+    /// 12.5 s), so a renewal wakes as it returns: it must not reach the broker after the complete
+    /// (it did, now and then, and failed with MessageLockLost).
     /// </summary>
     [Fact]
     public async Task Processor_RenewsTheLock_WhileAHandlerOutlastsIt()
@@ -155,7 +156,7 @@ public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<
         {
             Interlocked.Increment(ref calls);
             firstLockedUntil = args.Message.LockedUntil;
-            // The work itself: two and a half lock durations long (renewed at about 2.5, 5 and 7.5 s).
+            // The work itself: two and a half lock durations, five renewal intervals.
             await Task.Delay(lockDuration * 2.5);
             lastLockedUntil = args.Message.LockedUntil;
         };

@@ -177,9 +177,18 @@ public sealed class FarmProcessor : IAsyncDisposable
         using var activity = FarmTelemetry.StartProcess(receiver.EntityPath, message);
         var started = FarmTelemetry.ProcessTimestamp();
         Exception? failure = null;
+        // Lock renewal stops before the processor settles the message: a renewal that woke as the
+        // handler returned would otherwise reach the broker after the complete and fail with
+        // MessageLockLost (a handler that ran a whole number of renewal intervals hit it).
+        async Task StopRenewingAsync()
+        {
+            await renewing.CancelAsync().ConfigureAwait(false);
+            await renewal.ConfigureAwait(false);
+        }
         try
         {
             await _processMessage!(args).ConfigureAwait(false);
+            await StopRenewingAsync().ConfigureAwait(false);
             if (peekLock && AutoCompleteMessages && !args.IsSettled)
             {
                 await SettleQuietlyAsync(() => receiver.CompleteMessageAsync(message, CancellationToken.None), FarmErrorSource.Complete, stopping).ConfigureAwait(false);
@@ -191,6 +200,7 @@ public sealed class FarmProcessor : IAsyncDisposable
             FarmTelemetry.Failed(activity, e);
             // Handler failures belong to the application: report them and let the message go back.
             await RaiseErrorAsync(e, FarmErrorSource.ProcessMessageCallback, stopping).ConfigureAwait(false);
+            await StopRenewingAsync().ConfigureAwait(false);
             if (peekLock && AutoCompleteMessages && !args.IsSettled)
             {
                 await SettleQuietlyAsync(() => receiver.AbandonMessageAsync(message, null, CancellationToken.None), FarmErrorSource.Abandon, stopping).ConfigureAwait(false);
@@ -199,8 +209,7 @@ public sealed class FarmProcessor : IAsyncDisposable
         finally
         {
             FarmTelemetry.RecordProcessed(receiver.EntityPath, started, failure);
-            await renewing.CancelAsync().ConfigureAwait(false);
-            await renewal.ConfigureAwait(false);
+            await StopRenewingAsync().ConfigureAwait(false);
         }
     }
 
