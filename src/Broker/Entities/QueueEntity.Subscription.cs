@@ -43,11 +43,11 @@ internal sealed partial class QueueEntity
         }
         if (count > 0)
         {
-            CountStoredAloneLocked(count, bytes);
+            CountStoredAlone(count, bytes);
         }
     }
 
-    private void CountStoredAloneLocked(long count, long bytes)
+    private void CountStoredAlone(long count, long bytes)
     {
         Interlocked.Add(ref _storedAloneCount, count);
         Interlocked.Add(ref _storedAloneBytes, bytes);
@@ -69,7 +69,7 @@ internal sealed partial class QueueEntity
     {
         if (storedAlone)
         {
-            CountStoredAloneLocked(-1, -payloadSize);
+            CountStoredAlone(-1, -payloadSize);
         }
         MessageRemoved?.Invoke(sequenceNumber);
     }
@@ -79,7 +79,7 @@ internal sealed partial class QueueEntity
     {
         if (message.StoredAlone)
         {
-            CountStoredAloneLocked(0, payload.Length - message.PayloadSize);
+            CountStoredAlone(0, payload.Length - message.PayloadSize);
         }
         message.ReplacePayload(payload);
     }

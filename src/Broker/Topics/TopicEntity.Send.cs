@@ -360,11 +360,14 @@ internal sealed partial class TopicEntity
                     // (a sixth 200 KB send into a 1 MB topic slipped through that gap).
                     CopiesStored(copies.Count, copies.Sum(c => (long)c.Payload.Length));
                     // Only messages that got no copy can be stored alone (none, in a wide fan-out).
-                    for (var s = 0; s < subscriptions.Length && copies.Count < accepted.Count; s++)
+                    if (copies.Count < accepted.Count)
                     {
-                        if (fanOut.Deliveries[s] is { } arriving)
+                        for (var s = 0; s < subscriptions.Length; s++)
                         {
-                            subscriptions[s].Queue.CountStoredAloneArrivals(arriving);
+                            if (fanOut.Deliveries[s] is { } arriving)
+                            {
+                                subscriptions[s].Queue.CountStoredAloneArrivals(arriving);
+                            }
                         }
                     }
                     _sendingBytes -= reserved;

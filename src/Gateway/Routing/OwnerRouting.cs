@@ -92,14 +92,13 @@ internal sealed partial class OwnerRouting
                 // Held below, from a fresh look at who owns it.
             }
         }
+        // The first attempt uses that look, unless it found the entity here and failed; every other
+        // attempt asks who owns it now, not what the last ownership pass saw.
         EntityLocation? known = first.ServedHere ? null : first;
-        var attempts = first.ServedHere ? 1 : 0;
         return await HoldAsync(call.Hold, async token =>
         {
-            // Trying again (held): ask who owns it now, not what the last ownership pass saw.
-            var location = known ?? await _directory.LocateAsync(name, token, fresh: attempts > 0).ConfigureAwait(false);
+            var location = known ?? await _directory.LocateAsync(name, token, fresh: true).ConfigureAwait(false);
             known = null;
-            attempts++;
             if (location.ServedHere)
             {
                 return await here(token).ConfigureAwait(false);
@@ -255,9 +254,10 @@ internal sealed partial class OwnerRouting
         }
         catch (RpcException e) when (!cancellationToken.IsCancellationRequested)
         {
-            // An answer with an error is an answer; no answer (unreachable, deadline, broken) is not.
-            return e.StatusCode is not (StatusCode.Unavailable or StatusCode.DeadlineExceeded or StatusCode.Cancelled) && !IsBroken(e)
-                || e.FarmError() is not null;
+            // An error the owner raised is an answer; no answer (unreachable, deadline, broken) is not.
+            var noAnswer = CallFailures.IsUnreachable(e) || IsBroken(e)
+                || (e.StatusCode is StatusCode.DeadlineExceeded or StatusCode.Cancelled && e.FarmError() is null);
+            return !noAnswer;
         }
     }
 
