@@ -208,4 +208,55 @@ public sealed partial class StreamSettlementTests
         await Eventually.UntilAsync(async () => (await owner.GetQueueRuntimePropertiesAsync(queue)).ActiveMessageCount == 0,
             Patience, "every message completed once");
     }
+    /// <summary>
+    /// A receiver closed while its prefetch credit is out, just as messages arrive, leaves none of
+    /// them locked for nobody: close takes the credit back first, so whatever the owner took for the
+    /// stream reaches the receiver, which abandons it. Cut without that, messages the owner locked
+    /// as the cut passed through the proxying gateway waited out their lock (a minute here; CI saw a
+    /// processor wait 30 s for half its messages). Repeated, since each round is one chance to race.
+    /// </summary>
+    [Fact]
+    public async Task AReceiverClosedAsMessagesArrive_LeavesNoneLockedForNobody()
+    {
+        const string queue = "closed-with-credit";
+        const int rounds = 15;
+        const int perRound = 10;
+        await using var farm = await LocalFarm.StartAsync(nodes: 3);
+        using var admin = new FarmAdministrationClient(farm.ConnectionString);
+        for (var i = 1; i < 6; i++)
+        {
+            await admin.CreateContainerAsync();
+        }
+        var container = await LocalFarm.WaitForContainerOwnedByAsync(admin, node: 2);
+        await admin.CreateQueueAsync(new CreateQueueOptions(queue) { ContainerId = container.Id, LockDuration = TimeSpan.FromMinutes(5) });
+
+        // Through node 1's gateway, which proxies the stream to node 2.
+        await using var client = new FarmClient("Endpoint=" + farm.Endpoints[0]);
+        await using var sender = client.CreateSender(queue);
+        var taken = new HashSet<string>();
+        for (var round = 0; round < rounds; round++)
+        {
+            var receiver = client.CreateReceiver(queue, new FarmReceiverOptions { PrefetchCount = perRound });
+            // An empty queue: the call returns with nothing and leaves the prefetch credit out.
+            Assert.Empty(await receiver.ReceiveMessagesAsync(1, TimeSpan.FromMilliseconds(50)));
+            var sending = sender.SendMessagesAsync(Enumerable.Range(0, perRound).Select(i => new FarmMessage("x") { MessageId = $"r{round}-{i}" }));
+            await sending;
+            await receiver.DisposeAsync();
+
+            // Everything sent is there to take at once, not locked for the receiver that closed.
+            var next = client.CreateReceiver(queue, new FarmReceiverOptions { ReceiveMode = FarmReceiveMode.ReceiveAndDelete });
+            using var deadline = new CancellationTokenSource(TimeSpan.FromSeconds(20));
+            var got = 0;
+            while (got < perRound && !deadline.IsCancellationRequested)
+            {
+                foreach (var message in await next.ReceiveMessagesAsync(perRound, TimeSpan.FromSeconds(1)))
+                {
+                    Assert.True(taken.Add(message.MessageId!), $"{message.MessageId} came twice");
+                    got++;
+                }
+            }
+            await next.DisposeAsync();
+            Assert.True(got == perRound, $"round {round}: {perRound - got} of {perRound} messages stayed locked for the receiver that closed");
+        }
+    }
 }

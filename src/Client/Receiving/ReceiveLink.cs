@@ -38,7 +38,8 @@ internal sealed class ReceiveLink : IAsyncDisposable
     private readonly Dictionary<long, TaskCompletionSource<SettleResponse>> _settles = [];
     private long _nextSettleId;
 
-    // Set when closing starts: settlements from then on go by call, not on the stream being closed.
+    // Set when closing starts: settlements from then on go by call, not on the stream being closed,
+    // and no credit is granted any more (close drains what is out).
     private bool _closingSettlements;
 
     /// <summary>How long closing waits for the answers to settlements sent on the stream.</summary>
@@ -224,7 +225,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
 
             var have = _buffer.Reader.Count + _outstanding;
             grant = target - have;
-            if (grant <= 0 || _closing.IsCancellationRequested || (batched && have > target / 2))
+            if (grant <= 0 || _closingSettlements || _closing.IsCancellationRequested || (batched && have > target / 2))
             {
                 return;
             }
@@ -362,6 +363,12 @@ internal sealed class ReceiveLink : IAsyncDisposable
         {
             await Task.WhenAny(Task.WhenAll(answers), Task.Delay(SettleAnswersOnClose, _connection.TimeProvider)).ConfigureAwait(false);
         }
+
+        // Take the credit back before cutting the stream. Cut with credit outstanding, the broker may
+        // lock messages for this stream just as it goes (more so through a proxying gateway, which
+        // passes the cut on a moment later): nobody reads them, and they wait out their lock. Drained,
+        // everything it took is in the buffer, and the receiver abandons it.
+        await DrainAsync(SettleAnswersOnClose).ConfigureAwait(false);
 
         Task? pump;
         lock (_gate)
