@@ -36,7 +36,29 @@ internal sealed partial class QueueEntity
             // receiver costs nothing until then, however many entities the node serves.
             using var napCancel = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
             var napTask = Task.Delay(remaining, _time, napCancel.Token);
-            await Task.WhenAny(arrived, napTask).ConfigureAwait(false);
+            var waitingPeekLock = mode == ReceiveMode.PeekLock && !deadLetter;
+            if (waitingPeekLock)
+            {
+                // Sends meanwhile may count these deliveries in their insert (PreCountBudgetLocked).
+                lock (_gate)
+                {
+                    sub.WaitingPeekLockCredit += maxMessages;
+                }
+            }
+            try
+            {
+                await Task.WhenAny(arrived, napTask).ConfigureAwait(false);
+            }
+            finally
+            {
+                if (waitingPeekLock)
+                {
+                    lock (_gate)
+                    {
+                        sub.WaitingPeekLockCredit -= maxMessages;
+                    }
+                }
+            }
             napCancel.Cancel();
             cancellationToken.ThrowIfCancellationRequested();
         }
@@ -52,6 +74,7 @@ internal sealed partial class QueueEntity
         var background = new List<PendingChange>();
         var settings = Settings;
         var swept = Arrivals.None;
+        var toCount = new List<StoredMessage>();
         lock (_gate)
         {
             ThrowIfNotServing();
@@ -83,6 +106,15 @@ internal sealed partial class QueueEntity
                 if (peekLock)
                 {
                     LockLocked(message, now, settings);
+                    if (message.DurableCountAhead)
+                    {
+                        // The send stored this delivery's count already.
+                        message.DurableCountAhead = false;
+                    }
+                    else
+                    {
+                        toCount.Add(message);
+                    }
                 }
                 else
                 {
@@ -102,20 +134,28 @@ internal sealed partial class QueueEntity
             return result;
         }
 
-        await CommitDeliveryAsync(sub, taken, peekLock).ConfigureAwait(false);
+        if (!peekLock || toCount.Count > 0)
+        {
+            await CommitDeliveryAsync(sub, taken, peekLock ? toCount : null).ConfigureAwait(false);
+        }
         BrokerMetrics.RecordReceived(PathOf(deadLetter), result.Count);
+        if (peekLock && toCount.Count < taken.Count)
+        {
+            BrokerMetrics.RecordCountedAtSend(PathOf(deadLetter), taken.Count - toCount.Count);
+        }
         return result;
     }
 
     /// <summary>
-    /// Makes a delivery durable: the raised delivery counts (peek-lock), or the deletes
-    /// (receive-and-delete, which leave memory once committed). A failed write puts the messages back.
+    /// Makes a delivery durable: the raised delivery counts (peek-lock; those the send stored
+    /// already need no write), or the deletes (receive-and-delete, which leave memory once
+    /// committed). A failed write puts the messages back.
     /// </summary>
-    private Task CommitDeliveryAsync(SubQueueState sub, List<StoredMessage> taken, bool peekLock)
+    private Task CommitDeliveryAsync(SubQueueState sub, List<StoredMessage> taken, List<StoredMessage>? toCount)
     {
-        if (peekLock)
+        if (toCount is not null)
         {
-            var updates = taken.Select(m => m.ToDeliveryCountUpdate(Id)).ToList();
+            var updates = toCount.Select(m => m.ToDeliveryCountUpdate(Id)).ToList();
             return _commits.CommitAsync(batch => batch.Updates.AddRange(updates), onFailed: _ => ReleaseAfterFailedDelivery(taken));
         }
         return DeleteTakenAsync(sub, taken, onFailed: () => ReleaseAfterFailedDelivery(taken));
@@ -216,7 +256,7 @@ internal sealed partial class QueueEntity
         var peekLock = mode == ReceiveMode.PeekLock;
         var settings = Settings;
         var (taken, result) = await WithStoredDeferredAsync(sequenceNumbers, () => TakeDeferred(sequenceNumbers, now, peekLock, settings)).ConfigureAwait(false);
-        await CommitDeliveryAsync(_main, taken, peekLock).ConfigureAwait(false);
+        await CommitDeliveryAsync(_main, taken, peekLock ? taken : null).ConfigureAwait(false);
         return result;
     }
 

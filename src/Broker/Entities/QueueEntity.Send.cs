@@ -78,6 +78,8 @@ internal sealed partial class QueueEntity
             }
             // Sends accepted but not committed yet count: concurrent sends cannot overshoot the limit together.
             SendValidation.EnsureRoom("queue", Name, TotalBytes + _sendingBytes, total, settings.MaxSizeInMegabytes, _commits, _options);
+            var preCount = PreCountBudgetLocked(settings);
+            var preCounted = 0;
             for (var i = 0; i < messages.Count; i++)
             {
                 var message = messages[i];
@@ -96,6 +98,12 @@ internal sealed partial class QueueEntity
                 var visibleAt = Math.Max(now, scheduledAt ?? now);
                 var expiresAt = ExpiryOf(message, settings, visibleAt);
                 var state = scheduledAt > now ? StoredMessageState.Scheduled : StoredMessageState.Active;
+                // A receiver waits for it: its delivery is counted by this insert, not by a write of its own.
+                var countedAhead = state == StoredMessageState.Active && preCounted < preCount;
+                if (countedAhead)
+                {
+                    preCounted++;
+                }
                 stored.Add(new StoredMessage
                 {
                     SequenceNumber = sequence,
@@ -106,12 +114,14 @@ internal sealed partial class QueueEntity
                     ScheduledAtMs = state == StoredMessageState.Scheduled ? scheduledAt : null,
                     ExpiresAtMs = expiresAt,
                     DeadLetterSource = deadLetterSource,
+                    DurableCountAhead = countedAhead,
                 });
                 records.Add(new MessageRecord
                 {
                     EntityId = Id,
                     SequenceNumber = sequence,
                     State = state,
+                    DeliveryCount = countedAhead ? 1 : 0,
                     EnqueuedAtMs = now,
                     ScheduledAtMs = state == StoredMessageState.Scheduled ? scheduledAt : null,
                     ExpiresAtMs = expiresAt,
@@ -129,7 +139,8 @@ internal sealed partial class QueueEntity
             }
             var outcome = _inFlightIds.Add(duplicates);
             _sendingBytes += total;
-            var commit = QueueCommit(records, stored, duplicates, nextSequence, outcome, total);
+            _preCountedSending += preCounted;
+            var commit = QueueCommit(records, stored, duplicates, nextSequence, outcome, total, preCounted);
             return (null, commit, results);
         }
     }
@@ -149,7 +160,56 @@ internal sealed partial class QueueEntity
     private Task? DuplicateCheckFirst(IReadOnlyList<Message> messages, long now, DuplicateLookup lookup) =>
         _inFlightIds.WaitingFor(messages) ?? _duplicates.StartLookup(messages, now, lookup);
 
-    private Task QueueCommit(List<MessageRecord> records, List<StoredMessage> stored, List<DuplicateRecord> duplicates, long nextSequence, InFlightIds.Outcome? outcome, long bytes)
+    /// <summary>
+    /// How many messages of a send may be stored already counted as delivered: as many as the
+    /// peek-lock receivers waiting now will take at once, less what is available before them and
+    /// what other sends in flight counted. A message handed straight on then costs no write of its
+    /// delivery count (one commit fewer per message at low rates). The price: a crash between the
+    /// send and the delivery leaves that message counted once more than it was delivered, so it is
+    /// never done where one delivery is all it gets (MaxDeliveryCount 1), nor where the message
+    /// could leave memory (a paged queue), which would forget that its row is ahead.
+    /// </summary>
+    private int PreCountBudgetLocked(QueueSettings settings)
+    {
+        if (settings.MaxDeliveryCount <= 1 || settings.ForwardTo is not null || _main.StoredCount > 0 || _main.TailPending)
+        {
+            return 0;
+        }
+        return Math.Max(0, _main.WaitingPeekLockCredit - _main.Available.Count - _preCountedSending);
+    }
+
+    /// <summary>
+    /// For a topic's fan-out to this subscription: how many of up to <paramref name="wanted"/>
+    /// messages it may store counted as delivered (see <see cref="PreCountBudgetLocked"/>), held
+    /// until <see cref="EndCountedDeliveries"/> gives them back (what the fan-out did not use at
+    /// once, the rest when its commit ends).
+    /// </summary>
+    public int ReserveCountedDeliveries(int wanted)
+    {
+        lock (_gate)
+        {
+            if (_unloaded is not null || _deleted)
+            {
+                return 0;
+            }
+            var granted = Math.Min(wanted, PreCountBudgetLocked(Settings));
+            _preCountedSending += granted;
+            return granted;
+        }
+    }
+
+    public void EndCountedDeliveries(int count)
+    {
+        if (count > 0)
+        {
+            lock (_gate)
+            {
+                _preCountedSending -= count;
+            }
+        }
+    }
+
+    private Task QueueCommit(List<MessageRecord> records, List<StoredMessage> stored, List<DuplicateRecord> duplicates, long nextSequence, InFlightIds.Outcome? outcome, long bytes, int preCounted)
     {
         return _commits.CommitAsync(
             batch =>
@@ -160,21 +220,30 @@ internal sealed partial class QueueEntity
             },
             onCommitted: () =>
             {
+                List<MessageUpdate>? uncount = null;
                 lock (_gate)
                 {
                     _sendingBytes -= bytes;
+                    _preCountedSending -= preCounted;
                     foreach (var message in stored)
                     {
                         if (message.State == StoredMessageState.Scheduled)
                         {
                             AdmitScheduledLocked(message);
                         }
-                        else
+                        else if (!AdmitLocked(_main, message) && message.DurableCountAhead)
                         {
-                            AdmitLocked(_main, message);
+                            // Stored only after all (the cache filled meanwhile): memory cannot remember
+                            // that its row is ahead, so the row loses the count it got for nothing.
+                            (uncount ??= []).Add(message.ToDeliveryCountUpdate(Id));
                         }
                     }
                     _inFlightIds.Complete(outcome);
+                }
+                if (uncount is not null)
+                {
+                    _ = _commits.CommitAsync(batch => batch.Updates.AddRange(uncount))
+                        .ContinueWith(static t => _ = t.Exception, TaskContinuationOptions.OnlyOnFaulted);
                 }
                 _main.SignalArrived();
                 if (Settings.ForwardTo is not null)
@@ -190,6 +259,7 @@ internal sealed partial class QueueEntity
                 lock (_gate)
                 {
                     _sendingBytes -= bytes;
+                    _preCountedSending -= preCounted;
                     _duplicates.Forget(duplicates);
                     _inFlightIds.Complete(outcome);
                 }

@@ -112,11 +112,13 @@ internal sealed partial class QueueEntity
     /// nothing when the subscription is no longer served here, and says whether it was deleted
     /// (the caller then removes the rows it wrote) or only unloaded (the rows stay).
     /// </summary>
-    public FanOutOutcome AcceptFanOut(IReadOnlyList<StoredMessage> messages)
+    public FanOutOutcome AcceptFanOut(IReadOnlyList<StoredMessage> messages, int countedAhead)
     {
         bool main = false, deadLetter = false;
+        List<MessageUpdate>? uncount = null;
         lock (_gate)
         {
+            _preCountedSending -= countedAhead;
             if (_deleted)
             {
                 return FanOutOutcome.Deleted;
@@ -139,11 +141,21 @@ internal sealed partial class QueueEntity
                 {
                     AdmitScheduledLocked(message);
                 }
-                else
+                else if (AdmitLocked(_main, message))
                 {
-                    main |= AdmitLocked(_main, message);
+                    main = true;
+                }
+                else if (message.DurableCountAhead)
+                {
+                    // Stored only after all: see QueueEntity.SendAsync's commit.
+                    (uncount ??= []).Add(message.ToDeliveryCountUpdate(Id));
                 }
             }
+        }
+        if (uncount is not null)
+        {
+            _ = _commits.CommitAsync(batch => batch.Updates.AddRange(uncount))
+                .ContinueWith(static t => _ = t.Exception, TaskContinuationOptions.OnlyOnFaulted);
         }
         if (main)
         {

@@ -35,6 +35,9 @@ internal sealed partial class QueueEntity : ISendTarget
     /// <summary>Bytes of sends accepted whose commit has not finished: counted against MaxSizeInMegabytes.</summary>
     private long _sendingBytes;
 
+    /// <summary>Messages of sends not committed yet that were stored counted as delivered (see <see cref="PreCountBudgetLocked"/>).</summary>
+    private int _preCountedSending;
+
     /// <summary>Set when this broker stops serving the entity: what every later call fails with.</summary>
     private BrokerException? _unloaded;
 
@@ -315,6 +318,18 @@ internal sealed partial class QueueEntity : ISendTarget
                 }
             }
             return oldest;
+        }
+    }
+
+    /// <summary>Messages the peek-lock receivers waiting on the queue now would take at once.</summary>
+    public int WaitingPeekLockCredit
+    {
+        get
+        {
+            lock (_gate)
+            {
+                return _main.WaitingPeekLockCredit;
+            }
         }
     }
 

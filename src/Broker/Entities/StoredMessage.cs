@@ -32,6 +32,14 @@ internal sealed class StoredMessage
     public bool Settling { get; set; }
 
     /// <summary>
+    /// The stored row's delivery count is one ahead of <see cref="DeliveryCount"/>: the send wrote it
+    /// counted because a peek-lock receiver was already waiting for it, so the delivery that raises
+    /// the count in memory needs no write of its own (<see cref="QueueEntity"/>'s send and take).
+    /// Cleared by that delivery, and by any write of the row, which carries the count as memory has it.
+    /// </summary>
+    public bool DurableCountAhead { get; set; }
+
+    /// <summary>
     /// A subscription's message that is its only stored form (its row carries the payload and the topic
     /// keeps no copy): the subscription counts it towards its topic's size. Always false in a queue.
     /// </summary>
@@ -49,8 +57,15 @@ internal sealed class StoredMessage
         PayloadSize = payload.Length;
     }
 
-    public MessageUpdate ToUpdate(long entityId, byte[]? payload = null) => new(
-        entityId, SequenceNumber, SubQueue, State, DeliveryCount, DeadLetterReason, DeadLetterDescription, DeadLetterSource, payload);
+    public MessageUpdate ToUpdate(long entityId, byte[]? payload = null)
+    {
+        // The row written carries the count as memory has it: nothing is ahead any more.
+        if (DurableCountAhead)
+        {
+            DurableCountAhead = false;
+        }
+        return new(entityId, SequenceNumber, SubQueue, State, DeliveryCount, DeadLetterReason, DeadLetterDescription, DeadLetterSource, payload);
+    }
 
     /// <summary>The update of a delivery: only the delivery count changed since the row was last written.</summary>
     public MessageUpdate ToDeliveryCountUpdate(long entityId) => ToUpdate(entityId) with { DeliveryCountOnly = true };

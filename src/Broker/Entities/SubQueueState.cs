@@ -40,6 +40,12 @@ internal sealed class SubQueueState(SubQueue kind, MessageCacheBudget nodeCache)
     public long PendingThrough { get; set; }
 
     /// <summary>
+    /// Messages peek-lock receivers waiting on this sub-queue right now would take at once (the sum
+    /// of what each asked for): a send may store that many already counted as delivered.
+    /// </summary>
+    public int WaitingPeekLockCredit { get; set; }
+
+    /// <summary>
     /// Whether a stored-only message with this sequence number is one <see cref="StoredCount"/>
     /// holds: not in the part of a taken-over tail still to count (that count will find it).
     /// </summary>

@@ -24,6 +24,8 @@ public static class BrokerMetrics
     private static readonly Counter<long> DeadLettered = Meter.CreateCounter<long>("farm.messages.dead_lettered", "{message}", "Messages moved to the dead-letter queue, by reason.");
     private static readonly Counter<long> Expired = Meter.CreateCounter<long>("farm.messages.expired", "{message}", "Messages whose time to live ran out.");
 
+    private static readonly Counter<long> CountedAtSend = Meter.CreateCounter<long>("farm.messages.delivered_counted_at_send", "{message}", "Peek-lock deliveries whose delivery count the send already stored (a receiver was waiting): no write of their own.");
+
     private static readonly Counter<long> CreditGrants = Meter.CreateCounter<long>("farm.receive.credit_grants", "{grant}", "Credit frames received on receive streams (a receiver's prefetch refills; the SDK sends one per half a prefetch taken).");
 
     private static readonly Histogram<int> CommitBatchSize = Meter.CreateHistogram<int>("farm.container.commit.batch_size", "{change}", "Changes written per container commit.");
@@ -35,6 +37,8 @@ public static class BrokerMetrics
     internal static void RecordReceived(string entity, int count) => Add(Received, entity, count);
 
     internal static void RecordCreditGrant(string entity) => Add(CreditGrants, entity, 1);
+
+    internal static void RecordCountedAtSend(string entity, int count) => Add(CountedAtSend, entity, count);
 
     internal static void RecordCompleted(string entity) => Add(Completed, entity, 1);
 

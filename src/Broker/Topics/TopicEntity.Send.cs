@@ -17,6 +17,18 @@ internal sealed partial class TopicEntity
     {
         public List<StoredMessage>?[] Deliveries { get; } = new List<StoredMessage>?[subscriptions];
         public List<MessageRecord>?[] Rows { get; } = new List<MessageRecord>?[subscriptions];
+
+        /// <summary>Deliveries stored counted as delivered, per subscription (QueueEntity.ReserveCountedDeliveries).</summary>
+        public int[] CountedAhead { get; } = new int[subscriptions];
+
+        /// <summary>Gives every subscription back the counted deliveries it holds for this fan-out (its commit failed).</summary>
+        public void EndCountedDeliveries(Subscription[] subscriptions)
+        {
+            for (var s = 0; s < subscriptions.Length; s++)
+            {
+                subscriptions[s].Queue.EndCountedDeliveries(CountedAhead[s]);
+            }
+        }
     }
 
     /// <summary>
@@ -172,6 +184,9 @@ internal sealed partial class TopicEntity
             var subscriptionSettings = subscription.Settings;
             List<StoredMessage>? deliveries = null;
             List<MessageRecord>? rows = null;
+            // Receivers waiting on the subscription: that many deliveries are counted by these rows.
+            var countable = subscription.Queue.ReserveCountedDeliveries(accepted.Count);
+            var counted = 0;
             for (var m = 0; m < accepted.Count; m++)
             {
                 var message = accepted[m];
@@ -209,6 +224,11 @@ internal sealed partial class TopicEntity
                 }
                 var state = deadLetter ? StoredMessageState.Active : message.State;
                 var scheduledAt = deadLetter ? null : message.ScheduledAtMs;
+                var countedAhead = !deadLetter && state == StoredMessageState.Active && counted < countable;
+                if (countedAhead)
+                {
+                    counted++;
+                }
                 (deliveries ??= []).Add(new StoredMessage
                 {
                     SequenceNumber = message.SequenceNumber,
@@ -222,6 +242,7 @@ internal sealed partial class TopicEntity
                     DeadLetterReason = deadLetter ? FilterEvaluationFailed : null,
                     DeadLetterDescription = failure,
                     DeadLetterSource = deadLetterSource,
+                    DurableCountAhead = countedAhead,
                 });
                 (rows ??= []).Add(new MessageRecord
                 {
@@ -229,6 +250,7 @@ internal sealed partial class TopicEntity
                     SequenceNumber = message.SequenceNumber,
                     SubQueue = deadLetter ? SubQueue.DeadLetter : SubQueue.Main,
                     State = state,
+                    DeliveryCount = countedAhead ? 1 : 0,
                     EnqueuedAtMs = now,
                     ScheduledAtMs = scheduledAt,
                     ExpiresAtMs = expiresAt,
@@ -240,6 +262,8 @@ internal sealed partial class TopicEntity
                     PayloadSize = size,
                 });
             }
+            subscription.Queue.EndCountedDeliveries(countable - counted);
+            fanOut.CountedAhead[s] = counted;
             fanOut.Deliveries[s] = deliveries;
             fanOut.Rows[s] = rows;
         }
@@ -379,7 +403,7 @@ internal sealed partial class TopicEntity
                     // (container closing or lost, node stopping): the rows are acknowledged messages
                     // and stay for the next owner to load.
                     if (fanOut.Deliveries[s] is { } deliveries
-                        && subscriptions[s].Queue.AcceptFanOut(deliveries) == QueueEntity.FanOutOutcome.Deleted)
+                        && subscriptions[s].Queue.AcceptFanOut(deliveries, fanOut.CountedAhead[s]) == QueueEntity.FanOutOutcome.Deleted)
                     {
                         DropRows(subscriptions[s].Queue.Id, deliveries);
                     }
@@ -399,6 +423,7 @@ internal sealed partial class TopicEntity
                     _duplicates.Forget(duplicates);
                     _inFlightIds.Complete(outcome);
                 }
+                fanOut.EndCountedDeliveries(subscriptions);
             },
             reserved);
     }
