@@ -9,15 +9,22 @@ internal sealed partial class QueueEntity
 {
     /// <summary>
     /// Settles locked messages. Each settlement gets its own result (a lost lock fails only that
-    /// one); the writes of all of them share one transaction and are acknowledged after it.
+    /// one); the writes of all of them share one transaction and are acknowledged after it. With
+    /// <paramref name="repeat"/> (sent again after a lost answer), a lock settled the same way a
+    /// moment ago is answered as the first settlement was (<see cref="SettledLocks"/>).
     /// </summary>
-    public async Task<IReadOnlyList<SettleResult>> SettleAsync(bool deadLetter, IReadOnlyList<Settlement> settlements)
+    public async Task<IReadOnlyList<SettleResult>> SettleAsync(bool deadLetter, IReadOnlyList<Settlement> settlements, bool repeat = false)
     {
         var now = NowMs;
         var results = new SettleResult[settlements.Count];
         var writes = new List<PendingChange>();
         var writeIndexes = new List<int>();
         var arrived = false;
+        // Settled again (a repeat whose first answer was lost): the first one's outcome, by index.
+        List<(int Index, Task<BrokerException?> Outcome)>? repeats = null;
+        // This call's own commit, for repeats of its settlements that come while it runs.
+        var outcome = new TaskCompletionSource<BrokerException?>(TaskCreationOptions.RunContinuationsAsynchronously);
+        List<Guid>? remembered = null;
         lock (_gate)
         {
             ThrowIfDeleted();
@@ -32,12 +39,23 @@ internal sealed partial class QueueEntity
                     Fail(results[i], FarmErrors.Invalid($"Settlement {i} has no disposition: set COMPLETE, ABANDON, DEAD_LETTER or DEFER."));
                     continue;
                 }
-                if (!Guid.TryParse(settlement.LockToken, out var token)
-                    || !_locks.TryGetValue(token, out var message)
+                if (!Guid.TryParse(settlement.LockToken, out var token))
+                {
+                    Fail(results[i], FarmErrors.LockLost(PathOf(deadLetter), settlement.LockToken));
+                    continue;
+                }
+                if (!_locks.TryGetValue(token, out var message)
                     || message.Settling
                     || !sub.Messages.ContainsKey(message.SequenceNumber))
                 {
-                    Fail(results[i], FarmErrors.LockLost(PathOf(deadLetter), settlement.LockToken));
+                    if (repeat && _settledLocks.Find(token) is { } earlier && earlier.Disposition == settlement.Disposition)
+                    {
+                        (repeats ??= []).Add((i, earlier.Outcome));
+                    }
+                    else
+                    {
+                        Fail(results[i], FarmErrors.LockLost(PathOf(deadLetter), settlement.LockToken));
+                    }
                     continue;
                 }
                 if (message.LockedUntilMs <= now)
@@ -48,6 +66,7 @@ internal sealed partial class QueueEntity
                 }
                 var modified = WithProperties(message, settlement.PropertiesToModify);
                 var before = writes.Count;
+                var lockedUntil = message.LockedUntilMs;
                 switch (settlement.Disposition)
                 {
                     case Disposition.Complete:
@@ -87,9 +106,16 @@ internal sealed partial class QueueEntity
                         Fail(results[i], FarmErrors.Invalid($"Unknown disposition {settlement.Disposition}."));
                         continue;
                 }
+                var wrote = writes.Count > before;
                 for (var w = before; w < writes.Count; w++)
                 {
                     writeIndexes.Add(i);
+                }
+                // Remembered, so the same settlement sent again is answered as this one is.
+                _settledLocks.Add(token, settlement.Disposition, wrote ? outcome.Task : Done, lockedUntil, now);
+                if (wrote)
+                {
+                    (remembered ??= []).Add(token);
                 }
             }
         }
@@ -97,26 +123,52 @@ internal sealed partial class QueueEntity
         {
             _main.SignalArrived();
         }
-        if (writes.Count == 0)
+        if (writes.Count > 0)
         {
-            return results;
-        }
-        try
-        {
-            await _commits.CommitAsync(
-                batch => writes.ForEach(w => w.Write(batch)),
-                onCommitted: () => writes.ForEach(w => w.OnCommitted()),
-                onFailed: e => writes.ForEach(w => w.OnFailed(e))).ConfigureAwait(false);
-        }
-        catch (BrokerException e)
-        {
-            foreach (var index in writeIndexes)
+            BrokerException? failure = FarmErrors.StoreUnavailable("Settling failed.");
+            try
             {
-                Fail(results[index], e);
+                await _commits.CommitAsync(
+                    batch => writes.ForEach(w => w.Write(batch)),
+                    onCommitted: () => writes.ForEach(w => w.OnCommitted()),
+                    onFailed: e => writes.ForEach(w => w.OnFailed(e))).ConfigureAwait(false);
+                failure = null;
+            }
+            catch (BrokerException e)
+            {
+                failure = e;
+                foreach (var index in writeIndexes)
+                {
+                    Fail(results[index], e);
+                }
+            }
+            finally
+            {
+                if (failure is not null)
+                {
+                    // Not done: a repeat from now on is told its lock is gone, not that it was settled.
+                    lock (_gate)
+                    {
+                        remembered?.ForEach(_settledLocks.Forget);
+                    }
+                }
+                outcome.SetResult(failure);
+            }
+        }
+        if (repeats is not null)
+        {
+            foreach (var (index, earlier) in repeats)
+            {
+                if (await earlier.ConfigureAwait(false) is { } failed)
+                {
+                    Fail(results[index], failed);
+                }
             }
         }
         return results;
     }
+
+    private static readonly Task<BrokerException?> Done = Task.FromResult<BrokerException?>(null);
 
     private static void Fail(SettleResult result, BrokerException error)
     {

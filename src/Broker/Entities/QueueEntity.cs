@@ -35,6 +35,8 @@ internal sealed partial class QueueEntity : ISendTarget
     /// <summary>Bytes of sends accepted whose commit has not finished: counted against MaxSizeInMegabytes.</summary>
     private long _sendingBytes;
 
+    private readonly SettledLocks _settledLocks = new();
+
     /// <summary>Messages of sends not committed yet that were stored counted as delivered (see <see cref="PreCountBudgetLocked"/>).</summary>
     private int _preCountedSending;
 
@@ -408,6 +410,7 @@ internal sealed partial class QueueEntity : ISendTarget
     private Arrivals SweepLocked(long now, List<PendingChange> writes)
     {
         var arrived = Arrivals.None;
+        _settledLocks.Prune(now);
         while (_lockExpiry.TryPeek(out var locked, out var until) && until <= now)
         {
             _lockExpiry.Dequeue();

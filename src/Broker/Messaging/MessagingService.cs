@@ -343,7 +343,7 @@ public sealed class MessagingService(BrokerNode node)
     public async Task<SettleResponse> SettleAsync(SettleRequest request, CancellationToken cancellationToken)
     {
         var (queue, deadLetter) = await ResolveAsync(request.Entity, cancellationToken).ConfigureAwait(false);
-        var results = await queue.SettleAsync(deadLetter, request.Settlements).ConfigureAwait(false);
+        var results = await queue.SettleAsync(deadLetter, request.Settlements, request.Repeat).ConfigureAwait(false);
         return new SettleResponse { Results = { results } };
     }
 

@@ -21,8 +21,13 @@ internal sealed class FarmStubs(GrpcChannel channel) : IDisposable
 /// <summary>
 /// One unary operation of Farm's services: its name (for errors), whether it is a messaging call
 /// on an entity (which redirect mode sends straight to the owner), and the generated client method.
+/// <see cref="OnFailed"/> marks a request that failed with its outcome unknown, before it is sent
+/// again (a Settle says it is a repeat).
 /// </summary>
-internal sealed record FarmCall<TRequest, TResponse>(string Name, bool IsEntityMessaging, Func<FarmStubs, TRequest, CallOptions, AsyncUnaryCall<TResponse>> Invoke);
+internal sealed record FarmCall<TRequest, TResponse>(string Name, bool IsEntityMessaging, Func<FarmStubs, TRequest, CallOptions, AsyncUnaryCall<TResponse>> Invoke)
+{
+    public Action<TRequest>? OnFailed { get; init; }
+}
 
 /// <summary>Every unary call the SDK makes, named once.</summary>
 internal static class FarmCalls
@@ -37,7 +42,11 @@ internal static class FarmCalls
         new(name, IsEntityMessaging: false, (stubs, request, options) => invoke(stubs.NodeControl, request, options));
 
     public static readonly FarmCall<SendRequest, SendResponse> Send = Messaging<SendRequest, SendResponse>("Send", (c, r, o) => c.SendAsync(r, o));
-    public static readonly FarmCall<SettleRequest, SettleResponse> Settle = Messaging<SettleRequest, SettleResponse>("Settle", (c, r, o) => c.SettleAsync(r, o));
+    public static readonly FarmCall<SettleRequest, SettleResponse> Settle = Messaging<SettleRequest, SettleResponse>("Settle", (c, r, o) => c.SettleAsync(r, o)) with
+    {
+        // Sent again, it may find its settlements done by the try whose answer was lost.
+        OnFailed = static r => r.Repeat = true,
+    };
     public static readonly FarmCall<RenewLockRequest, RenewLockResponse> RenewLock = Messaging<RenewLockRequest, RenewLockResponse>("RenewLock", (c, r, o) => c.RenewLockAsync(r, o));
     public static readonly FarmCall<ReceiveDeferredRequest, ReceiveBatchResponse> ReceiveDeferred = Messaging<ReceiveDeferredRequest, ReceiveBatchResponse>("ReceiveDeferred", (c, r, o) => c.ReceiveDeferredAsync(r, o));
     public static readonly FarmCall<PeekRequest, PeekResponse> Peek = Messaging<PeekRequest, PeekResponse>("Peek", (c, r, o) => c.PeekAsync(r, o));

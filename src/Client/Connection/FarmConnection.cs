@@ -90,6 +90,7 @@ internal sealed partial class FarmConnection : IDisposable
                 }
                 catch (RpcException caught)
                 {
+                    call.OnFailed?.Invoke(request);
                     // A keep-alive ping a frozen node never answered comes as Internal: it is Unavailable.
                     var e = caught.AsUnavailableWhenBroken();
                     if (route.Channel is not null)
@@ -101,6 +102,7 @@ internal sealed partial class FarmConnection : IDisposable
                 }
                 catch (OperationCanceledException e) when (!token.IsCancellationRequested)
                 {
+                    call.OnFailed?.Invoke(request);
                     // Not our cancellation: the connection under the call broke.
                     if (route.Channel is not null)
                     {

@@ -328,7 +328,9 @@ public sealed class FarmReceiver : IAsyncDisposable
         }
         catch (SettleStreamLostException)
         {
-            // Unknown outcome: the call settles them, or finds their locks gone (MessageLockLost).
+            // Unknown outcome: the call settles them, or finds them settled a moment ago (a repeat
+            // is answered as done), or finds their locks gone (MessageLockLost).
+            request.Repeat = true;
         }
         catch (FarmException e) when (e.IsTransient)
         {

@@ -1,0 +1,102 @@
+using Farm.Broker.Entities;
+using Farm.Contracts.V1;
+
+namespace Farm.Broker.Tests;
+
+/// <summary>
+/// A settlement sent again as a repeat (SettleRequest.repeat: its first answer was lost with the
+/// stream or connection that carried it) with the same lock token and disposition gets the first
+/// one's answer, not MessageLockLost; another disposition, a token the entity never settled, one
+/// past the time it is kept, or a second settlement that does not say it is a repeat (an
+/// application completing twice, which Azure Service Bus refuses) still loses its lock.
+/// </summary>
+public sealed class RepeatedSettlementTests
+{
+    private static Settlement Settle(ReceivedMessage message, Disposition disposition) =>
+        new() { LockToken = message.LockToken, Disposition = disposition };
+
+    private static async Task<ReceivedMessage> ReceiveOneAsync(QueueEntity queue) =>
+        Assert.Single(await queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
+
+    [Theory]
+    [InlineData(Disposition.Complete)]
+    [InlineData(Disposition.DeadLetter)]
+    [InlineData(Disposition.Defer)]
+    [InlineData(Disposition.Abandon)]
+    public async Task TheSameSettlementSentAgain_GetsTheSameAnswer_AndChangesNothingMore(Disposition disposition)
+    {
+        await using var farm = await BrokerHarness.StartAsync();
+        var queue = await farm.CreateQueueAsync("again");
+        await queue.SendAsync([BrokerHarness.Text("one", "m-1")]);
+        var message = await ReceiveOneAsync(queue);
+
+        var first = Assert.Single(await queue.SettleAsync(false, [Settle(message, disposition)]));
+        var again = Assert.Single(await queue.SettleAsync(false, [Settle(message, disposition)], repeat: true));
+
+        Assert.Equal(FarmErrorCode.Unspecified, first.ErrorCode);
+        Assert.Equal(FarmErrorCode.Unspecified, again.ErrorCode);
+        var counts = queue.GetCounts();
+        Assert.Equal(disposition == Disposition.DeadLetter ? 1 : 0, counts.DeadLetter);
+        Assert.Equal(disposition == Disposition.Defer ? 1 : 0, counts.Deferred);
+        Assert.Equal(disposition == Disposition.Abandon ? 1 : 0, counts.Active);
+        if (disposition == Disposition.Abandon)
+        {
+            // Abandoned once, not twice: it comes back with one delivery counted.
+            Assert.Equal(2, (await ReceiveOneAsync(queue)).DeliveryCount);
+        }
+    }
+
+    [Fact]
+    public async Task ARepeat_ThatComesWhileTheFirstCommits_WaitsForItsOutcome()
+    {
+        await using var farm = await BrokerHarness.StartAsync();
+        var queue = await farm.CreateQueueAsync("in-flight");
+        await queue.SendAsync([BrokerHarness.Text("one", "m-1")]);
+        var message = await ReceiveOneAsync(queue);
+
+        // Both in one go: the second finds the first's commit still running.
+        var first = queue.SettleAsync(false, [Settle(message, Disposition.Complete)]);
+        var again = queue.SettleAsync(false, [Settle(message, Disposition.Complete)], repeat: true);
+
+        Assert.Equal(FarmErrorCode.Unspecified, Assert.Single(await first).ErrorCode);
+        Assert.Equal(FarmErrorCode.Unspecified, Assert.Single(await again).ErrorCode);
+        Assert.Equal(0, queue.GetCounts().Active);
+    }
+
+    [Fact]
+    public async Task ASecondSettlementNotMarkedRepeat_OrAnotherDisposition_OrAnUnknownToken_OrOnePastItsTime_StillLosesTheLock()
+    {
+        await using var farm = await BrokerHarness.StartAsync();
+        var queue = await farm.CreateQueueAsync("not-again");
+        await queue.SendAsync([BrokerHarness.Text("one", "m-1"), BrokerHarness.Text("two", "m-2")]);
+        var first = await ReceiveOneAsync(queue);
+        var second = await ReceiveOneAsync(queue);
+
+        await queue.SettleAsync(false, [Settle(first, Disposition.Complete)]);
+        Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(await queue.SettleAsync(false, [Settle(first, Disposition.Complete)])).ErrorCode);
+        Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(await queue.SettleAsync(false, [Settle(first, Disposition.Abandon)], repeat: true)).ErrorCode);
+        var unknown = new Settlement { LockToken = Guid.NewGuid().ToString(), Disposition = Disposition.Complete };
+        Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(await queue.SettleAsync(false, [unknown], repeat: true)).ErrorCode);
+
+        await queue.SettleAsync(false, [Settle(second, Disposition.Complete)]);
+        farm.Time.Advance(SettledLocks.Retention + TimeSpan.FromSeconds(1));
+        Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(await queue.SettleAsync(false, [Settle(second, Disposition.Complete)], repeat: true)).ErrorCode);
+    }
+
+    [Fact]
+    public void TheTokensKept_AreBoundedPerEntity_OldestFirst()
+    {
+        var settled = new SettledLocks();
+        var tokens = Enumerable.Range(0, SettledLocks.Capacity + 10).Select(_ => Guid.NewGuid()).ToList();
+        foreach (var token in tokens)
+        {
+            settled.Add(token, Disposition.Complete, Task.FromResult<BrokerException?>(null), lockedUntilMs: 60_000, now: 0);
+        }
+
+        Assert.Equal(SettledLocks.Capacity, settled.Count);
+        Assert.Null(settled.Find(tokens[0]));
+        Assert.NotNull(settled.Find(tokens[^1]));
+        settled.Prune(now: (long)SettledLocks.Retention.TotalMilliseconds);
+        Assert.Equal(0, settled.Count);
+    }
+}
