@@ -213,6 +213,32 @@ public sealed class OwnerRoutingTests : IDisposable
         Assert.All(_forwardTargets, target => Assert.Equal("127.0.0.1:5481", target));
     }
 
+    /// <summary>
+    /// A Settle forwarded again after its connection broke may find its settlements done by the
+    /// lost try: the second try says it is a repeat (SettleTries), so the owner answers them as done.
+    /// </summary>
+    [Fact]
+    public async Task ASettleForwardedAgain_AfterItsConnectionBroke_SaysItIsARepeat()
+    {
+        _directory.Set(servedHere: false, owner: Other);
+        _routing.OwnerAnswersAsync = (_, _, _) => Task.FromResult(true);
+        var tries = new SettleTries(new SettleRequest { Entity = "orders" });
+        var sentAsRepeat = new List<bool>();
+
+        var routed = _routing.RouteAsync(new RoutedCall("Settle", "orders"), new TestCallContext(),
+            _ => Task.FromResult("here"),
+            (owner, options) =>
+            {
+                sentAsRepeat.Add(tries.Next().Repeat);
+                var answer = sentAsRepeat.Count == 1 ? Task.FromException<string>(PingTimeout()) : Task.FromResult("forwarded");
+                return new AsyncUnaryCall<string>(answer, Task.FromResult(new Metadata()), () => Status.DefaultSuccess, () => [], () => { });
+            });
+        await AdvanceUntilAsync(routed);
+
+        Assert.Equal("forwarded", await routed);
+        Assert.Equal([false, true], sentAsRepeat);
+    }
+
     /// <summary>A break after the forward timeout (the owner was slow, then the connection went) is the same: held, not Internal.</summary>
     [Fact]
     public async Task AConnectionThatBrokeAfterTheForwardTimeout_IsHeldForTheNextOwner_NotFailedAsInternal()

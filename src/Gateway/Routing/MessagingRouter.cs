@@ -25,8 +25,11 @@ internal sealed partial class MessagingRouter(
         routing.RouteAsync(new RoutedCall("ReceiveBatch", r.Entity, r.MaxWait?.ToTimeSpan() ?? TimeSpan.Zero), c,
             ct => local.ReceiveBatchAsync(r, ct), (owner, o) => owner.Messaging.ReceiveBatchAsync(r, o));
 
-    public override Task<SettleResponse> Settle(SettleRequest r, ServerCallContext c) =>
-        routing.RouteAsync(new RoutedCall("Settle", r.Entity), c, ct => local.SettleAsync(r, ct), (owner, o) => owner.Messaging.SettleAsync(r, o));
+    public override Task<SettleResponse> Settle(SettleRequest r, ServerCallContext c)
+    {
+        var tries = new SettleTries(r);
+        return routing.RouteAsync(new RoutedCall("Settle", r.Entity), c, ct => local.SettleAsync(tries.Next(), ct), (owner, o) => owner.Messaging.SettleAsync(tries.Next(), o));
+    }
 
     public override Task<RenewLockResponse> RenewLock(RenewLockRequest r, ServerCallContext c) =>
         routing.RouteAsync(new RoutedCall("RenewLock", r.Entity), c, ct => local.RenewLockAsync(r, ct), (owner, o) => owner.Messaging.RenewLockAsync(r, o));
