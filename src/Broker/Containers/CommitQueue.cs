@@ -36,6 +36,8 @@ internal sealed partial class CommitQueue : IAsyncDisposable
     private readonly Action<long> _onEpochLost;
     private readonly Action<long> _onOutcomeUnknown;
     private readonly ILogger _logger;
+    private readonly BrokerOptions _options;
+    private readonly TimeProvider _time;
     private readonly Task _loop;
     private long _epoch;
 
@@ -45,13 +47,16 @@ internal sealed partial class CommitQueue : IAsyncDisposable
     /// </summary>
     private BrokerException? _broken;
 
+    /// <param name="options">Read on every commit: <see cref="BrokerOptions.CommitDelay"/> may change while the queue runs.</param>
     public CommitQueue(
-        IContainerDatabase database, long containerId, long epoch, int maxOperations, Action<long> onEpochLost, Action<long> onOutcomeUnknown, ILogger logger)
+        IContainerDatabase database, long containerId, long epoch, BrokerOptions options, TimeProvider time, Action<long> onEpochLost, Action<long> onOutcomeUnknown, ILogger logger)
     {
         _database = database;
         _containerId = containerId;
         _epoch = epoch;
-        _maxOperations = maxOperations;
+        _options = options;
+        _time = time;
+        _maxOperations = options.MaxOperationsPerCommit;
         _onEpochLost = onEpochLost;
         _onOutcomeUnknown = onOutcomeUnknown;
         _logger = logger;
@@ -130,25 +135,17 @@ internal sealed partial class CommitQueue : IAsyncDisposable
         var reader = _pending.Reader;
         while (await reader.WaitToReadAsync().ConfigureAwait(false))
         {
-            while (group.Count < _maxOperations && reader.TryPeek(out var next))
+            var alone = TakeWaiting(group, reader);
+            if (alone is null)
             {
-                if (next.Read is not null && group.Count > 0)
-                {
-                    // The writes queued before the read commit first.
-                    break;
-                }
-                reader.TryRead(out var item);
-                if (item.Read is not null)
-                {
-                    if (await RunReadAsync(item).ConfigureAwait(false) is { } followUp)
-                    {
-                        // Commits alone, now: nothing may come between the read and this write.
-                        group.Add(new PendingWrite(followUp.Write, followUp.OnCommitted, followUp.OnFailed, item.Done));
-                        break;
-                    }
-                    continue;
-                }
-                group.Add(item);
+                alone = await RunReadsAsync(group, reader).ConfigureAwait(false);
+            }
+            var delay = _options.CommitDelay;
+            if (!alone.Value && delay > TimeSpan.Zero && group.Count > 0 && group.Count < _options.CommitDelayBelow)
+            {
+                // A small commit waits a moment for more writes to share its fsync (CommitDelay).
+                await Task.Delay(delay, _time).ConfigureAwait(false);
+                TakeWaiting(group, reader);
             }
             if (group.Count > 0)
             {
@@ -157,6 +154,53 @@ internal sealed partial class CommitQueue : IAsyncDisposable
             group.Clear();
             batch.Clear();
         }
+    }
+
+    /// <summary>
+    /// Moves the waiting writes into <paramref name="group"/>, up to the first read. Returns false
+    /// when it stopped at none or behind writes, null when a read comes first (the caller runs it).
+    /// </summary>
+    private bool? TakeWaiting(List<PendingWrite> group, ChannelReader<PendingWrite> reader)
+    {
+        while (group.Count < _maxOperations && reader.TryPeek(out var next))
+        {
+            if (next.Read is not null)
+            {
+                // The writes queued before the read commit first.
+                return group.Count > 0 ? false : null;
+            }
+            reader.TryRead(out var item);
+            group.Add(item);
+        }
+        return false;
+    }
+
+    /// <summary>
+    /// Runs the reads at the head of the queue, taking the writes between them, until a read asks
+    /// for a write (true: it commits alone, now) or a read waits behind writes (false).
+    /// </summary>
+    private async Task<bool> RunReadsAsync(List<PendingWrite> group, ChannelReader<PendingWrite> reader)
+    {
+        while (group.Count < _maxOperations && reader.TryPeek(out var next))
+        {
+            if (next.Read is not null && group.Count > 0)
+            {
+                return false;
+            }
+            reader.TryRead(out var item);
+            if (item.Read is not null)
+            {
+                if (await RunReadAsync(item).ConfigureAwait(false) is { } followUp)
+                {
+                    // Commits alone, now: nothing may come between the read and this write.
+                    group.Add(new PendingWrite(followUp.Write, followUp.OnCommitted, followUp.OnFailed, item.Done));
+                    return true;
+                }
+                continue;
+            }
+            group.Add(item);
+        }
+        return false;
     }
 
     /// <summary>Runs a read; returns the write it asks for (its Done is then the write's), else completes it.</summary>

@@ -138,7 +138,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
                 $"Container {record.Id} carries epoch {stored}, newer than this lease's {record.Epoch}: another broker took it.");
         }
         ContainerHost? host = null;
-        var commits = new CommitQueue(database, record.Id, record.Epoch, options.MaxOperationsPerCommit,
+        var commits = new CommitQueue(database, record.Id, record.Epoch, options, time,
             onEpochLost: _ =>
             {
                 host?.MarkLost();

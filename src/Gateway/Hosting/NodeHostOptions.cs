@@ -10,7 +10,7 @@ namespace Farm.Gateway.Hosting;
 /// The node host's command line: <c>--node-id N --data DIR --port P [--host 127.0.0.1]
 /// [--store sqlite|postgres] [--farm-connection CS] [--forward-timeout SECONDS]
 /// [--metrics-port P] [--amqp-port P] [--message-cache-size-per-entity MB] [--message-cache-size-per-node MB]
-/// [--farm-cli PATH] [--dashboard-remote-control true] [--advertise-host NAME] [--drain-on-stop true]</c>.
+/// [--commit-delay-us MICROSECONDS] [--farm-cli PATH] [--dashboard-remote-control true] [--advertise-host NAME] [--drain-on-stop true]</c>.
 /// The `farm` CLI starts nodes this way; each option may instead come from FARM_NAME in the
 /// environment (FARM_NODE_ID, FARM_FARM_CONNECTION, ...), which is how a container image sets them.
 /// </summary>
@@ -63,6 +63,10 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, 
         if (Get("message-cache-size-per-node") is { } nodeCacheMb)
         {
             broker.MessageCacheSizePerNode = ParseLong(nodeCacheMb, "--message-cache-size-per-node (MB)", min: 1, max: 65536) * 1024 * 1024;
+        }
+        if (Get("commit-delay-us") is { } commitDelay)
+        {
+            broker.CommitDelay = TimeSpan.FromMicroseconds(ParseLong(commitDelay, "--commit-delay-us (microseconds)", min: 0, max: 100_000));
         }
         var forwarding = new ForwardingOptions();
         if (Get("forward-timeout") is { } forwardTimeout)
