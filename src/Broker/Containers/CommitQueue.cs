@@ -135,17 +135,13 @@ internal sealed partial class CommitQueue : IAsyncDisposable
         var reader = _pending.Reader;
         while (await reader.WaitToReadAsync().ConfigureAwait(false))
         {
-            var alone = TakeWaiting(group, reader);
-            if (alone is null)
-            {
-                alone = await RunReadsAsync(group, reader).ConfigureAwait(false);
-            }
+            var alone = await TakeGroupAsync(group, reader).ConfigureAwait(false);
             var delay = _options.CommitDelay;
-            if (!alone.Value && delay > TimeSpan.Zero && group.Count > 0 && group.Count < _options.CommitDelayBelow)
+            if (!alone && delay > TimeSpan.Zero && group.Count > 0 && group.Count < _options.CommitDelayBelow)
             {
                 // A small commit waits a moment for more writes to share its fsync (CommitDelay).
                 await Task.Delay(delay, _time).ConfigureAwait(false);
-                TakeWaiting(group, reader);
+                TakeWritesBeforeRead(group, reader);
             }
             if (group.Count > 0)
             {
@@ -156,35 +152,28 @@ internal sealed partial class CommitQueue : IAsyncDisposable
         }
     }
 
-    /// <summary>
-    /// Moves the waiting writes into <paramref name="group"/>, up to the first read. Returns false
-    /// when it stopped at none or behind writes, null when a read comes first (the caller runs it).
-    /// </summary>
-    private bool? TakeWaiting(List<PendingWrite> group, ChannelReader<PendingWrite> reader)
+    /// <summary>Moves the waiting writes into <paramref name="group"/>, up to the first read (which waits for the next commit).</summary>
+    private void TakeWritesBeforeRead(List<PendingWrite> group, ChannelReader<PendingWrite> reader)
     {
-        while (group.Count < _maxOperations && reader.TryPeek(out var next))
+        while (group.Count < _maxOperations && reader.TryPeek(out var next) && next.Read is null)
         {
-            if (next.Read is not null)
-            {
-                // The writes queued before the read commit first.
-                return group.Count > 0 ? false : null;
-            }
             reader.TryRead(out var item);
             group.Add(item);
         }
-        return false;
     }
 
     /// <summary>
-    /// Runs the reads at the head of the queue, taking the writes between them, until a read asks
-    /// for a write (true: it commits alone, now) or a read waits behind writes (false).
+    /// Fills <paramref name="group"/> with what waits: writes, and the reads at its head, run as they
+    /// come. Stops at a read behind writes (false), or once a read asks for a write of its own
+    /// (true: that write commits alone, now).
     /// </summary>
-    private async Task<bool> RunReadsAsync(List<PendingWrite> group, ChannelReader<PendingWrite> reader)
+    private async Task<bool> TakeGroupAsync(List<PendingWrite> group, ChannelReader<PendingWrite> reader)
     {
         while (group.Count < _maxOperations && reader.TryPeek(out var next))
         {
             if (next.Read is not null && group.Count > 0)
             {
+                // The writes queued before the read commit first.
                 return false;
             }
             reader.TryRead(out var item);

@@ -209,6 +209,34 @@ internal sealed partial class QueueEntity
         }
     }
 
+    /// <summary>
+    /// Admits a committed arrival to the main sub-queue. One stored counted as delivered that is
+    /// stored only after all (the cache filled meanwhile) goes into <paramref name="uncount"/>:
+    /// memory cannot remember that its row is ahead, so the row gives back the count it got for nothing.
+    /// </summary>
+    private bool AdmitArrivalLocked(StoredMessage message, ref List<MessageUpdate>? uncount)
+    {
+        if (AdmitLocked(_main, message))
+        {
+            return true;
+        }
+        if (message.DurableCountAhead)
+        {
+            (uncount ??= []).Add(message.ToDeliveryCountUpdate(Id));
+        }
+        return false;
+    }
+
+    /// <summary>Writes back the counts <see cref="AdmitArrivalLocked"/> collected, in the background.</summary>
+    private void WriteBackCounts(List<MessageUpdate>? uncount)
+    {
+        if (uncount is not null)
+        {
+            _ = _commits.CommitAsync(batch => batch.Updates.AddRange(uncount))
+                .ContinueWith(static t => _ = t.Exception, TaskContinuationOptions.OnlyOnFaulted);
+        }
+    }
+
     private Task QueueCommit(List<MessageRecord> records, List<StoredMessage> stored, List<DuplicateRecord> duplicates, long nextSequence, InFlightIds.Outcome? outcome, long bytes, int preCounted)
     {
         return _commits.CommitAsync(
@@ -231,20 +259,14 @@ internal sealed partial class QueueEntity
                         {
                             AdmitScheduledLocked(message);
                         }
-                        else if (!AdmitLocked(_main, message) && message.DurableCountAhead)
+                        else
                         {
-                            // Stored only after all (the cache filled meanwhile): memory cannot remember
-                            // that its row is ahead, so the row loses the count it got for nothing.
-                            (uncount ??= []).Add(message.ToDeliveryCountUpdate(Id));
+                            AdmitArrivalLocked(message, ref uncount);
                         }
                     }
                     _inFlightIds.Complete(outcome);
                 }
-                if (uncount is not null)
-                {
-                    _ = _commits.CommitAsync(batch => batch.Updates.AddRange(uncount))
-                        .ContinueWith(static t => _ = t.Exception, TaskContinuationOptions.OnlyOnFaulted);
-                }
+                WriteBackCounts(uncount);
                 _main.SignalArrived();
                 if (Settings.ForwardTo is not null)
                 {

@@ -125,14 +125,15 @@ internal sealed partial class QueueEntity
         }
         if (writes.Count > 0)
         {
-            BrokerException? failure = FarmErrors.StoreUnavailable("Settling failed.");
+            var committed = false;
+            BrokerException? failure = null;
             try
             {
                 await _commits.CommitAsync(
                     batch => writes.ForEach(w => w.Write(batch)),
                     onCommitted: () => writes.ForEach(w => w.OnCommitted()),
                     onFailed: e => writes.ForEach(w => w.OnFailed(e))).ConfigureAwait(false);
-                failure = null;
+                committed = true;
             }
             catch (BrokerException e)
             {
@@ -144,8 +145,10 @@ internal sealed partial class QueueEntity
             }
             finally
             {
-                if (failure is not null)
+                if (!committed)
                 {
+                    // Failed otherwise than a BrokerException: repeats waiting on it retry, as after a store failure.
+                    failure ??= FarmErrors.StoreUnavailable("Settling failed.");
                     // Not done: a repeat from now on is told its lock is gone, not that it was settled.
                     lock (_gate)
                     {

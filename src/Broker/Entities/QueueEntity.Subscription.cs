@@ -141,22 +141,13 @@ internal sealed partial class QueueEntity
                 {
                     AdmitScheduledLocked(message);
                 }
-                else if (AdmitLocked(_main, message))
+                else
                 {
-                    main = true;
-                }
-                else if (message.DurableCountAhead)
-                {
-                    // Stored only after all: see QueueEntity.SendAsync's commit.
-                    (uncount ??= []).Add(message.ToDeliveryCountUpdate(Id));
+                    main |= AdmitArrivalLocked(message, ref uncount);
                 }
             }
         }
-        if (uncount is not null)
-        {
-            _ = _commits.CommitAsync(batch => batch.Updates.AddRange(uncount))
-                .ContinueWith(static t => _ = t.Exception, TaskContinuationOptions.OnlyOnFaulted);
-        }
+        WriteBackCounts(uncount);
         if (main)
         {
             _main.SignalArrived();
