@@ -44,6 +44,16 @@ public sealed partial class StreamSettlementTests
         return total;
     }
 
+    /// <summary>A container node 2 owns (of five more made), so node 1's gateway proxies the streams of what it holds.</summary>
+    private static async Task<ContainerProperties> ContainerOwnedByNode2Async(FarmAdministrationClient admin)
+    {
+        for (var i = 1; i < 6; i++)
+        {
+            await admin.CreateContainerAsync();
+        }
+        return await LocalFarm.WaitForContainerOwnedByAsync(admin, node: 2);
+    }
+
     private static async Task SendAsync(FarmClient client, string queue, int count)
     {
         await using var sender = client.CreateSender(queue);
@@ -135,11 +145,7 @@ public sealed partial class StreamSettlementTests
     {
         await using var farm = await LocalFarm.StartAsync(nodes: 3);
         using var admin = new FarmAdministrationClient(farm.ConnectionString);
-        for (var i = 1; i < 6; i++)
-        {
-            await admin.CreateContainerAsync();
-        }
-        var container = await LocalFarm.WaitForContainerOwnedByAsync(admin, node: 2);
+        var container = await ContainerOwnedByNode2Async(admin);
         await admin.CreateQueueAsync(new CreateQueueOptions("proxied") { ContainerId = container.Id });
 
         await SettleEverythingOverTheStreamAsync("Endpoint=" + farm.Endpoints[0], "proxied", await MetricsUrlsAsync(farm));
@@ -158,11 +164,7 @@ public sealed partial class StreamSettlementTests
         const int count = 40;
         await using var farm = await LocalFarm.StartAsync(nodes: 3);
         using var admin = new FarmAdministrationClient(farm.ConnectionString);
-        for (var i = 1; i < 6; i++)
-        {
-            await admin.CreateContainerAsync();
-        }
-        var container = await LocalFarm.WaitForContainerOwnedByAsync(admin, node: 2);
+        var container = await ContainerOwnedByNode2Async(admin);
         await admin.CreateQueueAsync(new CreateQueueOptions(queue) { ContainerId = container.Id });
 
         // Node 1's gateway first, so the stream runs through it to node 2; node 3's is the way on.
@@ -223,11 +225,7 @@ public sealed partial class StreamSettlementTests
         const int perRound = 10;
         await using var farm = await LocalFarm.StartAsync(nodes: 3);
         using var admin = new FarmAdministrationClient(farm.ConnectionString);
-        for (var i = 1; i < 6; i++)
-        {
-            await admin.CreateContainerAsync();
-        }
-        var container = await LocalFarm.WaitForContainerOwnedByAsync(admin, node: 2);
+        var container = await ContainerOwnedByNode2Async(admin);
         await admin.CreateQueueAsync(new CreateQueueOptions(queue) { ContainerId = container.Id, LockDuration = TimeSpan.FromMinutes(5) });
 
         // Through node 1's gateway, which proxies the stream to node 2.
