@@ -15,10 +15,11 @@ public sealed class DeliveryCountedAtSendTests
 {
     private static readonly TimeSpan Patience = TimeSpan.FromSeconds(10);
 
-    /// <summary>Deliveries of <paramref name="entity"/> whose count the send stored, as the node's metric counts them.</summary>
+    /// <summary>Deliveries of <paramref name="entity"/> whose count the send stored, as the node's metric counts them (an observable counter: read on demand).</summary>
     private sealed class CountedAtSend : IDisposable
     {
         private readonly MeterListener _listener = new();
+        private readonly Lock _reading = new();
         private long _count;
 
         public CountedAtSend(string entity)
@@ -36,14 +37,25 @@ public sealed class DeliveryCountedAtSendTests
                 {
                     if (tag.Key == "messaging.destination.name" && Equals(tag.Value, entity))
                     {
-                        Interlocked.Add(ref _count, value);
+                        _count += value;
                     }
                 }
             });
             _listener.Start();
         }
 
-        public long Count => Interlocked.Read(ref _count);
+        public long Count
+        {
+            get
+            {
+                lock (_reading)
+                {
+                    _count = 0;
+                    _listener.RecordObservableInstruments();
+                    return _count;
+                }
+            }
+        }
 
         public void Dispose() => _listener.Dispose();
     }

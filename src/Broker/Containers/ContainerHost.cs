@@ -68,6 +68,8 @@ internal sealed partial class ContainerHost : IAsyncDisposable
 
     public IEnumerable<QueueEntity> Entities => _entities.Values;
 
+    public IEnumerable<TopicEntity> Topics => _topics.Values;
+
     /// <summary>
     /// When this broker stops serving the container unless its lease was renewed first (its own
     /// clock). The farm may give the container to another node once the lease runs out in the

@@ -77,7 +77,7 @@ internal sealed partial class QueueEntity
 
     private void ExpireLocked(StoredMessage message, List<PendingChange> changes)
     {
-        BrokerMetrics.RecordExpired(Name);
+        Counters.AddExpired();
         if (Settings.DeadLetteringOnMessageExpiration)
         {
             DeadLetterLocked(message, TtlExpired, TtlExpiredDescription, null, changes);

@@ -113,7 +113,7 @@ internal sealed partial class QueueEntity
                 foreach (var row in rows)
                 {
                     _main.UncountStored(row.SequenceNumber, row.PayloadSize);
-                    BrokerMetrics.RecordExpired(Name);
+                    Counters.AddExpired();
                     if (deadLetter && row.Payload is not null)
                     {
                         var message = StoredMessage.FromRecord(row);

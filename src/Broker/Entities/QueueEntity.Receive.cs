@@ -138,10 +138,11 @@ internal sealed partial class QueueEntity
         {
             await CommitDeliveryAsync(sub, taken, peekLock ? toCount : null).ConfigureAwait(false);
         }
-        BrokerMetrics.RecordReceived(PathOf(deadLetter), result.Count);
+        var counters = CountersOf(deadLetter);
+        counters.AddReceived(result.Count);
         if (peekLock && toCount.Count < taken.Count)
         {
-            BrokerMetrics.RecordCountedAtSend(PathOf(deadLetter), taken.Count - toCount.Count);
+            counters.AddCountedAtSend(taken.Count - toCount.Count);
         }
         return result;
     }

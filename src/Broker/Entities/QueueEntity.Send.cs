@@ -14,6 +14,17 @@ internal sealed partial class QueueEntity
     /// committed yet waits for that send's outcome: a duplicate of a committed message, or stored
     /// by this send if the other failed (never acknowledged as a duplicate of nothing).
     /// </summary>
+    /// <summary>How many of a send's messages were stored (duplicates dropped by detection answer 0).</summary>
+    internal static int StoredCount(long[] sequenceNumbers)
+    {
+        var stored = 0;
+        foreach (var sequence in sequenceNumbers)
+        {
+            stored += sequence != 0 ? 1 : 0;
+        }
+        return stored;
+    }
+
     public async Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null)
     {
         var payloads = SendValidation.Payloads(messages, _options);
@@ -33,7 +44,7 @@ internal sealed partial class QueueEntity
                     if (commit is not null)
                     {
                         await commit.ConfigureAwait(false);
-                        BrokerMetrics.RecordSent(Name, results!.Count(sequence => sequence != 0));
+                        Counters.AddSent(StoredCount(results!));
                     }
                     return results!;
                 }

@@ -78,11 +78,11 @@ internal sealed partial class QueueEntity
                         break;
                     case Disposition.Abandon when modified is not null:
                         AbandonModifiedLocked(message, modified, writes);
-                        BrokerMetrics.RecordAbandoned(PathOf(deadLetter));
+                        CountersOf(deadLetter).AddAbandoned();
                         break;
                     case Disposition.Abandon:
                         arrived |= ReleaseLockLocked(message, writes);
-                        BrokerMetrics.RecordAbandoned(PathOf(deadLetter));
+                        CountersOf(deadLetter).AddAbandoned();
                         break;
                     case Disposition.DeadLetter when deadLetter:
                         Fail(results[i], FarmErrors.Invalid("A message in a dead-letter queue cannot be dead-lettered again."));
@@ -217,7 +217,7 @@ internal sealed partial class QueueEntity
                 {
                     RemoveStored(sub, message);
                 }
-                BrokerMetrics.RecordCompleted(PathOf(message.SubQueue == SubQueue.DeadLetter));
+                CountersOf(message.SubQueue == SubQueue.DeadLetter).AddCompleted();
             },
             _ => Unsettle(message)));
     }

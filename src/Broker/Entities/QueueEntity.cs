@@ -1,3 +1,4 @@
+using Farm.Broker.Telemetry;
 using Farm.Broker.Containers;
 using Farm.ContainerStore.Containers;
 using Farm.Contracts.V1;
@@ -61,6 +62,8 @@ internal sealed partial class QueueEntity : ISendTarget
         _floorBytes = Math.Min(MessageCacheBudget.MaxFloorBytes, cacheBytes / 8);
         Id = id;
         Name = name;
+        Counters = new EntityCounters(name);
+        DeadLetterCounters = new EntityCounters(name + EntityNames.DeadLetterQueueSuffix);
         Settings = settings;
         _commits = commits;
         _time = time;
@@ -138,12 +141,19 @@ internal sealed partial class QueueEntity : ISendTarget
 
     public string Name { get; }
 
+    /// <summary>What this node did with the main queue's messages, and with the dead-letter queue's (metrics).</summary>
+    public EntityCounters Counters { get; }
+
+    public EntityCounters DeadLetterCounters { get; }
+
     /// <summary>Replaced as a whole on update; readers take one snapshot per operation.</summary>
     public QueueSettings Settings { get; set; }
 
     private long NowMs => _time.GetUtcNow().ToUnixTimeMilliseconds();
 
-    private string PathOf(bool deadLetter) => deadLetter ? Name + EntityNames.DeadLetterQueueSuffix : Name;
+    private string PathOf(bool deadLetter) => CountersOf(deadLetter).Path;
+
+    public EntityCounters CountersOf(bool deadLetter) => deadLetter ? DeadLetterCounters : Counters;
 
     private SubQueueState SubQueueOf(bool deadLetter) => deadLetter ? _deadLetter : _main;
 

@@ -142,7 +142,7 @@ public sealed class MessagingService(BrokerNode node)
                     if (incoming.Current.KindCase == ReceiveRequest.KindOneofCase.Credit && incoming.Current.Credit > 0)
                     {
                         credit.Add(incoming.Current.Credit);
-                        BrokerMetrics.RecordCreditGrant(open.Entity);
+                        queue.CountersOf(deadLetter).AddCreditGrant();
                     }
                     else if (incoming.Current.KindCase == ReceiveRequest.KindOneofCase.Drain)
                     {

@@ -5,10 +5,11 @@ using Farm.Broker.Node;
 namespace Farm.Broker.Telemetry;
 
 /// <summary>
-/// The gauges of one node, read when a collector asks (a Prometheus scrape, an OTLP export):
-/// per entity it serves (messages by state, age of the oldest), per container it owns (epoch),
-/// and for the node (containers owned, heartbeat age). A meter of its own, named like
-/// <see cref="BrokerMetrics.Meter"/>, so the gauges go away with the node.
+/// The instruments of one node read when a collector asks (a Prometheus scrape, an OTLP export):
+/// per entity it serves, the message counters its entities keep (<see cref="EntityCounters"/>:
+/// sent, received, completed, ...) and gauges (messages by state, age of the oldest); per
+/// container it owns (epoch); and for the node (containers owned, heartbeat age). A meter of its
+/// own, named like <see cref="BrokerMetrics.Meter"/>, so they go away with the node.
 /// </summary>
 internal sealed class NodeMetrics : IDisposable
 {
@@ -16,6 +17,15 @@ internal sealed class NodeMetrics : IDisposable
 
     public NodeMetrics(BrokerNode node)
     {
+        EntityCounter(node, "farm.messages.sent", c => c.Sent, "Messages stored by sends (after commit).");
+        EntityCounter(node, "farm.messages.received", c => c.Received, "Messages delivered to receivers (peek-lock or receive-and-delete).");
+        EntityCounter(node, "farm.messages.completed", c => c.Completed, "Messages completed by receivers.");
+        EntityCounter(node, "farm.messages.abandoned", c => c.Abandoned, "Messages abandoned by receivers (made available again).");
+        EntityCounter(node, "farm.messages.expired", c => c.Expired, "Messages whose time to live ran out.");
+        EntityCounter(node, "farm.messages.delivered_counted_at_send", c => c.CountedAtSend,
+            "Peek-lock deliveries whose delivery count the send already stored (a receiver was waiting): no write of their own.", "{message}");
+        EntityCounter(node, "farm.receive.credit_grants", c => c.CreditGrants,
+            "Credit frames received on receive streams (a receiver's prefetch refills; the SDK sends one per half a prefetch taken).", "{grant}");
         _meter.CreateObservableGauge("farm.entity.messages", () => EntityMessages(node), "{message}",
             "Messages in an entity by state: active, scheduled, deferred, dead_letter.");
         _meter.CreateObservableGauge("farm.entity.oldest_message.age", () => OldestMessageAges(node), "s",
@@ -27,6 +37,39 @@ internal sealed class NodeMetrics : IDisposable
         _meter.CreateObservableGauge("farm.node.heartbeat.age", () => HeartbeatAge(node), "s",
             "Time since this node last wrote its heartbeat.");
     }
+
+    private void EntityCounter(BrokerNode node, string name, Func<EntityCounters, long> read, string description, string unit = "{message}") =>
+        _meter.CreateObservableCounter(name, () => EntityTotals(node, read), unit, description);
+
+    /// <summary>Every entity path this node serves with a non-zero total (a dead-letter queue nothing reached stays out).</summary>
+    private static IEnumerable<Measurement<long>> EntityTotals(BrokerNode node, Func<EntityCounters, long> read)
+    {
+        foreach (var counters in AllCounters(node))
+        {
+            if (read(counters) is var total and > 0)
+            {
+                yield return new Measurement<long>(total, DestinationTags(counters.Path));
+            }
+        }
+    }
+
+    private static IEnumerable<EntityCounters> AllCounters(BrokerNode node)
+    {
+        foreach (var container in node.ServedContainers)
+        {
+            foreach (var entity in container.Entities)
+            {
+                yield return entity.Counters;
+                yield return entity.DeadLetterCounters;
+            }
+            foreach (var topic in container.Topics)
+            {
+                yield return topic.Counters;
+            }
+        }
+    }
+
+    private static TagList DestinationTags(string entity) => new() { { "messaging.system", "farm" }, { "messaging.destination.name", entity } };
 
     private static TagList NodeTags(BrokerNode node) => new() { { "farm.node.id", node.NodeId } };
 
@@ -61,8 +104,7 @@ internal sealed class NodeMetrics : IDisposable
             {
                 var oldest = entity.OldestEnqueuedAtMs();
                 var ageSeconds = oldest is { } enqueued ? Math.Max(0, nowMs - enqueued) / 1000.0 : 0;
-                yield return new Measurement<double>(ageSeconds,
-                    new TagList { { "messaging.system", "farm" }, { "messaging.destination.name", entity.Name } });
+                yield return new Measurement<double>(ageSeconds, DestinationTags(entity.Name));
             }
         }
     }

@@ -53,7 +53,7 @@ internal sealed partial class TopicEntity
                 if (waitFor is null)
                 {
                     await commit!.ConfigureAwait(false);
-                    BrokerMetrics.RecordSent(Name, results!.Count(sequence => sequence != 0));
+                    Counters.AddSent(QueueEntity.StoredCount(results!));
                     return results!;
                 }
                 // A MessageId of this batch is in a send that has not committed yet, or left memory

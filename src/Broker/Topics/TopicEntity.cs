@@ -1,3 +1,4 @@
+using Farm.Broker.Telemetry;
 using Farm.Broker.Containers;
 using Farm.Broker.Entities;
 using Farm.Broker.Rules;
@@ -53,6 +54,7 @@ internal sealed partial class TopicEntity : ISendTarget
     {
         Id = id;
         Name = name;
+        Counters = new EntityCounters(name);
         Settings = settings;
         _commits = commits;
         _time = time;
@@ -75,6 +77,9 @@ internal sealed partial class TopicEntity : ISendTarget
     public long Id { get; }
 
     public string Name { get; }
+
+    /// <summary>What this node did with the topic's messages (metrics; its subscriptions count their own).</summary>
+    public EntityCounters Counters { get; }
 
     /// <summary>Replaced as a whole on update; each send reads it once.</summary>
     public TopicSettings Settings { get; set; }
