@@ -4,9 +4,15 @@ using Grpc.Net.Client;
 
 namespace Farm.Client;
 
-/// <summary>The generated gRPC clients of one endpoint, over one channel.</summary>
-internal sealed class FarmStubs(GrpcChannel channel) : IDisposable
+/// <summary>
+/// The generated gRPC clients of one endpoint, over one channel, and its send stream. Calls to a
+/// gateway carry no headers and calls to a broker the direct header, so the headers of the first
+/// send are those of every send to this endpoint.
+/// </summary>
+internal sealed class FarmStubs(GrpcChannel channel, FarmClientOptions options) : IDisposable
 {
+    private SendStreamLink? _sends;
+
     public GrpcChannel Channel { get; } = channel;
 
     public Messaging.MessagingClient Messaging { get; } = new(channel);
@@ -15,7 +21,27 @@ internal sealed class FarmStubs(GrpcChannel channel) : IDisposable
 
     public NodeControl.NodeControlClient NodeControl { get; } = new(channel);
 
-    public void Dispose() => Channel.Dispose();
+    /// <summary>A send: over the endpoint's send stream, or a Send call each when <see cref="FarmClientOptions.SendOverStream"/> is off.</summary>
+    public AsyncUnaryCall<SendResponse> Send(SendRequest request, CallOptions callOptions)
+    {
+        if (!options.SendOverStream)
+        {
+            return Messaging.SendAsync(request, callOptions);
+        }
+        var sends = Volatile.Read(ref _sends);
+        if (sends is null)
+        {
+            var created = new SendStreamLink(Messaging, callOptions.Headers, options.TimeProvider);
+            sends = Interlocked.CompareExchange(ref _sends, created, null) ?? created;
+        }
+        return sends.Send(request, callOptions);
+    }
+
+    public void Dispose()
+    {
+        Volatile.Read(ref _sends)?.Dispose();
+        Channel.Dispose();
+    }
 }
 
 /// <summary>
@@ -41,7 +67,7 @@ internal static class FarmCalls
     private static FarmCall<TRequest, TResponse> NodeControl<TRequest, TResponse>(string name, Func<NodeControl.NodeControlClient, TRequest, CallOptions, AsyncUnaryCall<TResponse>> invoke) =>
         new(name, IsEntityMessaging: false, (stubs, request, options) => invoke(stubs.NodeControl, request, options));
 
-    public static readonly FarmCall<SendRequest, SendResponse> Send = Messaging<SendRequest, SendResponse>("Send", (c, r, o) => c.SendAsync(r, o));
+    public static readonly FarmCall<SendRequest, SendResponse> Send = new("Send", IsEntityMessaging: true, (stubs, request, options) => stubs.Send(request, options));
     public static readonly FarmCall<SettleRequest, SettleResponse> Settle = Messaging<SettleRequest, SettleResponse>("Settle", (c, r, o) => c.SettleAsync(r, o)) with
     {
         // Sent again, it may find its settlements done by the try whose answer was lost.

@@ -65,7 +65,7 @@ internal sealed partial class FarmConnection
             _owners[name] = owner;
         }
         ObjectDisposedException.ThrowIf(IsDisposed, this);
-        return new Route(_brokers.GetOrAdd(owner, a => new FarmStubs(FarmChannels.Create(new Uri(a)))), DirectHeaders, -1, name);
+        return new Route(_brokers.GetOrAdd(owner, a => new FarmStubs(FarmChannels.Create(new Uri(a)), Options)), DirectHeaders, -1, name);
     }
 
     /// <summary>Learns from a failed call: a gateway that is down, or an owner that moved or died.</summary>

@@ -52,7 +52,7 @@ internal sealed partial class FarmConnection : IDisposable
         {
             ObjectDisposedException.ThrowIf(_disposed, this);
             endpointIndex = _current;
-            return _channels[endpointIndex] ??= new FarmStubs(FarmChannels.Create(ConnectionString.Endpoints[endpointIndex]));
+            return _channels[endpointIndex] ??= new FarmStubs(FarmChannels.Create(ConnectionString.Endpoints[endpointIndex]), Options);
         }
     }
 

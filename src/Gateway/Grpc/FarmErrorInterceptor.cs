@@ -46,18 +46,14 @@ internal sealed partial class FarmErrorInterceptor(ILogger<FarmErrorInterceptor>
     {
         switch (e)
         {
-            case BrokerException farm:
-                return ToRpc(farm);
             case RpcException:
                 // Already a status: a forwarded call's answer, passed on unchanged.
                 return null;
+            case var _ when Known(e) is { } known:
+                return known;
             case OperationCanceledException when context.Deadline <= DateTime.UtcNow:
                 // The caller's deadline passed (said here, not left to a rethrow the server may call UNKNOWN).
                 return new RpcException(new Status(StatusCode.DeadlineExceeded, "The deadline passed before the call completed."));
-            case ContainerDatabaseClosedException:
-                // Closed under the call, before it wrote anything: the caller looks the owner up again and retries.
-                return ToRpc(new BrokerException(FarmErrorCode.NotOwner,
-                    "The container this call needed was closed under it: it moved away from this node, or the node is stopping."));
             case var _ when context.CancellationToken.IsCancellationRequested:
                 // Cut off: the caller went away (then nobody reads this), or this node is stopping
                 // under it. Unavailable, so a caller still there tries again, elsewhere.
@@ -67,6 +63,16 @@ internal sealed partial class FarmErrorInterceptor(ILogger<FarmErrorInterceptor>
                 return new RpcException(new Status(StatusCode.Internal, e.Message));
         }
     }
+
+    /// <summary>The status of a failure the broker names (its own, or a container closed under the call); null for any other.</summary>
+    public static RpcException? Known(Exception e) => e switch
+    {
+        BrokerException farm => ToRpc(farm),
+        // Closed under the call, before it wrote anything: the caller looks the owner up again and retries.
+        ContainerDatabaseClosedException => ToRpc(new BrokerException(FarmErrorCode.NotOwner,
+            "The container this call needed was closed under it: it moved away from this node, or the node is stopping.")),
+        _ => null,
+    };
 
     public static RpcException ToRpc(BrokerException e)
     {

@@ -66,13 +66,23 @@ internal sealed partial class OwnerRouting
     /// Runs <paramref name="here"/> when this node serves the entity (or the call came direct),
     /// otherwise <paramref name="forward"/> on the owner's clients; holds while between owners.
     /// </summary>
-    public async Task<TResponse> RouteAsync<TResponse>(
+    public Task<TResponse> RouteAsync<TResponse>(
         RoutedCall call, ServerCallContext context,
         Func<CancellationToken, Task<TResponse>> here,
-        Func<OwnerClients, CallOptions, AsyncUnaryCall<TResponse>> forward)
+        Func<OwnerClients, CallOptions, AsyncUnaryCall<TResponse>> forward) =>
+        RouteAsync(call, IsDirect(context), context.Deadline, here, forward, context.CancellationToken);
+
+    /// <summary>
+    /// The same for an operation that is not a call of its own (one send of a send stream):
+    /// <paramref name="direct"/> as the stream was, <paramref name="deadline"/> for a forward (MaxValue: none).
+    /// </summary>
+    public async Task<TResponse> RouteAsync<TResponse>(
+        RoutedCall call, bool direct, DateTime deadline,
+        Func<CancellationToken, Task<TResponse>> here,
+        Func<OwnerClients, CallOptions, AsyncUnaryCall<TResponse>> forward,
+        CancellationToken cancellationToken)
     {
-        var cancellationToken = context.CancellationToken;
-        if (IsDirect(context) || !EntityNames.TryParsePath(call.EntityPath, out var name, out _, out _))
+        if (direct || !EntityNames.TryParsePath(call.EntityPath, out var name, out _, out _))
         {
             // Direct: the caller routes. A malformed path: here says what is wrong with it.
             return await here(cancellationToken).ConfigureAwait(false);
@@ -104,7 +114,7 @@ internal sealed partial class OwnerRouting
                 return await here(token).ConfigureAwait(false);
             }
             var owner = location.OwnerAddress ?? throw FarmErrors.NotOwner(name, null);
-            return await ForwardAsync(owner, call, name, forward, context.Deadline, token).ConfigureAwait(false);
+            return await ForwardAsync(owner, call, name, forward, deadline, token).ConfigureAwait(false);
         }, cancellationToken).ConfigureAwait(false);
     }
 
