@@ -1,0 +1,156 @@
+using System.Globalization;
+using System.Net;
+using System.Text.RegularExpressions;
+using Farm.Client;
+using Farm.Testing;
+using Farm.Contracts.V1;
+using Grpc.Core;
+using Microsoft.AspNetCore.Builder;
+using Microsoft.AspNetCore.Hosting;
+using Microsoft.AspNetCore.Server.Kestrel.Core;
+using Microsoft.Extensions.DependencyInjection;
+using Microsoft.Extensions.Hosting;
+
+namespace Farm.EndToEnd.Tests;
+
+/// <summary>
+/// The SDK's sends go over one SendStream per endpoint, shared by every sender of a client: each
+/// send still gets its own outcome, and a node that predates the stream gets Send calls instead.
+/// A real node process (its own, so its count of Send calls is this class's alone).
+/// </summary>
+[Collection(FarmCollection.Name)]
+public sealed partial class SendStreamTests(SdkFarmFixture fixture) : IClassFixture<SdkFarmFixture>
+{
+    private static readonly TimeSpan Patience = TimeSpan.FromSeconds(30);
+
+    private string Connection => fixture.Farm.ConnectionString;
+
+    private async Task<string> CreateQueueAsync()
+    {
+        var name = "stream-" + Guid.NewGuid().ToString("N")[..12];
+        using var admin = new FarmAdministrationClient(Connection);
+        await admin.CreateQueueAsync(name);
+        return name;
+    }
+
+    /// <summary>Send calls the node has served (ASP.NET Core's request count for the Send method).</summary>
+    private async Task<double> SendCallsAsync()
+    {
+        using var status = await fixture.Farm.StatusJsonAsync();
+        var metrics = new Uri(status.RootElement.GetProperty("nodes").EnumerateArray().Single().GetProperty("metrics_url").GetString()!);
+        using var http = new HttpClient();
+        var text = await http.GetStringAsync(metrics);
+        return SendCallCount().Matches(text).Sum(m => double.Parse(m.Groups[1].Value, CultureInfo.InvariantCulture));
+    }
+
+    [GeneratedRegex(@"^http_server_request_duration_seconds_count\{[^}]*http_route=""/farm\.v1\.Messaging/Send""[^}]*\} ([0-9.eE+]+)", RegexOptions.Multiline)]
+    private static partial Regex SendCallCount();
+
+    private static async Task<List<string>> ReceiveAllAsync(FarmClient client, string queue, int count)
+    {
+        var receiver = client.CreateReceiver(queue, new FarmReceiverOptions { ReceiveMode = FarmReceiveMode.ReceiveAndDelete });
+        using var deadline = new CancellationTokenSource(Patience);
+        var ids = new List<string>();
+        while (ids.Count < count)
+        {
+            var batch = await receiver.ReceiveMessagesAsync(100, TimeSpan.FromSeconds(2), deadline.Token);
+            ids.AddRange(batch.Select(m => m.MessageId!));
+        }
+        // Nothing more than was sent: each acknowledged send stored once.
+        Assert.Empty(await receiver.ReceiveMessagesAsync(10, TimeSpan.FromMilliseconds(300), deadline.Token));
+        return ids;
+    }
+
+    /// <summary>
+    /// Hundreds of concurrent sends from one client, to two queues and to one that does not exist:
+    /// each send to a queue gets its own sequence number and is stored once, each to the missing
+    /// queue fails as a Send call would (MessagingEntityNotFound), and the node served no Send call
+    /// for any of them. The same sends with the stream off are Send calls, which the count sees.
+    /// </summary>
+    [Fact]
+    public async Task ConcurrentSendsOfOneClient_GoOverTheStream_EachWithItsOwnOutcome()
+    {
+        const int perQueue = 150;
+        var queues = new[] { await CreateQueueAsync(), await CreateQueueAsync() };
+        var sendCallsBefore = await SendCallsAsync();
+
+        await using var client = new FarmClient(Connection);
+        var senders = queues.Select(client.CreateSender).ToList();
+        var missing = client.CreateSender("stream-missing-" + Guid.NewGuid().ToString("N")[..8]);
+        var sends = Enumerable.Range(0, perQueue).SelectMany(i => senders.Select((sender, q) => (q, Task: sender.SendMessageAsync(new FarmMessage($"m{i}") { MessageId = $"{q}-{i}" })))).ToList();
+        var failing = Enumerable.Range(0, 5).Select(i => missing.SendMessageAsync(new FarmMessage("lost") { MessageId = $"x-{i}" })).ToList();
+
+        await Task.WhenAll(sends.Select(s => s.Task));
+        foreach (var group in sends.GroupBy(s => s.q))
+        {
+            var numbers = group.Select(s => s.Task.Result).ToList();
+            Assert.All(numbers, n => Assert.True(n > 0));
+            Assert.Equal(perQueue, numbers.Distinct().Count());
+        }
+        foreach (var failed in failing)
+        {
+            var error = await Assert.ThrowsAsync<FarmException>(() => failed);
+            Assert.Equal(FarmFailureReason.MessagingEntityNotFound, error.Reason);
+        }
+        for (var q = 0; q < queues.Length; q++)
+        {
+            var ids = await ReceiveAllAsync(client, queues[q], perQueue);
+            Assert.Equal(Enumerable.Range(0, perQueue).Select(i => $"{q}-{i}").Order(), ids.Order());
+        }
+        Assert.Equal(sendCallsBefore, await SendCallsAsync());
+
+        // The count is real: the same kind of sends, one call each.
+        await using var callingClient = new FarmClient(Connection, new FarmClientOptions { SendOverStream = false });
+        await using var callingSender = callingClient.CreateSender(queues[0]);
+        await Task.WhenAll(Enumerable.Range(0, 3).Select(i => callingSender.SendMessageAsync(new FarmMessage("by call") { MessageId = $"call-{i}" })));
+        await Eventually.UntilAsync(async () => await SendCallsAsync() >= sendCallsBefore + 3, Patience, "the node to count 3 Send calls");
+    }
+
+    /// <summary>
+    /// A node that predates SendStream (here a gRPC server with only Send, on a real socket)
+    /// answers the stream UNIMPLEMENTED: the client sends by Send calls from then on, and the
+    /// sends that were on the stream get their answers from those calls.
+    /// </summary>
+    [Fact]
+    public async Task AgainstANodeWithoutTheStream_SendsFallBackToSendCalls()
+    {
+        var builder = WebApplication.CreateSlimBuilder();
+        builder.WebHost.ConfigureKestrel(k => k.Listen(IPAddress.Loopback, 0, listen => listen.Protocols = HttpProtocols.Http2));
+        builder.Services.AddGrpc();
+        builder.Services.AddSingleton<SendOnlyNode>();
+        await using var app = builder.Build();
+        app.MapGrpcService<SendOnlyNode>();
+        await app.StartAsync();
+        var address = app.Urls.Single();
+        var node = app.Services.GetRequiredService<SendOnlyNode>();
+
+        await using var client = new FarmClient($"Endpoint={address}");
+        await using var sender = client.CreateSender("old");
+        var numbers = await Task.WhenAll(Enumerable.Range(0, 5).Select(i => sender.SendMessageAsync(new FarmMessage($"m{i}"))));
+        var more = await sender.SendMessageAsync(new FarmMessage("after"));
+
+        Assert.Equal(6, node.Calls);
+        Assert.Equal(Enumerable.Range(1, 6).Select(n => (long)n), numbers.Append(more).Order());
+        await app.StopAsync();
+    }
+
+    /// <summary>An older node's Messaging service: Send calls only, numbering messages as they come.</summary>
+    private sealed class SendOnlyNode : Messaging.MessagingBase
+    {
+        private long _sequence;
+        private int _calls;
+
+        public int Calls => Volatile.Read(ref _calls);
+
+        public override Task<SendResponse> Send(SendRequest request, ServerCallContext context)
+        {
+            Interlocked.Increment(ref _calls);
+            var response = new SendResponse();
+            foreach (var _ in request.Messages)
+            {
+                response.SequenceNumbers.Add(Interlocked.Increment(ref _sequence));
+            }
+            return Task.FromResult(response);
+        }
+    }
+}
