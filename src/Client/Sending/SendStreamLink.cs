@@ -2,6 +2,7 @@ using System.Collections.Concurrent;
 using System.Threading.Channels;
 using Farm.Contracts;
 using Farm.Contracts.V1;
+using Google.Protobuf.WellKnownTypes;
 using Grpc.Core;
 
 namespace Farm.Client;
@@ -18,6 +19,8 @@ namespace Farm.Client;
 /// </summary>
 internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata? headers, TimeProvider time) : IDisposable
 {
+    private readonly TimeProvider _time = time;
+
     /// <summary>Bytes of sends packed into one request at most (one larger send goes alone).</summary>
     private const int MaxRequestBytes = 1024 * 1024;
 
@@ -41,11 +44,11 @@ internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata?
         var stream = Current();
         var pending = stream.Add(request, options);
         var timeout = options.Deadline is { } deadline && deadline != DateTime.MaxValue
-            ? deadline - time.GetUtcNow().UtcDateTime
+            ? deadline - _time.GetUtcNow().UtcDateTime
             : Timeout.InfiniteTimeSpan;
         try
         {
-            return await pending.Answer.Task.WaitAsync(timeout < TimeSpan.Zero ? TimeSpan.Zero : timeout, time, options.CancellationToken).ConfigureAwait(false);
+            return await pending.Answer.Task.WaitAsync(timeout < TimeSpan.Zero ? TimeSpan.Zero : timeout, _time, options.CancellationToken).ConfigureAwait(false);
         }
         catch (TimeoutException)
         {
@@ -169,6 +172,11 @@ internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata?
                             continue; // given up on before it was written
                         }
                         var streamed = new StreamedSend { Id = send.Id, Send = send.Request };
+                        if (send.Options.Deadline is { } deadline && deadline != DateTime.MaxValue)
+                        {
+                            var left = deadline - _link._time.GetUtcNow().UtcDateTime;
+                            streamed.Timeout = Duration.FromTimeSpan(left > TimeSpan.Zero ? left : TimeSpan.Zero);
+                        }
                         bytes += streamed.CalculateSize();
                         request.Sends.Add(streamed);
                     }

@@ -60,12 +60,27 @@ internal sealed partial class MessagingRouter
     private async Task SendOneAsync(StreamedSend send, bool direct, ChannelWriter<StreamedSendResult> answers, SemaphoreSlim inFlight, CancellationToken cancellationToken)
     {
         StreamedSendResult result;
+        // The client's deadline for this send, as a call's would be: it cancels the send and goes along with a forward.
+        using var expiry = send.Timeout is { } timeout
+            ? new CancellationTokenSource(timeout.ToTimeSpan(), time)
+            : null;
+        using var sendToken = expiry is null ? null : CancellationTokenSource.CreateLinkedTokenSource(cancellationToken, expiry.Token);
+        var token = sendToken?.Token ?? cancellationToken;
+        var deadline = send.Timeout is { } forwardTimeout ? DateTime.UtcNow + forwardTimeout.ToTimeSpan() : DateTime.MaxValue;
         try
         {
             var request = send.Send ?? throw Broker.FarmErrors.Invalid("A streamed send carries no 'send'.");
-            var response = await routing.RouteAsync(new RoutedCall("Send", request.Entity), direct, DateTime.MaxValue,
-                ct => local.SendAsync(request, ct), (owner, o) => owner.Messaging.SendAsync(request, o), cancellationToken).ConfigureAwait(false);
+            var response = await routing.RouteAsync(new RoutedCall("Send", request.Entity), direct, deadline,
+                ct => local.SendAsync(request, ct), (owner, o) => owner.Messaging.SendAsync(request, o), token).ConfigureAwait(false);
             result = new StreamedSendResult { Id = send.Id, Response = response };
+        }
+        catch (Exception e) when (expiry?.IsCancellationRequested == true && !cancellationToken.IsCancellationRequested)
+        {
+            result = new StreamedSendResult
+            {
+                Id = send.Id,
+                Failure = new RpcException(new Status(StatusCode.DeadlineExceeded, $"The deadline passed before the send completed ({e.GetType().Name}).")).ToCallFailure(),
+            };
         }
         catch (Exception e)
         {
