@@ -114,13 +114,7 @@ public sealed partial class SendStreamTests(SdkFarmFixture fixture) : IClassFixt
     [Fact]
     public async Task AgainstANodeWithoutTheStream_SendsFallBackToSendCalls()
     {
-        var builder = WebApplication.CreateSlimBuilder();
-        builder.WebHost.ConfigureKestrel(k => k.Listen(IPAddress.Loopback, 0, listen => listen.Protocols = HttpProtocols.Http2));
-        builder.Services.AddGrpc();
-        builder.Services.AddSingleton<SendOnlyNode>();
-        await using var app = builder.Build();
-        app.MapGrpcService<SendOnlyNode>();
-        await app.StartAsync();
+        await using var app = await ServeAsync<SendOnlyNode>();
         var address = app.Urls.Single();
         var node = app.Services.GetRequiredService<SendOnlyNode>();
 
@@ -132,6 +126,66 @@ public sealed partial class SendStreamTests(SdkFarmFixture fixture) : IClassFixt
         Assert.Equal(6, node.Calls);
         Assert.Equal(Enumerable.Range(1, 6).Select(n => (long)n), numbers.Append(more).Order());
         await app.StopAsync();
+    }
+
+    /// <summary>
+    /// Each send on the stream carries the time its client still waits (so a node gives it up
+    /// then, as a call's deadline does) and is given up on its own at that deadline: a send the
+    /// node never answers fails as ServiceTimeout while another send on the same stream succeeds.
+    /// A node whose SendStream answers only some sends, on a real socket.
+    /// </summary>
+    [Fact]
+    public async Task ASendOnTheStream_CarriesItsTimeout_AndIsGivenUpAloneAtItsDeadline()
+    {
+        await using var app = await ServeAsync<SilentToSlowNode>();
+        var node = app.Services.GetRequiredService<SilentToSlowNode>();
+        var tryTimeout = TimeSpan.FromSeconds(2);
+        await using var client = new FarmClient($"Endpoint={app.Urls.Single()}",
+            new FarmClientOptions { RetryOptions = new FarmRetryOptions { MaxRetries = 0, TryTimeout = tryTimeout } });
+
+        var slow = client.CreateSender("slow").SendMessageAsync(new FarmMessage("never answered"));
+        Assert.Equal(7, await client.CreateSender("fast").SendMessageAsync(new FarmMessage("answered")));
+        var error = await Assert.ThrowsAsync<FarmException>(() => slow.WaitAsync(Patience));
+
+        Assert.Equal(FarmFailureReason.ServiceTimeout, error.Reason);
+        var timeout = Assert.Single(node.Timeouts, t => t.Entity == "slow").Timeout;
+        Assert.InRange(timeout, TimeSpan.FromSeconds(1), tryTimeout);
+    }
+
+    private static async Task<WebApplication> ServeAsync<TService>() where TService : Messaging.MessagingBase
+    {
+        var builder = WebApplication.CreateSlimBuilder();
+        builder.WebHost.ConfigureKestrel(k => k.Listen(IPAddress.Loopback, 0, listen => listen.Protocols = HttpProtocols.Http2));
+        builder.Services.AddGrpc();
+        builder.Services.AddSingleton<TService>();
+        var app = builder.Build();
+        app.MapGrpcService<TService>();
+        await app.StartAsync();
+        return app;
+    }
+
+    /// <summary>A SendStream that answers sends to "fast" (sequence number 7) and never those to "slow", noting each send's timeout.</summary>
+    private sealed class SilentToSlowNode : Messaging.MessagingBase
+    {
+        public System.Collections.Concurrent.ConcurrentBag<(string Entity, TimeSpan Timeout)> Timeouts { get; } = [];
+
+        public override async Task SendStream(IAsyncStreamReader<SendStreamRequest> requestStream, IServerStreamWriter<SendStreamResponse> responseStream, ServerCallContext context)
+        {
+            await foreach (var request in requestStream.ReadAllAsync(context.CancellationToken))
+            {
+                foreach (var send in request.Sends)
+                {
+                    Timeouts.Add((send.Send.Entity, send.Timeout?.ToTimeSpan() ?? TimeSpan.Zero));
+                    if (send.Send.Entity == "fast")
+                    {
+                        await responseStream.WriteAsync(new SendStreamResponse
+                        {
+                            Results = { new StreamedSendResult { Id = send.Id, Response = new SendResponse { SequenceNumbers = { 7 } } } },
+                        });
+                    }
+                }
+            }
+        }
     }
 
     /// <summary>An older node's Messaging service: Send calls only, numbering messages as they come.</summary>
