@@ -19,10 +19,10 @@ namespace Farm.Client;
 /// </summary>
 internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata? headers, TimeProvider time) : IDisposable
 {
-    private readonly TimeProvider _time = time;
-
     /// <summary>Bytes of sends packed into one request at most (one larger send goes alone).</summary>
     private const int MaxRequestBytes = 1024 * 1024;
+
+    private readonly TimeProvider _time = time;
 
     private readonly Lock _gate = new();
     private OpenStream? _stream;
@@ -44,11 +44,11 @@ internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata?
         var stream = Current();
         var pending = stream.Add(request, options);
         var timeout = options.Deadline is { } deadline && deadline != DateTime.MaxValue
-            ? deadline - _time.GetUtcNow().UtcDateTime
+            ? Max(deadline - _time.GetUtcNow().UtcDateTime, TimeSpan.Zero)
             : Timeout.InfiniteTimeSpan;
         try
         {
-            return await pending.Answer.Task.WaitAsync(timeout < TimeSpan.Zero ? TimeSpan.Zero : timeout, _time, options.CancellationToken).ConfigureAwait(false);
+            return await pending.Answer.Task.WaitAsync(timeout, _time, options.CancellationToken).ConfigureAwait(false);
         }
         catch (TimeoutException)
         {
@@ -61,6 +61,8 @@ internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata?
             throw new RpcException(new Status(StatusCode.Cancelled, "The send was cancelled."));
         }
     }
+
+    private static TimeSpan Max(TimeSpan a, TimeSpan b) => a > b ? a : b;
 
     /// <summary>The open stream, opened if there is none.</summary>
     private OpenStream Current()

@@ -1,0 +1,140 @@
+using System.Threading.Channels;
+using Farm.Contracts.V1;
+using Grpc.Core;
+
+namespace Farm.Client.Tests;
+
+/// <summary>
+/// The send stream's own bookkeeping, against a SendStream the test answers by hand (a fake
+/// CallInvoker; the real stream against a node is in the end-to-end SendStreamTests).
+/// </summary>
+public sealed class SendStreamLinkTests
+{
+    private static readonly TimeSpan Patience = TimeSpan.FromSeconds(10);
+
+    /// <summary>One SendStream call: the requests the client wrote, the answers the test gives.</summary>
+    private sealed class StreamCall
+    {
+        public Channel<SendStreamRequest> Requests { get; } = Channel.CreateUnbounded<SendStreamRequest>();
+
+        public Channel<SendStreamResponse> Answers { get; } = Channel.CreateUnbounded<SendStreamResponse>();
+    }
+
+    /// <summary>SendStream calls whose requests the test reads and whose answers it writes, each call in turn.</summary>
+    private sealed class HandAnsweredInvoker : CallInvoker
+    {
+        public Channel<StreamCall> Calls { get; } = Channel.CreateUnbounded<StreamCall>();
+
+        public async Task<StreamCall> NextCallAsync() => await Calls.Reader.ReadAsync().AsTask().WaitAsync(Patience);
+
+        public override AsyncDuplexStreamingCall<TRequest, TResponse> AsyncDuplexStreamingCall<TRequest, TResponse>(Method<TRequest, TResponse> method, string? host, CallOptions options)
+        {
+            var call = new StreamCall();
+            Calls.Writer.TryWrite(call);
+            var writer = new RequestWriter(call.Requests.Writer);
+            var reader = new AnswerReader(call.Answers.Reader);
+            return new AsyncDuplexStreamingCall<TRequest, TResponse>(
+                (IClientStreamWriter<TRequest>)(object)writer, (IAsyncStreamReader<TResponse>)(object)reader,
+                Task.FromResult(new Metadata()), () => Status.DefaultSuccess, () => [], () => { });
+        }
+
+        public override TResponse BlockingUnaryCall<TRequest, TResponse>(Method<TRequest, TResponse> method, string? host, CallOptions options, TRequest request) => throw new NotSupportedException();
+
+        public override AsyncUnaryCall<TResponse> AsyncUnaryCall<TRequest, TResponse>(Method<TRequest, TResponse> method, string? host, CallOptions options, TRequest request) => throw new NotSupportedException();
+
+        public override AsyncServerStreamingCall<TResponse> AsyncServerStreamingCall<TRequest, TResponse>(Method<TRequest, TResponse> method, string? host, CallOptions options, TRequest request) => throw new NotSupportedException();
+
+        public override AsyncClientStreamingCall<TRequest, TResponse> AsyncClientStreamingCall<TRequest, TResponse>(Method<TRequest, TResponse> method, string? host, CallOptions options) => throw new NotSupportedException();
+
+        private sealed class RequestWriter(ChannelWriter<SendStreamRequest> requests) : IClientStreamWriter<SendStreamRequest>
+        {
+            public WriteOptions? WriteOptions { get; set; }
+
+            public Task WriteAsync(SendStreamRequest message) => requests.WriteAsync(message).AsTask();
+
+            public Task CompleteAsync()
+            {
+                requests.TryComplete();
+                return Task.CompletedTask;
+            }
+        }
+
+        private sealed class AnswerReader(ChannelReader<SendStreamResponse> answers) : IAsyncStreamReader<SendStreamResponse>
+        {
+            public SendStreamResponse Current { get; private set; } = null!;
+
+            public async Task<bool> MoveNext(CancellationToken cancellationToken)
+            {
+                if (!await answers.WaitToReadAsync(cancellationToken))
+                {
+                    return false;
+                }
+                Current = await answers.ReadAsync(cancellationToken);
+                return true;
+            }
+        }
+    }
+
+    /// <summary>A send with no deadline waits for its answer however long it takes (it once timed out at once).</summary>
+    [Fact]
+    public async Task ASendWithoutADeadline_WaitsForItsAnswer()
+    {
+        var invoker = new HandAnsweredInvoker();
+        using var link = new SendStreamLink(new Messaging.MessagingClient(invoker), null, TimeProvider.System);
+
+        var send = link.Send(new SendRequest { Entity = "q" }, new CallOptions()).ResponseAsync;
+        var call = await invoker.NextCallAsync();
+        var request = await call.Requests.Reader.ReadAsync().AsTask().WaitAsync(Patience);
+        var streamed = Assert.Single(request.Sends);
+        Assert.Null(streamed.Timeout);
+        Assert.False(send.IsCompleted);
+
+        await call.Answers.Writer.WriteAsync(new SendStreamResponse
+        {
+            Results = { new StreamedSendResult { Id = streamed.Id, Response = new SendResponse { SequenceNumbers = { 42 } } } },
+        });
+        Assert.Equal([42L], (await send.WaitAsync(Patience)).SequenceNumbers);
+    }
+
+    /// <summary>
+    /// A stream the node ends fails the sends it did not answer as UNAVAILABLE (the retry sends them
+    /// again), keeps the answers it gave, and the next send opens a new stream.
+    /// </summary>
+    [Fact]
+    public async Task AStreamThatEnds_FailsTheSendsItDidNotAnswer_AsUnavailable_AndTheNextSendOpensAnother()
+    {
+        var invoker = new HandAnsweredInvoker();
+        using var link = new SendStreamLink(new Messaging.MessagingClient(invoker), null, TimeProvider.System);
+        var options = new CallOptions(deadline: DateTime.UtcNow + Patience);
+
+        var answered = link.Send(new SendRequest { Entity = "q" }, options).ResponseAsync;
+        var unanswered = link.Send(new SendRequest { Entity = "q" }, options).ResponseAsync;
+        var call = await invoker.NextCallAsync();
+        var ids = new List<long>();
+        while (ids.Count < 2)
+        {
+            var request = await call.Requests.Reader.ReadAsync().AsTask().WaitAsync(Patience);
+            ids.AddRange(request.Sends.Select(s => s.Id));
+            Assert.All(request.Sends, s => Assert.InRange(s.Timeout.ToTimeSpan(), TimeSpan.FromSeconds(1), Patience));
+        }
+        await call.Answers.Writer.WriteAsync(new SendStreamResponse
+        {
+            Results = { new StreamedSendResult { Id = ids[0], Response = new SendResponse { SequenceNumbers = { 1 } } } },
+        });
+        call.Answers.Writer.Complete();
+
+        Assert.Equal([1L], (await answered.WaitAsync(Patience)).SequenceNumbers);
+        var error = await Assert.ThrowsAsync<RpcException>(() => unanswered.WaitAsync(Patience));
+        Assert.Equal(StatusCode.Unavailable, error.StatusCode);
+
+        // The next send opens a new stream call and is answered there.
+        var next = link.Send(new SendRequest { Entity = "q" }, options).ResponseAsync;
+        var second = await invoker.NextCallAsync();
+        var nextSend = Assert.Single((await second.Requests.Reader.ReadAsync().AsTask().WaitAsync(Patience)).Sends);
+        await second.Answers.Writer.WriteAsync(new SendStreamResponse
+        {
+            Results = { new StreamedSendResult { Id = nextSend.Id, Response = new SendResponse { SequenceNumbers = { 2 } } } },
+        });
+        Assert.Equal([2L], (await next.WaitAsync(Patience)).SequenceNumbers);
+    }
+}
