@@ -8,12 +8,11 @@ namespace Farm.Gateway.Routing;
 
 internal sealed partial class MessagingRouter
 {
-    /// <summary>
-    /// Sends one stream can have running at once. Past it the stream is not read until one ends,
-    /// and HTTP/2 flow control holds the client back: a bound like Kestrel's limit of streams per
-    /// connection, which bounds unary sends.
-    /// </summary>
-    internal const int MaxSendsInFlightPerStream = 128;
+    /// <summary>Sends one stream may have running at once (see <see cref="SendStreamBudget"/>).</summary>
+    internal const int MaxSendsInFlightPerStream = 4096;
+
+    /// <summary>Bytes of sends one stream may have running at once.</summary>
+    internal const long MaxSendBytesInFlightPerStream = 64L * 1024 * 1024;
 
     /// <summary>
     /// Many sends over one stream (farm.v1 SendStream): each send is routed exactly as a Send call
@@ -31,23 +30,20 @@ internal sealed partial class MessagingRouter
         await using var requestReads = new CallScopedRequestStream<SendStreamRequest>(requestStream, stopReading.Token);
         var answers = Channel.CreateUnbounded<StreamedSendResult>(new UnboundedChannelOptions { SingleReader = true });
         var writing = WriteSendAnswersAsync(answers.Reader, responseStream, cancellationToken);
-        // Not disposed: sends cut off by the call's end still release it after this handler returned.
-        var inFlight = new SemaphoreSlim(MaxSendsInFlightPerStream, MaxSendsInFlightPerStream);
+        var inFlight = new SendStreamBudget(MaxSendsInFlightPerStream, MaxSendBytesInFlightPerStream);
         try
         {
             await foreach (var request in requestReads.ReadAllAsync(stopReading.Token).ConfigureAwait(false))
             {
                 foreach (var send in request.Sends)
                 {
-                    await inFlight.WaitAsync(cancellationToken).ConfigureAwait(false);
-                    _ = SendOneAsync(send, direct, answers.Writer, inFlight, cancellationToken);
+                    var bytes = send.Send?.CalculateSize() ?? 0;
+                    await inFlight.TakeAsync(bytes, cancellationToken).ConfigureAwait(false);
+                    _ = SendOneAsync(send, bytes, direct, answers.Writer, inFlight, cancellationToken);
                 }
             }
             // Every send read gets its answer before the stream ends.
-            for (var i = 0; i < MaxSendsInFlightPerStream; i++)
-            {
-                await inFlight.WaitAsync(cancellationToken).ConfigureAwait(false);
-            }
+            await inFlight.EmptyAsync(cancellationToken).ConfigureAwait(false);
         }
         finally
         {
@@ -57,40 +53,62 @@ internal sealed partial class MessagingRouter
         }
     }
 
-    private async Task SendOneAsync(StreamedSend send, bool direct, ChannelWriter<StreamedSendResult> answers, SemaphoreSlim inFlight, CancellationToken cancellationToken)
+    private async Task SendOneAsync(StreamedSend send, long bytes, bool direct, ChannelWriter<StreamedSendResult> answers, SendStreamBudget inFlight, CancellationToken cancellationToken)
     {
-        StreamedSendResult result;
-        // The client's deadline for this send, as a call's would be: it cancels the send and goes along with a forward.
-        using var expiry = send.Timeout is { } timeout
-            ? new CancellationTokenSource(timeout.ToTimeSpan(), time)
-            : null;
-        using var sendToken = expiry is null ? null : CancellationTokenSource.CreateLinkedTokenSource(cancellationToken, expiry.Token);
-        var token = sendToken?.Token ?? cancellationToken;
-        var deadline = send.Timeout is { } forwardTimeout ? DateTime.UtcNow + forwardTimeout.ToTimeSpan() : DateTime.MaxValue;
+        var result = new StreamedSendResult { Id = send.Id };
         try
         {
-            var request = send.Send ?? throw Broker.FarmErrors.Invalid("A streamed send carries no 'send'.");
-            var response = await routing.RouteAsync(new RoutedCall("Send", request.Entity), direct, deadline,
-                ct => local.SendAsync(request, ct), (owner, o) => owner.Messaging.SendAsync(request, o), token).ConfigureAwait(false);
-            result = new StreamedSendResult { Id = send.Id, Response = response };
-        }
-        catch (Exception e) when (expiry?.IsCancellationRequested == true && !cancellationToken.IsCancellationRequested)
-        {
-            result = new StreamedSendResult
-            {
-                Id = send.Id,
-                Failure = new RpcException(new Status(StatusCode.DeadlineExceeded, $"The deadline passed before the send completed ({e.GetType().Name}).")).ToCallFailure(),
-            };
+            result.Response = await RouteStreamedSendAsync(send, direct, cancellationToken).ConfigureAwait(false);
         }
         catch (Exception e)
         {
-            result = new StreamedSendResult { Id = send.Id, Failure = FailureOf(e, cancellationToken) };
+            result.Failure = FailureOf(e, cancellationToken);
         }
         finally
         {
-            inFlight.Release();
+            // The answer first: once every send gave its share back the stream ends, and an answer
+            // written after that would be lost (the client would send a stored message again).
+            answers.TryWrite(result);
+            inFlight.Give(bytes);
         }
-        answers.TryWrite(result);
+    }
+
+    /// <summary>Longest timeout a streamed send keeps (a timer's limit is about 49 days); longer is none.</summary>
+    private static readonly TimeSpan MaxSendTimeout = TimeSpan.FromDays(1);
+
+    /// <summary>The send's timeout; null for none (unset, or longer than <see cref="MaxSendTimeout"/>).</summary>
+    private static TimeSpan? TimeoutOf(StreamedSend send)
+    {
+        if (send.Timeout is not { } timeout)
+        {
+            return null;
+        }
+        if (timeout.Seconds < 0 || timeout.Nanos is < 0 or >= 1_000_000_000)
+        {
+            throw Broker.FarmErrors.Invalid($"A streamed send's timeout must be a duration of zero or more; got {timeout}.");
+        }
+        var span = timeout.ToTimeSpan();
+        return span <= MaxSendTimeout ? span : null;
+    }
+
+    /// <summary>One send of the stream, routed as a Send call with the client's timeout as its deadline.</summary>
+    private async Task<SendResponse> RouteStreamedSendAsync(StreamedSend send, bool direct, CancellationToken cancellationToken)
+    {
+        var request = send.Send ?? throw Broker.FarmErrors.Invalid("A streamed send carries no 'send'.");
+        var timeout = TimeoutOf(send);
+        // The client's deadline for this send, as a call's would be: it cancels the send and goes along with a forward.
+        using var expiry = timeout is { } limit ? new CancellationTokenSource(limit, time) : null;
+        using var sendToken = expiry is null ? null : CancellationTokenSource.CreateLinkedTokenSource(cancellationToken, expiry.Token);
+        var deadline = timeout is { } forward ? DateTime.UtcNow + forward : DateTime.MaxValue;
+        try
+        {
+            return await routing.RouteAsync(new RoutedCall("Send", request.Entity), direct, deadline,
+                ct => local.SendAsync(request, ct), (owner, o) => owner.Messaging.SendAsync(request, o), sendToken?.Token ?? cancellationToken).ConfigureAwait(false);
+        }
+        catch (Exception e) when (expiry?.IsCancellationRequested == true && !cancellationToken.IsCancellationRequested && e is not RpcException and not Broker.BrokerException)
+        {
+            throw new RpcException(new Status(StatusCode.DeadlineExceeded, $"The deadline passed before the send completed ({e.GetType().Name})."));
+        }
     }
 
     /// <summary>What a Send call failing with <paramref name="e"/> would have ended with (see <see cref="FarmErrorInterceptor"/>).</summary>
