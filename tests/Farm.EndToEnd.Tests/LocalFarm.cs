@@ -216,6 +216,15 @@ internal sealed class LocalFarm : IAsyncDisposable
         return JsonDocument.Parse(result.Stdout);
     }
 
+    /// <summary>The Prometheus text of a one-node farm's node (its metrics URL from `farm status`).</summary>
+    public async Task<string> SingleNodeMetricsAsync()
+    {
+        using var status = await StatusJsonAsync();
+        var metrics = new Uri(status.RootElement.GetProperty("nodes").EnumerateArray().Single().GetProperty("metrics_url").GetString()!);
+        using var http = new HttpClient();
+        return await http.GetStringAsync(metrics);
+    }
+
     /// <summary>The state letter in /proc/PID/stat (R, S, T for stopped by SIGSTOP, Z, ...); null when the process is gone.</summary>
     public static char? ProcessStateLetter(int pid)
     {

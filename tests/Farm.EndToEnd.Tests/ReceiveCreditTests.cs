@@ -43,10 +43,7 @@ public sealed class ReceiveCreditTests(SdkFarmFixture fixture) : IClassFixture<S
     /// <summary>Credit frames the node has received on receive streams for <paramref name="queue"/> (its farm_receive_credit_grants_total).</summary>
     private async Task<double> CreditGrantsAsync(string queue)
     {
-        using var status = await fixture.Farm.StatusJsonAsync();
-        var metrics = new Uri(status.RootElement.GetProperty("nodes").EnumerateArray().Single().GetProperty("metrics_url").GetString()!);
-        using var http = new HttpClient();
-        var text = await http.GetStringAsync(metrics);
+        var text = await fixture.Farm.SingleNodeMetricsAsync();
         var pattern = new System.Text.RegularExpressions.Regex(
             $@"^farm_receive_credit_grants_total\{{[^}}]*messaging_destination_name=""{queue}""[^}}]*\}} ([0-9.eE+]+)", System.Text.RegularExpressions.RegexOptions.Multiline);
         return pattern.Matches(text).Sum(m => double.Parse(m.Groups[1].Value, System.Globalization.CultureInfo.InvariantCulture));

@@ -36,10 +36,7 @@ public sealed partial class SendStreamTests(SdkFarmFixture fixture) : IClassFixt
     /// <summary>Send calls the node has served (ASP.NET Core's request count for the Send method).</summary>
     private async Task<double> SendCallsAsync()
     {
-        using var status = await fixture.Farm.StatusJsonAsync();
-        var metrics = new Uri(status.RootElement.GetProperty("nodes").EnumerateArray().Single().GetProperty("metrics_url").GetString()!);
-        using var http = new HttpClient();
-        var text = await http.GetStringAsync(metrics);
+        var text = await fixture.Farm.SingleNodeMetricsAsync();
         return SendCallCount().Matches(text).Sum(m => double.Parse(m.Groups[1].Value, CultureInfo.InvariantCulture));
     }
 
@@ -104,6 +101,46 @@ public sealed partial class SendStreamTests(SdkFarmFixture fixture) : IClassFixt
         await using var callingSender = callingClient.CreateSender(queues[0]);
         await Task.WhenAll(Enumerable.Range(0, 3).Select(i => callingSender.SendMessageAsync(new FarmMessage("by call") { MessageId = $"call-{i}" })));
         await Eventually.UntilAsync(async () => await SendCallsAsync() >= sendCallsBefore + 3, Patience, "the node to count 3 Send calls");
+    }
+
+    /// <summary>
+    /// Bad input on the raw stream (promise 6): a streamed send with no send, or with a negative
+    /// timeout, is answered INVALID_ARGUMENT for itself alone, and a good send beside them is stored.
+    /// </summary>
+    [Fact]
+    public async Task MalformedStreamedSends_AreEachRefusedAsInvalid_WhileAGoodOneBesideThemIsStored()
+    {
+        var queue = await CreateQueueAsync();
+        using var channel = Farm.Contracts.FarmChannels.Create(new Uri(fixture.Farm.Address));
+        using var call = new Messaging.MessagingClient(channel).SendStream();
+        await call.RequestStream.WriteAsync(new SendStreamRequest
+        {
+            Sends =
+            {
+                new StreamedSend { Id = 1 },
+                new StreamedSend { Id = 2, Send = new SendRequest { Entity = queue, Messages = { new Message { MessageId = "bad" } } }, Timeout = new Google.Protobuf.WellKnownTypes.Duration { Seconds = -5 } },
+                new StreamedSend { Id = 3, Send = new SendRequest { Entity = queue, Messages = { new Message { MessageId = "good" } } } },
+            },
+        });
+        await call.RequestStream.CompleteAsync();
+        var results = new Dictionary<long, StreamedSendResult>();
+        await foreach (var response in call.ResponseStream.ReadAllAsync().WithCancellation(new CancellationTokenSource(Patience).Token))
+        {
+            foreach (var result in response.Results)
+            {
+                results.Add(result.Id, result);
+            }
+        }
+
+        Assert.Equal([1L, 2L, 3L], results.Keys.Order());
+        foreach (var id in new[] { 1L, 2L })
+        {
+            Assert.Equal((int)StatusCode.InvalidArgument, results[id].Failure.StatusCode);
+            Assert.Equal(FarmErrorCode.InvalidArgument, results[id].Failure.ErrorCode);
+        }
+        Assert.Null(results[3].Failure);
+        await using var client = new FarmClient(Connection);
+        Assert.Equal(["good"], await ReceiveAllAsync(client, queue, 1));
     }
 
     /// <summary>

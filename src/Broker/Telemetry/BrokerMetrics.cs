@@ -1,6 +1,5 @@
 using System.Diagnostics;
 using System.Diagnostics.Metrics;
-using Farm.Broker.Entities;
 
 namespace Farm.Broker.Telemetry;
 

@@ -55,14 +55,19 @@ internal sealed partial class FarmErrorInterceptor(ILogger<FarmErrorInterceptor>
                 // The caller's deadline passed (said here, not left to a rethrow the server may call UNKNOWN).
                 return new RpcException(new Status(StatusCode.DeadlineExceeded, "The deadline passed before the call completed."));
             case var _ when context.CancellationToken.IsCancellationRequested:
-                // Cut off: the caller went away (then nobody reads this), or this node is stopping
-                // under it. Unavailable, so a caller still there tries again, elsewhere.
-                return new RpcException(new Status(StatusCode.Unavailable, $"The call was cut off: the node is stopping or the caller went away ({e.GetType().Name})."));
+                return CutOff("call", e);
             default:
                 LogHandlerFailed(logger, context.Method, e);
                 return new RpcException(new Status(StatusCode.Internal, e.Message));
         }
     }
+
+    /// <summary>
+    /// Work cut off with its call or stream: the caller went away (then nobody reads this), or this
+    /// node is stopping under it. Unavailable, so a caller still there tries again, elsewhere.
+    /// </summary>
+    public static RpcException CutOff(string what, Exception e) =>
+        new(new Status(StatusCode.Unavailable, $"The {what} was cut off: the node is stopping or the caller went away ({e.GetType().Name})."));
 
     /// <summary>The status of a failure the broker names (its own, or a container closed under the call); null for any other.</summary>
     public static RpcException? Known(Exception e) => e switch

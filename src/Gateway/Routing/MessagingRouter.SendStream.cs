@@ -119,7 +119,7 @@ internal sealed partial class MessagingRouter
         {
             if (cancellationToken.IsCancellationRequested)
             {
-                status = new RpcException(new Status(StatusCode.Unavailable, $"The send was cut off: the node is stopping or the caller went away ({e.GetType().Name})."));
+                status = FarmErrorInterceptor.CutOff("send", e);
             }
             else
             {
