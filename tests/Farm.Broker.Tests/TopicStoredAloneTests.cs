@@ -215,7 +215,9 @@ public sealed class TopicStoredAloneTests : IAsyncLifetime
         await topic.SendAsync([To("fwd", 1), To("fwd", 2), To("purged", 3), To("purged", 4), To("deleted", 5)]);
         Assert.Empty(await RowsAsync(topic.Id));
         await Eventually.UntilAsync(() => audit.GetCounts().Active == 2, TimeSpan.FromSeconds(30), "both forwarded to the queue");
-        Assert.Equal(3, topic.GetCounts().Count);
+        // A forward commits at the target first and deletes from the subscription after, so the
+        // topic's count drops a moment after the queue has the messages.
+        await Eventually.UntilAsync(() => topic.GetCounts().Count == 3, TimeSpan.FromSeconds(30), "the forwarded two leave the topic's count");
 
         var (deleted, _, more) = await purged.DeleteMessagesAsync(false, 10, 0, CancellationToken.None);
         Assert.Equal((2, false), (deleted, more));
