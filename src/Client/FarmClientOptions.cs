@@ -27,4 +27,12 @@ public sealed record FarmClientOptions
     /// answer was lost. Against a node that predates the stream, sends fall back to Send calls.
     /// </summary>
     public bool SendOverStream { get; init; } = true;
+
+    /// <summary>
+    /// Receivers share one ReceiveSession stream per endpoint, a link each (frames of many links
+    /// share a request or a response); the default. Off, each receiver opens a Receive call of its
+    /// own. Either way a receiver behaves the same. Against a node that predates sessions,
+    /// receivers fall back to Receive calls.
+    /// </summary>
+    public bool ReceiveOverSession { get; init; } = true;
 }

@@ -5,13 +5,14 @@ using Grpc.Net.Client;
 namespace Farm.Client;
 
 /// <summary>
-/// The generated gRPC clients of one endpoint, over one channel, and its send stream. Calls to a
+/// The generated gRPC clients of one endpoint, over one channel, its send stream and its receive session. Calls to a
 /// gateway carry no headers and calls to a broker the direct header, so the headers of the first
 /// send are those of every send to this endpoint.
 /// </summary>
 internal sealed class FarmStubs(GrpcChannel channel, FarmClientOptions options) : IDisposable
 {
     private SendStreamLink? _sends;
+    private ReceiveSession? _receives;
 
     public GrpcChannel Channel { get; } = channel;
 
@@ -37,9 +38,26 @@ internal sealed class FarmStubs(GrpcChannel channel, FarmClientOptions options) 
         return sends.Send(request, callOptions);
     }
 
+    /// <summary>A receive link: over the endpoint's receive session, or a Receive call of its own when <see cref="FarmClientOptions.ReceiveOverSession"/> is off.</summary>
+    public AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse> Receive(CallOptions callOptions)
+    {
+        if (!options.ReceiveOverSession)
+        {
+            return Messaging.Receive(callOptions);
+        }
+        var receives = Volatile.Read(ref _receives);
+        if (receives is null)
+        {
+            var created = new ReceiveSession(Messaging, callOptions.Headers);
+            receives = Interlocked.CompareExchange(ref _receives, created, null) ?? created;
+        }
+        return receives.Receive(callOptions);
+    }
+
     public void Dispose()
     {
         Volatile.Read(ref _sends)?.Dispose();
+        Volatile.Read(ref _receives)?.Dispose();
         Channel.Dispose();
     }
 }

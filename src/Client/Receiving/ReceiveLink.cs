@@ -454,7 +454,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
             try
             {
                 route = await _connection.RouteAsync(isEntityMessaging: true, _entityPath, token).ConfigureAwait(false);
-                call = route.Channel.Messaging.Receive(new CallOptions(route.Headers, cancellationToken: token));
+                call = route.Channel.Receive(new CallOptions(route.Headers, cancellationToken: token));
                 await OpenAsync(call, token).ConfigureAwait(false);
                 await foreach (var response in call.ResponseStream.ReadAllAsync(token).ConfigureAwait(false))
                 {

@@ -62,7 +62,7 @@ internal sealed partial class MessagingRouter
         }
         catch (Exception e)
         {
-            result.Failure = FailureOf(e, cancellationToken);
+            result.Failure = FailureOf(e, "send", cancellationToken);
         }
         finally
         {
@@ -111,19 +111,19 @@ internal sealed partial class MessagingRouter
         }
     }
 
-    /// <summary>What a Send call failing with <paramref name="e"/> would have ended with (see <see cref="FarmErrorInterceptor"/>).</summary>
-    private CallFailure FailureOf(Exception e, CancellationToken cancellationToken)
+    /// <summary>What a call (<paramref name="what"/>) failing with <paramref name="e"/> would have ended with (see <see cref="FarmErrorInterceptor"/>).</summary>
+    private CallFailure FailureOf(Exception e, string what, CancellationToken cancellationToken)
     {
         var status = e as RpcException ?? FarmErrorInterceptor.Known(e);
         if (status is null)
         {
             if (cancellationToken.IsCancellationRequested)
             {
-                status = FarmErrorInterceptor.CutOff("send", e);
+                status = FarmErrorInterceptor.CutOff(what, e);
             }
             else
             {
-                LogStreamedSendFailed(logger, e);
+                LogStreamedOperationFailed(logger, what, e);
                 status = new RpcException(new Status(StatusCode.Internal, e.Message));
             }
         }
@@ -144,6 +144,6 @@ internal sealed partial class MessagingRouter
         }
     }
 
-    [LoggerMessage(Level = LogLevel.Error, Message = "A streamed send failed")]
-    private static partial void LogStreamedSendFailed(ILogger logger, Exception exception);
+    [LoggerMessage(Level = LogLevel.Error, Message = "A {What} inside a stream failed")]
+    private static partial void LogStreamedOperationFailed(ILogger logger, string what, Exception exception);
 }

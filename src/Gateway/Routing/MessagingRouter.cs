@@ -58,8 +58,16 @@ internal sealed partial class MessagingRouter(
         var cancellationToken = context.CancellationToken;
         // Disposed (its pending read cancelled and awaited) before this handler returns; see CallScopedRequestStream.
         await using var requestReads = new CallScopedRequestStream<ReceiveRequest>(requestStream, cancellationToken);
-        var requests = requestReads.ReadAllAsync(cancellationToken);
-        var responses = new ServerStreamAdapter<ReceiveResponse>(responseStream);
+        await ReceiveLinkAsync(requestReads.ReadAllAsync(cancellationToken), new ServerStreamAdapter<ReceiveResponse>(responseStream), OwnerRouting.IsDirect(context), cancellationToken)
+            .ConfigureAwait(false);
+    }
+
+    /// <summary>
+    /// One receive link, from a Receive call or a link of a receive session: served here when this
+    /// node owns the entity (or the link came directly), otherwise proxied to the owner.
+    /// </summary>
+    private async Task ReceiveLinkAsync(IAsyncEnumerable<ReceiveRequest> requests, IResponseStream<ReceiveResponse> responses, bool direct, CancellationToken cancellationToken)
+    {
         // Not disposed here: the task that reads it last disposes it (see MessagingService.ReceiveAsync).
         var incoming = requests.GetAsyncEnumerator(cancellationToken);
         ReceiveRequest open;
@@ -76,7 +84,7 @@ internal sealed partial class MessagingRouter(
             {
                 throw FarmErrors.Invalid(error!);
             }
-            owner = OwnerRouting.IsDirect(context) ? null : await RemoteOwnerAsync(name, cancellationToken).ConfigureAwait(false);
+            owner = direct ? null : await RemoteOwnerAsync(name, cancellationToken).ConfigureAwait(false);
         }
         catch
         {

@@ -1,0 +1,405 @@
+using System.Collections.Concurrent;
+using System.Threading.Channels;
+using Farm.Contracts;
+using Farm.Contracts.V1;
+using Grpc.Core;
+
+namespace Farm.Client;
+
+/// <summary>
+/// The receive links of a <see cref="FarmClient"/> to one endpoint (a gateway, or in redirect mode
+/// a broker), over one ReceiveSession stream instead of a Receive call each. Every receiver of the
+/// client shares it; frames of different links that are ready together go in one request. A link
+/// looks to <see cref="ReceiveLink"/> exactly like a Receive call (<see cref="Receive"/> returns
+/// the same kind of call, ending with the same <see cref="RpcException"/>), so reopening, failover
+/// and settling on the stream work unchanged. The session opens on first use and again after it
+/// broke; its links then fail as Unavailable and their receivers reopen them. A node that does not
+/// know ReceiveSession (an older one) gets Receive calls from then on, the links already asked for
+/// moved onto calls of their own.
+/// </summary>
+internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata? headers) : IDisposable
+{
+    /// <summary>Bytes of frames packed into one request at most (one larger frame goes alone).</summary>
+    private const int MaxRequestBytes = 1024 * 1024;
+
+    private readonly Lock _gate = new();
+    private OpenSession? _session;
+    private bool _unsupported;
+    private bool _disposed;
+
+    private Messaging.MessagingClient Client => client;
+
+    public AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse> Receive(CallOptions options)
+    {
+        if (Volatile.Read(ref _unsupported))
+        {
+            return client.Receive(options);
+        }
+        var link = Current().Attach(options);
+        return new AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>(link, link, Task.FromResult(new Metadata()), link.GetStatus, () => [], link.Dispose);
+    }
+
+    /// <summary>The open session, opened if there is none.</summary>
+    private OpenSession Current()
+    {
+        lock (_gate)
+        {
+            ObjectDisposedException.ThrowIf(_disposed, this);
+            if (_session is null || _session.IsBroken)
+            {
+                _session = new OpenSession(this, client.ReceiveSession(new CallOptions(headers)));
+            }
+            return _session;
+        }
+    }
+
+    public void Dispose()
+    {
+        OpenSession? session;
+        lock (_gate)
+        {
+            _disposed = true;
+            session = _session;
+            _session = null;
+        }
+        session?.Break(new RpcException(new Status(StatusCode.Cancelled, "The client was closed.")));
+    }
+
+    private static RpcException Unavailable(string detail) => new(new Status(StatusCode.Unavailable, detail));
+
+    /// <summary>One ReceiveSession call: a loop writing the links' frames, a loop handing out the node's.</summary>
+    private sealed class OpenSession
+    {
+        private readonly ReceiveSession _owner;
+        private readonly AsyncDuplexStreamingCall<ReceiveSessionRequest, ReceiveSessionResponse> _call;
+        private readonly ConcurrentDictionary<long, SessionLink> _links = new();
+        private readonly Channel<LinkRequest> _outbox = Channel.CreateUnbounded<LinkRequest>(new UnboundedChannelOptions { SingleReader = true });
+        private long _nextId;
+        private int _broken;
+
+        public OpenSession(ReceiveSession owner, AsyncDuplexStreamingCall<ReceiveSessionRequest, ReceiveSessionResponse> call)
+        {
+            _owner = owner;
+            _call = call;
+            _ = WriteLoopAsync();
+            _ = ReadLoopAsync();
+        }
+
+        public bool IsBroken => Volatile.Read(ref _broken) != 0;
+
+        public SessionLink Attach(CallOptions options)
+        {
+            var link = new SessionLink(this, Interlocked.Increment(ref _nextId), options);
+            _links[link.Id] = link;
+            if (options.CancellationToken.IsCancellationRequested)
+            {
+                // Cancelled before it was attached: its detach may have run before it was listed.
+                Forget(link.Id);
+            }
+            if (IsBroken)
+            {
+                // Broke a moment ago: the link fails as the others did (its receiver reopens it on a new session).
+                Forget(link.Id);
+                link.End(Unavailable("The receive session broke."));
+            }
+            return link;
+        }
+
+        /// <summary>Queues a frame; false when the session is gone.</summary>
+        public bool Send(LinkRequest frame) => !IsBroken && _outbox.Writer.TryWrite(frame);
+
+        public void Forget(long id) => _links.TryRemove(id, out _);
+
+        private async Task WriteLoopAsync()
+        {
+            try
+            {
+                var reader = _outbox.Reader;
+                while (await reader.WaitToReadAsync().ConfigureAwait(false))
+                {
+                    var request = new ReceiveSessionRequest();
+                    var bytes = 0;
+                    while (bytes < MaxRequestBytes && reader.TryRead(out var frame))
+                    {
+                        request.Links.Add(frame);
+                        bytes += frame.Request?.KindCase == ReceiveRequest.KindOneofCase.Settle ? frame.CalculateSize() : 16;
+                    }
+                    await _call.RequestStream.WriteAsync(request).ConfigureAwait(false);
+                }
+            }
+            catch (Exception e)
+            {
+                Break(e as RpcException ?? Unavailable($"The receive session broke: {e.Message}"));
+            }
+        }
+
+        private async Task ReadLoopAsync()
+        {
+            try
+            {
+                while (await _call.ResponseStream.MoveNext(CancellationToken.None).ConfigureAwait(false))
+                {
+                    foreach (var frame in _call.ResponseStream.Current.Links)
+                    {
+                        if (!_links.TryGetValue(frame.Link, out var link))
+                        {
+                            continue; // detached: nobody waits for it
+                        }
+                        if (frame.Response is { } response)
+                        {
+                            link.Deliver(response);
+                        }
+                        if (frame.Ended)
+                        {
+                            Forget(link.Id);
+                            link.End(frame.Failure?.ToRpcException());
+                        }
+                    }
+                }
+                // The node ended the session (it is stopping): its links reopen, elsewhere or later.
+                Break(Unavailable("The node ended the receive session."));
+            }
+            catch (RpcException e) when (e.StatusCode == StatusCode.Unimplemented)
+            {
+                // An older node: every link asked for so far becomes a Receive call of its own.
+                Volatile.Write(ref _owner._unsupported, true);
+                MarkBroken();
+                foreach (var link in TakeAll())
+                {
+                    link.FallBack(_owner.Client);
+                }
+            }
+            catch (Exception e)
+            {
+                Break(e is RpcException rpc ? rpc.AsUnavailableWhenBroken() : Unavailable($"The receive session broke: {e.Message}"));
+            }
+        }
+
+        /// <summary>Ends the session: every link fails with <paramref name="error"/>.</summary>
+        public void Break(RpcException error)
+        {
+            MarkBroken();
+            foreach (var link in TakeAll())
+            {
+                link.End(error);
+            }
+        }
+
+        private void MarkBroken()
+        {
+            if (Interlocked.Exchange(ref _broken, 1) == 0)
+            {
+                _outbox.Writer.TryComplete();
+                _call.Dispose();
+            }
+        }
+
+        private List<SessionLink> TakeAll()
+        {
+            var taken = new List<SessionLink>();
+            foreach (var id in _links.Keys)
+            {
+                if (_links.TryRemove(id, out var link))
+                {
+                    taken.Add(link);
+                }
+            }
+            return taken;
+        }
+    }
+
+    /// <summary>
+    /// One link, as the Receive call it stands for: its request stream queues frames on the
+    /// session, its response stream reads what the session handed it.
+    /// </summary>
+    private sealed class SessionLink : IClientStreamWriter<ReceiveRequest>, IAsyncStreamReader<ReceiveResponse>
+    {
+        private readonly OpenSession _session;
+        private readonly CallOptions _options;
+        private readonly Channel<ReceiveResponse> _inbox = Channel.CreateUnbounded<ReceiveResponse>(new UnboundedChannelOptions { SingleReader = true, SingleWriter = true });
+        private readonly CancellationTokenRegistration _cancelled;
+        private readonly Lock _gate = new();
+        // What the link asked for before the node answered anything: replayed on a Receive call if
+        // the node turns out not to know sessions. Dropped at the first answer.
+        private List<ReceiveRequest>? _unanswered = [];
+        private AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>? _fallback;
+        private Task _fallbackReady = Task.CompletedTask;
+        private Status? _status;
+
+        public SessionLink(OpenSession session, long id, CallOptions options)
+        {
+            _session = session;
+            _options = options;
+            Id = id;
+            _cancelled = options.CancellationToken.Register(() => Detach(new Status(StatusCode.Cancelled, "The receive link was cancelled.")));
+        }
+
+        public long Id { get; }
+
+        public ReceiveResponse Current { get; private set; } = null!;
+
+        public WriteOptions? WriteOptions { get; set; }
+
+        public Status GetStatus() => _fallback?.GetStatus() ?? _status ?? throw new InvalidOperationException("The receive link has not ended.");
+
+        public Task WriteAsync(ReceiveRequest message) => WriteAsync(message, CancellationToken.None);
+
+        public async Task WriteAsync(ReceiveRequest message, CancellationToken cancellationToken)
+        {
+            AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>? fallback;
+            lock (_gate)
+            {
+                fallback = _fallback;
+                if (fallback is null)
+                {
+                    if (_status is { } ended)
+                    {
+                        throw new RpcException(ended);
+                    }
+                    _unanswered?.Add(message);
+                    if (!_session.Send(new LinkRequest { Link = Id, Request = message }))
+                    {
+                        throw Unavailable("The receive session broke.");
+                    }
+                    return;
+                }
+            }
+            await _fallbackReady.ConfigureAwait(false);
+            await fallback.RequestStream.WriteAsync(message, cancellationToken).ConfigureAwait(false);
+        }
+
+        public async Task CompleteAsync()
+        {
+            AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>? fallback;
+            lock (_gate)
+            {
+                fallback = _fallback;
+                if (fallback is null)
+                {
+                    _session.Send(new LinkRequest { Link = Id, HalfClose = true });
+                    return;
+                }
+            }
+            await _fallbackReady.ConfigureAwait(false);
+            await fallback.RequestStream.CompleteAsync().ConfigureAwait(false);
+        }
+
+        public async Task<bool> MoveNext(CancellationToken cancellationToken)
+        {
+            if (Volatile.Read(ref _fallback) is null)
+            {
+                try
+                {
+                    if (await _inbox.Reader.WaitToReadAsync(cancellationToken).ConfigureAwait(false) && _inbox.Reader.TryRead(out var response))
+                    {
+                        Current = response;
+                        return true;
+                    }
+                }
+                catch (ChannelClosedException)
+                {
+                    // Ended with an error: see below.
+                }
+                if (Volatile.Read(ref _fallback) is null)
+                {
+                    var status = _status ?? new Status(StatusCode.Unavailable, "The receive link ended.");
+                    return status.StatusCode == StatusCode.OK ? false : throw new RpcException(status);
+                }
+            }
+            // Moved onto a Receive call of its own (the node does not know sessions).
+            var call = _fallback!;
+            if (!await call.ResponseStream.MoveNext(cancellationToken).ConfigureAwait(false))
+            {
+                return false;
+            }
+            Current = call.ResponseStream.Current;
+            return true;
+        }
+
+        /// <summary>A response of the node for this link.</summary>
+        public void Deliver(ReceiveResponse response)
+        {
+            if (Volatile.Read(ref _unanswered) is not null)
+            {
+                lock (_gate)
+                {
+                    _unanswered = null;
+                }
+            }
+            _inbox.Writer.TryWrite(response);
+        }
+
+        /// <summary>The node ended the link (<paramref name="error"/> null: cleanly), or the session broke.</summary>
+        public void End(RpcException? error)
+        {
+            lock (_gate)
+            {
+                _status ??= error?.Status ?? Status.DefaultSuccess;
+            }
+            _inbox.Writer.TryComplete();
+            _cancelled.Dispose();
+        }
+
+        /// <summary>The session is not known to the node: the link goes on as a Receive call, asked for what it asked the session.</summary>
+        public void FallBack(Messaging.MessagingClient client)
+        {
+            List<ReceiveRequest> replay;
+            lock (_gate)
+            {
+                if (_status is not null)
+                {
+                    return;
+                }
+                replay = _unanswered ?? [];
+                _unanswered = null;
+                var call = client.Receive(_options);
+                _fallbackReady = ReplayAsync(call, replay);
+                Volatile.Write(ref _fallback, call);
+            }
+            // Wakes a reader waiting on the session's inbox: it goes on with the call.
+            _inbox.Writer.TryComplete();
+        }
+
+        private static async Task ReplayAsync(AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse> call, List<ReceiveRequest> replay)
+        {
+            try
+            {
+                foreach (var request in replay)
+                {
+                    await call.RequestStream.WriteAsync(request).ConfigureAwait(false);
+                }
+            }
+            catch (Exception)
+            {
+                // The call broke: its response stream says how.
+            }
+        }
+
+        /// <summary>The receiver is done with the link (the call is disposed).</summary>
+        public void Dispose() => Detach(new Status(StatusCode.Cancelled, "The receive link was closed."));
+
+        private void Detach(Status status)
+        {
+            AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>? fallback;
+            bool wasOpen;
+            lock (_gate)
+            {
+                fallback = _fallback;
+                wasOpen = _status is null;
+                _status ??= status;
+            }
+            if (fallback is not null)
+            {
+                fallback.Dispose();
+                return;
+            }
+            if (wasOpen)
+            {
+                _session.Forget(Id);
+                _session.Send(new LinkRequest { Link = Id, Detach = true });
+            }
+            _inbox.Writer.TryComplete();
+            _cancelled.Dispose();
+        }
+    }
+}
