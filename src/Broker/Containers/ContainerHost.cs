@@ -165,7 +165,17 @@ internal sealed partial class ContainerHost : IAsyncDisposable
 
     private long TakeoverLoadBytes => Math.Min(_options.MessageCacheSizePerEntity, _options.TakeoverLoadBytes);
 
-    /// <summary>Loads a queue's messages from the database once; later calls return the loaded one.</summary>
+    /// <summary>Queues of this container loading at once (each its own read): a farm with thousands of queues comes up in parallel, not one after another.</summary>
+    internal const int QueueLoadsAtOnce = 8;
+
+    private readonly SemaphoreSlim _queueLoadSlots = new(QueueLoadsAtOnce, QueueLoadsAtOnce);
+    private readonly ConcurrentDictionary<long, Lazy<Task<QueueEntity>>> _queueLoads = new();
+
+    /// <summary>
+    /// Loads a queue's messages from the database once; later calls return the loaded one. Callers
+    /// asking for the same queue share one load; different queues load side by side, up to
+    /// <see cref="QueueLoadsAtOnce"/>. A caller that gives up does not cancel the load others wait for.
+    /// </summary>
     public async Task<QueueEntity> LoadEntityAsync(EntityRecord record, CancellationToken cancellationToken)
     {
         if (_entities.TryGetValue(record.Id, out var loaded))
@@ -176,10 +186,16 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         {
             return await LoadSubscriptionAsync(record, cancellationToken).ConfigureAwait(false);
         }
-        await _loading.WaitAsync(cancellationToken).ConfigureAwait(false);
+        var load = _queueLoads.GetOrAdd(record.Id, _ => new Lazy<Task<QueueEntity>>(() => LoadQueueAsync(record)));
+        return await load.Value.WaitAsync(cancellationToken).ConfigureAwait(false);
+    }
+
+    private async Task<QueueEntity> LoadQueueAsync(EntityRecord record)
+    {
+        await _queueLoadSlots.WaitAsync().ConfigureAwait(false);
         try
         {
-            if (_entities.TryGetValue(record.Id, out loaded))
+            if (_entities.TryGetValue(record.Id, out var loaded))
             {
                 return loaded;
             }
@@ -188,7 +204,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options, _options.MessageCacheSizePerEntity, _messageCache) { Resolve = _resolve };
             // The head only: a deep queue's takeover reads what the cache holds, not the backlog.
             // A first part of the head: the rest of the cache fills by read-back while it serves.
-            var load = await Database.LoadEntityHeadAsync(record.Id, _time.GetUtcNow().ToUnixTimeMilliseconds(), TakeoverLoadBytes, maxDuplicates: _options.DuplicateIdsInMemoryPerEntity, cancellationToken: cancellationToken).ConfigureAwait(false);
+            var load = await Database.LoadEntityHeadAsync(record.Id, _time.GetUtcNow().ToUnixTimeMilliseconds(), TakeoverLoadBytes, maxDuplicates: _options.DuplicateIdsInMemoryPerEntity).ConfigureAwait(false);
             entity.Load(load);
             _entities[record.Id] = entity;
             LogEntityLoaded(_logger, record.Name, Id, load.Messages.Count, System.Diagnostics.Stopwatch.GetElapsedTime(started).TotalMilliseconds);
@@ -196,7 +212,9 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         }
         finally
         {
-            _loading.Release();
+            _queueLoadSlots.Release();
+            // Loaded (later callers find it above) or failed (the next caller tries again).
+            _queueLoads.TryRemove(record.Id, out _);
         }
     }
 
