@@ -1,4 +1,3 @@
-using System.Threading.Channels;
 using Farm.Contracts.V1;
 using Grpc.Core;
 
@@ -12,74 +11,13 @@ public sealed class SendStreamLinkTests
 {
     private static readonly TimeSpan Patience = TimeSpan.FromSeconds(10);
 
-    /// <summary>One SendStream call: the requests the client wrote, the answers the test gives.</summary>
-    private sealed class StreamCall
-    {
-        public Channel<SendStreamRequest> Requests { get; } = Channel.CreateUnbounded<SendStreamRequest>();
-
-        public Channel<SendStreamResponse> Answers { get; } = Channel.CreateUnbounded<SendStreamResponse>();
-    }
-
-    /// <summary>SendStream calls whose requests the test reads and whose answers it writes, each call in turn.</summary>
-    private sealed class HandAnsweredInvoker : CallInvoker
-    {
-        public Channel<StreamCall> Calls { get; } = Channel.CreateUnbounded<StreamCall>();
-
-        public async Task<StreamCall> NextCallAsync() => await Calls.Reader.ReadAsync().AsTask().WaitAsync(Patience);
-
-        public override AsyncDuplexStreamingCall<TRequest, TResponse> AsyncDuplexStreamingCall<TRequest, TResponse>(Method<TRequest, TResponse> method, string? host, CallOptions options)
-        {
-            var call = new StreamCall();
-            Calls.Writer.TryWrite(call);
-            var writer = new RequestWriter(call.Requests.Writer);
-            var reader = new AnswerReader(call.Answers.Reader);
-            return new AsyncDuplexStreamingCall<TRequest, TResponse>(
-                (IClientStreamWriter<TRequest>)(object)writer, (IAsyncStreamReader<TResponse>)(object)reader,
-                Task.FromResult(new Metadata()), () => Status.DefaultSuccess, () => [], () => { });
-        }
-
-        public override TResponse BlockingUnaryCall<TRequest, TResponse>(Method<TRequest, TResponse> method, string? host, CallOptions options, TRequest request) => throw new NotSupportedException();
-
-        public override AsyncUnaryCall<TResponse> AsyncUnaryCall<TRequest, TResponse>(Method<TRequest, TResponse> method, string? host, CallOptions options, TRequest request) => throw new NotSupportedException();
-
-        public override AsyncServerStreamingCall<TResponse> AsyncServerStreamingCall<TRequest, TResponse>(Method<TRequest, TResponse> method, string? host, CallOptions options, TRequest request) => throw new NotSupportedException();
-
-        public override AsyncClientStreamingCall<TRequest, TResponse> AsyncClientStreamingCall<TRequest, TResponse>(Method<TRequest, TResponse> method, string? host, CallOptions options) => throw new NotSupportedException();
-
-        private sealed class RequestWriter(ChannelWriter<SendStreamRequest> requests) : IClientStreamWriter<SendStreamRequest>
-        {
-            public WriteOptions? WriteOptions { get; set; }
-
-            public Task WriteAsync(SendStreamRequest message) => requests.WriteAsync(message).AsTask();
-
-            public Task CompleteAsync()
-            {
-                requests.TryComplete();
-                return Task.CompletedTask;
-            }
-        }
-
-        private sealed class AnswerReader(ChannelReader<SendStreamResponse> answers) : IAsyncStreamReader<SendStreamResponse>
-        {
-            public SendStreamResponse Current { get; private set; } = null!;
-
-            public async Task<bool> MoveNext(CancellationToken cancellationToken)
-            {
-                if (!await answers.WaitToReadAsync(cancellationToken))
-                {
-                    return false;
-                }
-                Current = await answers.ReadAsync(cancellationToken);
-                return true;
-            }
-        }
-    }
+    private static HandAnsweredStreams<SendStreamRequest, SendStreamResponse> NewInvoker() => new(Patience);
 
     /// <summary>A send with no deadline waits for its answer however long it takes (it once timed out at once).</summary>
     [Fact]
     public async Task ASendWithoutADeadline_WaitsForItsAnswer()
     {
-        var invoker = new HandAnsweredInvoker();
+        var invoker = NewInvoker();
         using var link = new SendStreamLink(new Messaging.MessagingClient(invoker), null, TimeProvider.System);
 
         var send = link.Send(new SendRequest { Entity = "q" }, new CallOptions()).ResponseAsync;
@@ -103,7 +41,7 @@ public sealed class SendStreamLinkTests
     [Fact]
     public async Task AStreamThatEnds_FailsTheSendsItDidNotAnswer_AsUnavailable_AndTheNextSendOpensAnother()
     {
-        var invoker = new HandAnsweredInvoker();
+        var invoker = NewInvoker();
         using var link = new SendStreamLink(new Messaging.MessagingClient(invoker), null, TimeProvider.System);
         var options = new CallOptions(deadline: DateTime.UtcNow + Patience);
 
