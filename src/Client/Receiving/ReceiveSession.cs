@@ -73,7 +73,7 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
         private readonly ReceiveSession _owner;
         private readonly AsyncDuplexStreamingCall<ReceiveSessionRequest, ReceiveSessionResponse> _call;
         private readonly ConcurrentDictionary<long, SessionLink> _links = new();
-        private readonly Channel<LinkRequest> _outbox = Channel.CreateUnbounded<LinkRequest>(new UnboundedChannelOptions { SingleReader = true });
+        private readonly FrameBatcher<LinkRequest> _frames;
         private long _nextId;
         private int _broken;
 
@@ -81,7 +81,7 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
         {
             _owner = owner;
             _call = call;
-            _ = WriteLoopAsync();
+            _frames = new FrameBatcher<LinkRequest>(WriteBatchAsync, SizeOf, MaxRequestBytes);
             _ = ReadLoopAsync();
         }
 
@@ -105,31 +105,39 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
             return link;
         }
 
-        /// <summary>Queues a frame; false when the session is gone.</summary>
-        public bool Send(LinkRequest frame) => !IsBroken && _outbox.Writer.TryWrite(frame);
-
-        public void Forget(long id) => _links.TryRemove(id, out _);
-
-        private async Task WriteLoopAsync()
+        /// <summary>Writes a frame; throws (UNAVAILABLE) when the session is gone.</summary>
+        public async Task WriteAsync(LinkRequest frame)
         {
             try
             {
-                var reader = _outbox.Reader;
-                while (await reader.WaitToReadAsync().ConfigureAwait(false))
-                {
-                    var request = new ReceiveSessionRequest();
-                    var bytes = 0;
-                    while (bytes < MaxRequestBytes && reader.TryRead(out var frame))
-                    {
-                        request.Links.Add(frame);
-                        bytes += frame.Request?.KindCase == ReceiveRequest.KindOneofCase.Settle ? frame.CalculateSize() : 16;
-                    }
-                    await _call.RequestStream.WriteAsync(request).ConfigureAwait(false);
-                }
+                await _frames.WriteAsync(frame).ConfigureAwait(false);
+            }
+            catch (Exception e)
+            {
+                throw e as RpcException ?? Unavailable($"The receive session broke: {e.Message}");
+            }
+        }
+
+        /// <summary>Queues a frame without waiting for it; false when the session is gone.</summary>
+        public bool Post(LinkRequest frame) => !IsBroken && _frames.Post(frame);
+
+        public void Forget(long id) => _links.TryRemove(id, out _);
+
+        // Only settlements weigh anything; credit and detaches are a few bytes.
+        private static int SizeOf(LinkRequest frame) => frame.Request?.KindCase == ReceiveRequest.KindOneofCase.Settle ? frame.CalculateSize() : 16;
+
+        private async Task WriteBatchAsync(IReadOnlyList<LinkRequest> frames)
+        {
+            var request = new ReceiveSessionRequest();
+            request.Links.AddRange(frames);
+            try
+            {
+                await _call.RequestStream.WriteAsync(request).ConfigureAwait(false);
             }
             catch (Exception e)
             {
                 Break(e as RpcException ?? Unavailable($"The receive session broke: {e.Message}"));
+                throw;
             }
         }
 
@@ -189,7 +197,7 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
         {
             if (Interlocked.Exchange(ref _broken, 1) == 0)
             {
-                _outbox.Writer.TryComplete();
+                _frames.Fail(Unavailable("The receive session broke."));
                 _call.Dispose();
             }
         }
@@ -216,7 +224,10 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
     {
         private readonly OpenSession _session;
         private readonly CallOptions _options;
-        private readonly Channel<ReceiveResponse> _inbox = Channel.CreateUnbounded<ReceiveResponse>(new UnboundedChannelOptions { SingleReader = true, SingleWriter = true });
+        // Synchronous continuations: the receiver's pump takes each response on the session's read
+        // loop, without a hand-over to another thread (it only buffers it and reads again).
+        private readonly Channel<ReceiveResponse> _inbox = Channel.CreateUnbounded<ReceiveResponse>(
+            new UnboundedChannelOptions { SingleReader = true, SingleWriter = true, AllowSynchronousContinuations = true });
         private readonly CancellationTokenRegistration _cancelled;
         private readonly Lock _gate = new();
         // What the link asked for before the node answered anything: replayed on a Receive call if
@@ -257,12 +268,12 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
                         throw new RpcException(ended);
                     }
                     _unanswered?.Add(message);
-                    if (!_session.Send(new LinkRequest { Link = Id, Request = message }))
-                    {
-                        throw Unavailable("The receive session broke.");
-                    }
-                    return;
                 }
+            }
+            if (fallback is null)
+            {
+                await _session.WriteAsync(new LinkRequest { Link = Id, Request = message }).ConfigureAwait(false);
+                return;
             }
             await _fallbackReady.ConfigureAwait(false);
             await fallback.RequestStream.WriteAsync(message, cancellationToken).ConfigureAwait(false);
@@ -276,7 +287,7 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
                 fallback = _fallback;
                 if (fallback is null)
                 {
-                    _session.Send(new LinkRequest { Link = Id, HalfClose = true });
+                    _session.Post(new LinkRequest { Link = Id, HalfClose = true });
                     return;
                 }
             }
@@ -396,7 +407,7 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
             if (wasOpen)
             {
                 _session.Forget(Id);
-                _session.Send(new LinkRequest { Link = Id, Detach = true });
+                _session.Post(new LinkRequest { Link = Id, Detach = true });
             }
             _inbox.Writer.TryComplete();
             _cancelled.Dispose();

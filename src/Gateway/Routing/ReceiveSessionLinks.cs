@@ -9,9 +9,10 @@ namespace Farm.Gateway.Routing;
 
 /// <summary>
 /// The links of one receive session on the node side: which are open, the requests each has been
-/// sent, and the one writer that puts every link's frames on the session's response stream, all
-/// frames ready together in one response. A link's write returns once its frame is on the stream
-/// (or failed), as a Receive call's write does, so an undelivered peek-lock message is released.
+/// sent, and the <see cref="FrameBatcher{TFrame}"/> that puts every link's frames on the session's
+/// response stream, all frames ready together in one response. A link's write returns once its
+/// frame is on the stream (or failed), as a Receive call's write does, so an undelivered peek-lock
+/// message is released.
 /// </summary>
 internal sealed class ReceiveSessionLinks : IDisposable
 {
@@ -25,8 +26,7 @@ internal sealed class ReceiveSessionLinks : IDisposable
     private readonly CancellationTokenSource _cancelLinks;
     // Ends the session's reading: the node is stopping and no link is left.
     private readonly CancellationTokenSource _ending;
-    private readonly Channel<Frame> _outbox = Channel.CreateUnbounded<Frame>(new UnboundedChannelOptions { SingleReader = true });
-    private readonly Task _writing;
+    private readonly FrameBatcher<LinkResponse> _frames;
 
     private readonly Lock _gate = new();
     private readonly Dictionary<long, Link> _links = [];
@@ -41,7 +41,7 @@ internal sealed class ReceiveSessionLinks : IDisposable
         _callToken = callToken;
         _cancelLinks = CancellationTokenSource.CreateLinkedTokenSource(callToken);
         _ending = CancellationTokenSource.CreateLinkedTokenSource(callToken);
-        _writing = WriteLoopAsync();
+        _frames = new FrameBatcher<LinkResponse>(WriteBatchAsync, SizeOf, MaxResponseBytes);
     }
 
     /// <summary>Cancelled when the session should stop reading: the call ended, or the node is stopping with no link left.</summary>
@@ -120,7 +120,7 @@ internal sealed class ReceiveSessionLinks : IDisposable
         link.Close();
         if (!link.Detached)
         {
-            _outbox.Writer.TryWrite(new Frame(new LinkResponse { Link = link.Id, Ended = true, Failure = failure }, null));
+            _frames.Post(new LinkResponse { Link = link.Id, Ended = true, Failure = failure });
         }
         lock (_gate)
         {
@@ -177,65 +177,32 @@ internal sealed class ReceiveSessionLinks : IDisposable
             link.HalfClose();
         }
         await _allEnded.Task.ConfigureAwait(false);
-        _outbox.Writer.TryComplete();
-        await _writing.ConfigureAwait(false);
+        await _frames.FlushAsync().ConfigureAwait(false);
+        _frames.Fail(new RpcException(new Status(StatusCode.Unavailable, "The receive session ended.")));
     }
 
     private void Refuse(long id, RpcException error) =>
-        _outbox.Writer.TryWrite(new Frame(new LinkResponse { Link = id, Ended = true, Failure = error.ToCallFailure() }, null));
+        _frames.Post(new LinkResponse { Link = id, Ended = true, Failure = error.ToCallFailure() });
 
-    private async Task WriteAsync(long id, ReceiveResponse response)
-    {
-        var written = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
-        if (!_outbox.Writer.TryWrite(new Frame(new LinkResponse { Link = id, Response = response }, written)))
-        {
-            throw new RpcException(new Status(StatusCode.Unavailable, "The receive session ended."));
-        }
-        // Not cancellable: once queued the frame may still go out, and the caller must know whether it did.
-        await written.Task.ConfigureAwait(false);
-    }
+    /// <summary>A link's response: returns once it is on the stream; throws when the stream broke.</summary>
+    private Task WriteAsync(long id, ReceiveResponse response) => _frames.WriteAsync(new LinkResponse { Link = id, Response = response });
 
-    private async Task WriteLoopAsync()
+    // Only messages weigh anything; credit answers and ends are a few bytes.
+    private static int SizeOf(LinkResponse frame) => frame.Response is { Messages.Count: > 0 } ? frame.CalculateSize() : 16;
+
+    private async Task WriteBatchAsync(IReadOnlyList<LinkResponse> frames)
     {
-        var reader = _outbox.Reader;
-        var batch = new List<TaskCompletionSource>();
+        var response = new ReceiveSessionResponse();
+        response.Links.AddRange(frames);
         try
         {
-            while (await reader.WaitToReadAsync(CancellationToken.None).ConfigureAwait(false))
-            {
-                var response = new ReceiveSessionResponse();
-                var bytes = 0;
-                while (bytes < MaxResponseBytes && reader.TryRead(out var frame))
-                {
-                    response.Links.Add(frame.Response);
-                    // Only messages weigh anything; credit answers and ends are a few bytes.
-                    bytes += frame.Response.Response is { Messages.Count: > 0 } ? frame.Response.CalculateSize() : 16;
-                    if (frame.Written is { } written)
-                    {
-                        batch.Add(written);
-                    }
-                }
-                await _responses.WriteAsync(response, _callToken).ConfigureAwait(false);
-                foreach (var written in batch)
-                {
-                    written.TrySetResult();
-                }
-                batch.Clear();
-            }
+            await _responses.WriteAsync(response, _callToken).ConfigureAwait(false);
         }
-        catch (Exception e)
+        catch (Exception)
         {
             // The stream is gone: no frame can go out any more, and every link ends.
-            _outbox.Writer.TryComplete();
-            foreach (var written in batch)
-            {
-                written.TrySetException(e);
-            }
-            while (reader.TryRead(out var frame))
-            {
-                frame.Written?.TrySetException(e);
-            }
             CancelQuietly(_cancelLinks);
+            throw;
         }
     }
 
@@ -256,8 +223,6 @@ internal sealed class ReceiveSessionLinks : IDisposable
         _cancelLinks.Dispose();
         _ending.Dispose();
     }
-
-    private readonly record struct Frame(LinkResponse Response, TaskCompletionSource? Written);
 
     /// <summary>One link of the session: what a Receive call's request and response streams are to it.</summary>
     internal sealed class Link(ReceiveSessionLinks session, long id, CancellationToken sessionToken) : IResponseStream<ReceiveResponse>
