@@ -117,6 +117,37 @@ public sealed partial class ReceiveSessionTests(SdkFarmFixture fixture) : IClass
         await Eventually.UntilAsync(async () => await CallsAsync("Receive") >= receiveCallsBefore + 1, Patience, "the node to count a Receive call");
     }
 
+    /// <summary>The node's farm_entity_receivers gauge for <paramref name="queue"/>; null when it has none.</summary>
+    private async Task<double?> ReceiversAsync(string queue)
+    {
+        var text = await fixture.Farm.SingleNodeMetricsAsync();
+        var match = Regex.Match(text, $@"^farm_entity_receivers\{{[^}}]*messaging_destination_name=""{Regex.Escape(queue)}""[^}}]*\}} ([0-9.eE+]+)", RegexOptions.Multiline);
+        return match.Success ? double.Parse(match.Groups[1].Value, CultureInfo.InvariantCulture) : null;
+    }
+
+    /// <summary>
+    /// An entity's consumers show on the node's /metrics (farm_entity_receivers): links of a session
+    /// and Receive calls alike, and a closed receiver leaves the count.
+    /// </summary>
+    [Fact]
+    public async Task AnEntitysOpenReceivers_AreCounted_SessionLinksAndCallsAlike()
+    {
+        var queue = await CreateQueueAsync();
+        await using var client = new FarmClient(Connection);
+        await using var callingClient = new FarmClient(Connection, new FarmClientOptions { ReceiveOverSession = false });
+        var options = new FarmReceiverOptions { ReceiveMode = FarmReceiveMode.ReceiveAndDelete, PrefetchCount = 5 };
+        var receivers = new[] { client.CreateReceiver(queue, options), client.CreateReceiver(queue, options), callingClient.CreateReceiver(queue, options) };
+        // A receiver opens its link on its first receive, and keeps it open while it has prefetch credit.
+        await Task.WhenAll(receivers.Select(r => r.ReceiveMessageAsync(TimeSpan.FromMilliseconds(200))));
+        await Eventually.UntilAsync(async () => await ReceiversAsync(queue) == 3, Patience, "3 receivers of the queue counted");
+
+        await receivers[0].DisposeAsync();
+        await receivers[2].DisposeAsync();
+        await Eventually.UntilAsync(async () => await ReceiversAsync(queue) == 1, Patience, "the closed receivers to leave the count");
+        await receivers[1].DisposeAsync();
+        await Eventually.UntilAsync(async () => await ReceiversAsync(queue) == 0, Patience, "no receiver left");
+    }
+
     /// <summary>
     /// The raw session (promise 6 for its input): a link whose first frame is not 'open' and a link
     /// to a missing queue each end with their own failure, while a good link beside them gets its

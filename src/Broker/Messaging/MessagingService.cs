@@ -125,6 +125,22 @@ public sealed class MessagingService(BrokerNode node)
             throw;
         }
 
+        var counters = queue.CountersOf(deadLetter);
+        counters.AddReceiver();
+        try
+        {
+            await ServeReceiveLinkAsync(incoming, responses, queue, deadLetter, open, counters, cancellationToken).ConfigureAwait(false);
+        }
+        finally
+        {
+            counters.RemoveReceiver();
+        }
+    }
+
+    private async Task ServeReceiveLinkAsync(
+        IAsyncEnumerator<ReceiveRequest> incoming, IResponseStream<ReceiveResponse> responses, QueueEntity queue, bool deadLetter, ReceiveOpen open,
+        EntityCounters counters, CancellationToken cancellationToken)
+    {
         var credit = new CreditCounter(open.Credit);
         // Messages and settle answers are written from different tasks: one write at a time.
         var writes = new SemaphoreSlim(1, 1);
@@ -142,7 +158,7 @@ public sealed class MessagingService(BrokerNode node)
                     if (incoming.Current.KindCase == ReceiveRequest.KindOneofCase.Credit && incoming.Current.Credit > 0)
                     {
                         credit.Add(incoming.Current.Credit);
-                        queue.CountersOf(deadLetter).AddCreditGrant();
+                        counters.AddCreditGrant();
                     }
                     else if (incoming.Current.KindCase == ReceiveRequest.KindOneofCase.Drain)
                     {

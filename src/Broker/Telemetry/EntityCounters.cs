@@ -18,6 +18,7 @@ internal sealed class EntityCounters(string path)
     private long _abandoned;
     private long _expired;
     private long _creditGrants;
+    private long _receivers;
 
     public string Path { get; } = path;
 
@@ -35,6 +36,9 @@ internal sealed class EntityCounters(string path)
 
     public long CreditGrants => Volatile.Read(ref _creditGrants);
 
+    /// <summary>Receive links (Receive calls or links of a session) open on this path here now: its consumers.</summary>
+    public long Receivers => Volatile.Read(ref _receivers);
+
     public void AddSent(int count) => Interlocked.Add(ref _sent, count);
 
     public void AddReceived(int count) => Interlocked.Add(ref _received, count);
@@ -48,4 +52,8 @@ internal sealed class EntityCounters(string path)
     public void AddExpired() => Interlocked.Increment(ref _expired);
 
     public void AddCreditGrant() => Interlocked.Increment(ref _creditGrants);
+
+    public void AddReceiver() => Interlocked.Increment(ref _receivers);
+
+    public void RemoveReceiver() => Interlocked.Decrement(ref _receivers);
 }

@@ -28,6 +28,8 @@ internal sealed class NodeMetrics : IDisposable
             "Credit frames received on receive streams (a receiver's prefetch refills; the SDK sends one per half a prefetch taken).", "{grant}");
         _meter.CreateObservableGauge("farm.entity.messages", () => EntityMessages(node), "{message}",
             "Messages in an entity by state: active, scheduled, deferred, dead_letter.");
+        _meter.CreateObservableGauge("farm.entity.receivers", () => EntityReceivers(node), "{receiver}",
+            "Receive links open on an entity at this node (its consumers): Receive calls and links of receive sessions.");
         _meter.CreateObservableGauge("farm.entity.oldest_message.age", () => OldestMessageAges(node), "s",
             "Age of the oldest message in an entity's main queue.");
         _meter.CreateObservableGauge("farm.container.epoch", () => ContainerEpochs(node), "{epoch}",
@@ -65,6 +67,22 @@ internal sealed class NodeMetrics : IDisposable
             foreach (var topic in container.Topics)
             {
                 yield return topic.Counters;
+            }
+        }
+    }
+
+    /// <summary>Each queue and subscription served here (0 when none); a dead-letter queue only while something receives from it.</summary>
+    private static IEnumerable<Measurement<long>> EntityReceivers(BrokerNode node)
+    {
+        foreach (var container in node.ServedContainers)
+        {
+            foreach (var entity in container.Entities)
+            {
+                yield return new Measurement<long>(entity.Counters.Receivers, DestinationTags(entity.Counters.Path));
+                if (entity.DeadLetterCounters.Receivers is var deadLetter and > 0)
+                {
+                    yield return new Measurement<long>(deadLetter, DestinationTags(entity.DeadLetterCounters.Path));
+                }
             }
         }
     }
