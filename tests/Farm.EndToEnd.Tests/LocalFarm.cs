@@ -225,6 +225,16 @@ internal sealed class LocalFarm : IAsyncDisposable
         return await http.GetStringAsync(metrics);
     }
 
+    /// <summary>Calls of the Messaging method <paramref name="method"/> a one-node farm's node has finished (ASP.NET Core's request count on its /metrics).</summary>
+    public async Task<double> MessagingCallsAsync(string method)
+    {
+        var text = await SingleNodeMetricsAsync();
+        var count = new System.Text.RegularExpressions.Regex(
+            $@"^http_server_request_duration_seconds_count\{{[^}}]*http_route=""/farm\.v1\.Messaging/{method}""[^}}]*\}} ([0-9.eE+]+)",
+            System.Text.RegularExpressions.RegexOptions.Multiline);
+        return count.Matches(text).Sum(m => double.Parse(m.Groups[1].Value, CultureInfo.InvariantCulture));
+    }
+
     /// <summary>The state letter in /proc/PID/stat (R, S, T for stopped by SIGSTOP, Z, ...); null when the process is gone.</summary>
     public static char? ProcessStateLetter(int pid)
     {

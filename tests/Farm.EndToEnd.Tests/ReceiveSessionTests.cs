@@ -1,13 +1,9 @@
 using System.Globalization;
-using System.Net;
 using System.Text.RegularExpressions;
 using Farm.Client;
 using Farm.Testing;
 using Farm.Contracts.V1;
 using Grpc.Core;
-using Microsoft.AspNetCore.Builder;
-using Microsoft.AspNetCore.Hosting;
-using Microsoft.AspNetCore.Server.Kestrel.Core;
 using Microsoft.Extensions.DependencyInjection;
 using Microsoft.Extensions.Hosting;
 
@@ -20,7 +16,7 @@ namespace Farm.EndToEnd.Tests;
 /// class's alone).
 /// </summary>
 [Collection(FarmCollection.Name)]
-public sealed partial class ReceiveSessionTests(SdkFarmFixture fixture) : IClassFixture<SdkFarmFixture>
+public sealed class ReceiveSessionTests(SdkFarmFixture fixture) : IClassFixture<SdkFarmFixture>
 {
     private static readonly TimeSpan Patience = TimeSpan.FromSeconds(30);
 
@@ -34,15 +30,7 @@ public sealed partial class ReceiveSessionTests(SdkFarmFixture fixture) : IClass
         return name;
     }
 
-    /// <summary>Calls of <paramref name="method"/> the node has finished (ASP.NET Core's request count).</summary>
-    private async Task<double> CallsAsync(string method)
-    {
-        var text = await fixture.Farm.SingleNodeMetricsAsync();
-        return CallCount().Matches(text).Where(m => m.Groups[1].Value == method).Sum(m => double.Parse(m.Groups[2].Value, CultureInfo.InvariantCulture));
-    }
-
-    [GeneratedRegex(@"^http_server_request_duration_seconds_count\{[^}]*http_route=""/farm\.v1\.Messaging/(\w+)""[^}]*\} ([0-9.eE+]+)", RegexOptions.Multiline)]
-    private static partial Regex CallCount();
+    private Task<double> CallsAsync(string method) => fixture.Farm.MessagingCallsAsync(method);
 
     /// <summary>
     /// Thirty peek-lock receivers of one client, on thirty queues, and one on a queue that does not
@@ -219,13 +207,7 @@ public sealed partial class ReceiveSessionTests(SdkFarmFixture fixture) : IClass
     [Fact]
     public async Task AgainstANodeWithoutSessions_ReceiversFallBackToReceiveCalls()
     {
-        var builder = WebApplication.CreateSlimBuilder();
-        builder.WebHost.ConfigureKestrel(k => k.Listen(IPAddress.Loopback, 0, listen => listen.Protocols = HttpProtocols.Http2));
-        builder.Services.AddGrpc();
-        builder.Services.AddSingleton<ReceiveOnlyNode>();
-        await using var app = builder.Build();
-        app.MapGrpcService<ReceiveOnlyNode>();
-        await app.StartAsync();
+        await using var app = await InProcessNode.ServeAsync<ReceiveOnlyNode>();
         var node = app.Services.GetRequiredService<ReceiveOnlyNode>();
 
         await using var client = new FarmClient($"Endpoint={app.Urls.Single()}");

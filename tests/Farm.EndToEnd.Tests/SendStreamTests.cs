@@ -1,13 +1,7 @@
-using System.Globalization;
-using System.Net;
-using System.Text.RegularExpressions;
 using Farm.Client;
 using Farm.Testing;
 using Farm.Contracts.V1;
 using Grpc.Core;
-using Microsoft.AspNetCore.Builder;
-using Microsoft.AspNetCore.Hosting;
-using Microsoft.AspNetCore.Server.Kestrel.Core;
 using Microsoft.Extensions.DependencyInjection;
 using Microsoft.Extensions.Hosting;
 
@@ -19,7 +13,7 @@ namespace Farm.EndToEnd.Tests;
 /// A real node process (its own, so its count of Send calls is this class's alone).
 /// </summary>
 [Collection(FarmCollection.Name)]
-public sealed partial class SendStreamTests(SdkFarmFixture fixture) : IClassFixture<SdkFarmFixture>
+public sealed class SendStreamTests(SdkFarmFixture fixture) : IClassFixture<SdkFarmFixture>
 {
     private static readonly TimeSpan Patience = TimeSpan.FromSeconds(30);
 
@@ -33,15 +27,8 @@ public sealed partial class SendStreamTests(SdkFarmFixture fixture) : IClassFixt
         return name;
     }
 
-    /// <summary>Send calls the node has served (ASP.NET Core's request count for the Send method).</summary>
-    private async Task<double> SendCallsAsync()
-    {
-        var text = await fixture.Farm.SingleNodeMetricsAsync();
-        return SendCallCount().Matches(text).Sum(m => double.Parse(m.Groups[1].Value, CultureInfo.InvariantCulture));
-    }
-
-    [GeneratedRegex(@"^http_server_request_duration_seconds_count\{[^}]*http_route=""/farm\.v1\.Messaging/Send""[^}]*\} ([0-9.eE+]+)", RegexOptions.Multiline)]
-    private static partial Regex SendCallCount();
+    /// <summary>Send calls the node has served.</summary>
+    private Task<double> SendCallsAsync() => fixture.Farm.MessagingCallsAsync("Send");
 
     private static async Task<List<string>> ReceiveAllAsync(FarmClient client, string queue, int count)
     {
@@ -151,7 +138,7 @@ public sealed partial class SendStreamTests(SdkFarmFixture fixture) : IClassFixt
     [Fact]
     public async Task AgainstANodeWithoutTheStream_SendsFallBackToSendCalls()
     {
-        await using var app = await ServeAsync<SendOnlyNode>();
+        await using var app = await InProcessNode.ServeAsync<SendOnlyNode>();
         var address = app.Urls.Single();
         var node = app.Services.GetRequiredService<SendOnlyNode>();
 
@@ -174,7 +161,7 @@ public sealed partial class SendStreamTests(SdkFarmFixture fixture) : IClassFixt
     [Fact]
     public async Task ASendOnTheStream_CarriesItsTimeout_AndIsGivenUpAloneAtItsDeadline()
     {
-        await using var app = await ServeAsync<SilentToSlowNode>();
+        await using var app = await InProcessNode.ServeAsync<SilentToSlowNode>();
         var node = app.Services.GetRequiredService<SilentToSlowNode>();
         var tryTimeout = TimeSpan.FromSeconds(2);
         await using var client = new FarmClient($"Endpoint={app.Urls.Single()}",
@@ -187,18 +174,6 @@ public sealed partial class SendStreamTests(SdkFarmFixture fixture) : IClassFixt
         Assert.Equal(FarmFailureReason.ServiceTimeout, error.Reason);
         var timeout = Assert.Single(node.Timeouts, t => t.Entity == "slow").Timeout;
         Assert.InRange(timeout, TimeSpan.FromSeconds(1), tryTimeout);
-    }
-
-    private static async Task<WebApplication> ServeAsync<TService>() where TService : Messaging.MessagingBase
-    {
-        var builder = WebApplication.CreateSlimBuilder();
-        builder.WebHost.ConfigureKestrel(k => k.Listen(IPAddress.Loopback, 0, listen => listen.Protocols = HttpProtocols.Http2));
-        builder.Services.AddGrpc();
-        builder.Services.AddSingleton<TService>();
-        var app = builder.Build();
-        app.MapGrpcService<TService>();
-        await app.StartAsync();
-        return app;
     }
 
     /// <summary>A SendStream that answers sends to "fast" (sequence number 7) and never those to "slow", noting each send's timeout.</summary>

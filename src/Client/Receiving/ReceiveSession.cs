@@ -65,9 +65,7 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
         session?.Break(new RpcException(new Status(StatusCode.Cancelled, "The client was closed.")));
     }
 
-    private static RpcException Unavailable(string detail) => new(new Status(StatusCode.Unavailable, detail));
-
-    /// <summary>One ReceiveSession call: a loop writing the links' frames, a loop handing out the node's.</summary>
+    /// <summary>One ReceiveSession call: the links' frames go out through a <see cref="FrameBatcher{TFrame}"/>, a loop hands out the node's.</summary>
     private sealed class OpenSession
     {
         private readonly ReceiveSession _owner;
@@ -100,7 +98,7 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
             {
                 // Broke a moment ago: the link fails as the others did (its receiver reopens it on a new session).
                 Forget(link.Id);
-                link.End(Unavailable("The receive session broke."));
+                link.End(StreamLinks.Unavailable("The receive session broke."));
             }
             return link;
         }
@@ -114,7 +112,7 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
             }
             catch (Exception e)
             {
-                throw e as RpcException ?? Unavailable($"The receive session broke: {e.Message}");
+                throw e as RpcException ?? StreamLinks.Unavailable($"The receive session broke: {e.Message}");
             }
         }
 
@@ -136,7 +134,7 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
             }
             catch (Exception e)
             {
-                Break(e as RpcException ?? Unavailable($"The receive session broke: {e.Message}"));
+                Break(e as RpcException ?? StreamLinks.Unavailable($"The receive session broke: {e.Message}"));
                 throw;
             }
         }
@@ -165,21 +163,21 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
                     }
                 }
                 // The node ended the session (it is stopping): its links reopen, elsewhere or later.
-                Break(Unavailable("The node ended the receive session."));
+                Break(StreamLinks.Unavailable("The node ended the receive session."));
             }
             catch (RpcException e) when (e.StatusCode == StatusCode.Unimplemented)
             {
                 // An older node: every link asked for so far becomes a Receive call of its own.
                 Volatile.Write(ref _owner._unsupported, true);
                 MarkBroken();
-                foreach (var link in TakeAll())
+                foreach (var link in _links.TakeAll())
                 {
                     link.FallBack(_owner.Client);
                 }
             }
             catch (Exception e)
             {
-                Break(e is RpcException rpc ? rpc.AsUnavailableWhenBroken() : Unavailable($"The receive session broke: {e.Message}"));
+                Break(e is RpcException rpc ? rpc.AsUnavailableWhenBroken() : StreamLinks.Unavailable($"The receive session broke: {e.Message}"));
             }
         }
 
@@ -187,7 +185,7 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
         public void Break(RpcException error)
         {
             MarkBroken();
-            foreach (var link in TakeAll())
+            foreach (var link in _links.TakeAll())
             {
                 link.End(error);
             }
@@ -197,23 +195,11 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
         {
             if (Interlocked.Exchange(ref _broken, 1) == 0)
             {
-                _frames.Fail(Unavailable("The receive session broke."));
+                _frames.Fail(StreamLinks.Unavailable("The receive session broke."));
                 _call.Dispose();
             }
         }
 
-        private List<SessionLink> TakeAll()
-        {
-            var taken = new List<SessionLink>();
-            foreach (var id in _links.Keys)
-            {
-                if (_links.TryRemove(id, out var link))
-                {
-                    taken.Add(link);
-                }
-            }
-            return taken;
-        }
     }
 
     /// <summary>

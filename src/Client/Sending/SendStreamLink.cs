@@ -150,7 +150,7 @@ internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata?
             if (IsBroken || !_outbox.Writer.TryWrite(send))
             {
                 // Broke a moment ago: fail it as the others were (the retry opens a new stream).
-                Fail(send, Unavailable("The send stream broke."));
+                Fail(send, StreamLinks.Unavailable("The send stream broke."));
             }
             return send;
         }
@@ -190,7 +190,7 @@ internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata?
             }
             catch (Exception e)
             {
-                Break(e as RpcException ?? Unavailable($"The send stream broke: {e.Message}"));
+                Break(e as RpcException ?? StreamLinks.Unavailable($"The send stream broke: {e.Message}"));
             }
         }
 
@@ -217,16 +217,16 @@ internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata?
                     }
                 }
                 // The node ended the stream (it is stopping): it answered every send it read.
-                Break(Unavailable("The node ended the send stream."));
+                Break(StreamLinks.Unavailable("The node ended the send stream."));
             }
             catch (RpcException e) when (e.StatusCode == StatusCode.Unimplemented)
             {
                 MarkBroken();
-                _link.FallBackToCalls(TakeAll());
+                _link.FallBackToCalls(_pending.TakeAll());
             }
             catch (Exception e)
             {
-                Break(e is RpcException rpc ? rpc.AsUnavailableWhenBroken() : Unavailable($"The send stream broke: {e.Message}"));
+                Break(e is RpcException rpc ? rpc.AsUnavailableWhenBroken() : StreamLinks.Unavailable($"The send stream broke: {e.Message}"));
             }
         }
 
@@ -234,7 +234,7 @@ internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata?
         public void Break(RpcException error)
         {
             MarkBroken();
-            foreach (var send in TakeAll())
+            foreach (var send in _pending.TakeAll())
             {
                 Fail(send, error);
             }
@@ -249,25 +249,10 @@ internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata?
             }
         }
 
-        private List<PendingSend> TakeAll()
-        {
-            var taken = new List<PendingSend>();
-            foreach (var id in _pending.Keys)
-            {
-                if (_pending.TryRemove(id, out var send))
-                {
-                    taken.Add(send);
-                }
-            }
-            return taken;
-        }
-
         private void Fail(PendingSend send, RpcException error)
         {
             _pending.TryRemove(send.Id, out _);
             send.Answer.TrySetException(error);
         }
-
-        private static RpcException Unavailable(string detail) => new(new Status(StatusCode.Unavailable, detail));
     }
 }

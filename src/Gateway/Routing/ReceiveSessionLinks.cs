@@ -47,18 +47,6 @@ internal sealed class ReceiveSessionLinks : IDisposable
     /// <summary>Cancelled when the session should stop reading: the call ended, or the node is stopping with no link left.</summary>
     public CancellationToken Ending => _ending.Token;
 
-    /// <summary>Links open now.</summary>
-    public int Count
-    {
-        get
-        {
-            lock (_gate)
-            {
-                return _links.Count;
-            }
-        }
-    }
-
     /// <summary>
     /// Hands one frame of the client to its link. Returns the link when the frame opened it (the
     /// caller runs it); a frame that cannot open one is answered by the link's end.
