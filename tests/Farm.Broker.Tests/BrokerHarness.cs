@@ -100,7 +100,7 @@ internal sealed class BrokerHarness : IAsyncDisposable
     }
 
     public Task<QueueEntity> SubscriptionAsync(string topic, string name) =>
-        Node.ResolveQueueAsync(EntityNames.SubscriptionPath(topic, name), CancellationToken.None);
+        Node.ResolveQueueAsync(EntityNames.SubscriptionPath(topic, name), CancellationToken.None).AsTask();
 
     public Task<TopicEntity> TopicAsync(string name) => Node.ResolveTopicAsync(name, CancellationToken.None);
 
@@ -116,7 +116,7 @@ internal sealed class BrokerHarness : IAsyncDisposable
         return await database.LoadEntityAsync(entityId, Time.GetUtcNow().ToUnixTimeMilliseconds());
     }
 
-    public Task<QueueEntity> QueueAsync(string name) => Node.ResolveQueueAsync(name, CancellationToken.None);
+    public Task<QueueEntity> QueueAsync(string name) => Node.ResolveQueueAsync(name, CancellationToken.None).AsTask();
 
     private readonly List<BrokerNode> _abandoned = [];
 

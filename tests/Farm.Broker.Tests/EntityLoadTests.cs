@@ -54,7 +54,7 @@ public sealed class EntityLoadTests : IAsyncLifetime
         var first = _farm.QueueAsync("slow");
         await slowLoadStarted.Task.WaitAsync(TimeSpan.FromSeconds(30));
         using var givesUp = new CancellationTokenSource();
-        var impatient = _farm.Node.ResolveQueueAsync("slow", givesUp.Token);
+        var impatient = _farm.Node.ResolveQueueAsync("slow", givesUp.Token).AsTask();
         var second = _farm.QueueAsync("slow");
 
         // Every other queue loads and serves while the slow one's load is held.

@@ -422,7 +422,8 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     /// <summary>
     /// The sweep timer's callback. An exception here would crash the process (timer callbacks run on
     /// the thread pool with nobody to catch), so each topic and entity is swept under its own catch;
-    /// and a tick that comes while the previous sweep still runs is skipped, not run beside it.
+    /// and a tick that comes while the previous sweep still runs is skipped, not run beside it. The
+    /// maps are enumerated directly: their <c>Values</c> would copy every entity four times a second.
     /// </summary>
     internal void Sweep()
     {
@@ -432,7 +433,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         }
         try
         {
-            foreach (var topic in _topics.Values)
+            foreach (var (_, topic) in _topics)
             {
                 try
                 {
@@ -443,7 +444,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
                     LogSweepFailed(_logger, topic.Name, e);
                 }
             }
-            foreach (var entity in _entities.Values)
+            foreach (var (_, entity) in _entities)
             {
                 try
                 {

@@ -203,7 +203,14 @@ internal sealed class DuplicateHistory(int capacity, Func<IReadOnlyCollection<st
             _recent.Remove(id);
             AddToFilter(id, expires);
         }
-        _filters.RemoveAll(f => f.LastExpiresAtMs <= now);
+        // A loop, not RemoveAll with a lambda: that would allocate its closure on every sweep.
+        for (var i = _filters.Count - 1; i >= 0; i--)
+        {
+            if (_filters[i].LastExpiresAtMs <= now)
+            {
+                _filters.RemoveAt(i);
+            }
+        }
     }
 
     private bool IsRecent(string id, long now) => _recent.TryGetValue(id, out var seen) && seen.Until > now;

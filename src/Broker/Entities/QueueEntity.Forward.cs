@@ -29,11 +29,20 @@ internal sealed partial class QueueEntity
         {
             return;
         }
+        ForwardInBackground(target.Item1, target.Item2);
+    }
+
+    /// <summary>
+    /// One forwarding pass on the thread pool. Its own method, not a lambda in
+    /// <see cref="StartForwarding"/>: the lambda's captured target would be allocated on every call
+    /// there (the C# compiler makes the closure where the variable is declared), and every sweep calls it.
+    /// </summary>
+    private void ForwardInBackground(string targetName, bool fromDeadLetter) =>
         _ = Task.Run(async () =>
         {
             try
             {
-                await ForwardAsync(target.Item1, target.Item2).ConfigureAwait(false);
+                await ForwardAsync(targetName, fromDeadLetter).ConfigureAwait(false);
             }
             catch (Exception)
             {
@@ -44,7 +53,6 @@ internal sealed partial class QueueEntity
                 Volatile.Write(ref _forwarding, 0);
             }
         });
-    }
 
     public const string MaxTransferHopCountExceeded = "MaxTransferHopCountExceeded";
 

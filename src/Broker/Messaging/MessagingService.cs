@@ -24,7 +24,7 @@ public sealed class MessagingService(BrokerNode node)
     }
 
     /// <summary>A queue or a topic; dead-letter queues and subscriptions are not sent to.</summary>
-    private async Task<ISendTarget> ResolveSendTargetAsync(string path, CancellationToken cancellationToken)
+    private async ValueTask<ISendTarget> ResolveSendTargetAsync(string path, CancellationToken cancellationToken)
     {
         if (!EntityNames.TryParsePath(path, out var name, out var deadLetter, out var error))
         {
@@ -56,9 +56,11 @@ public sealed class MessagingService(BrokerNode node)
         // New sends to an entity with ForwardTo go straight to the end of its chain, counting the hops
         // on the way; the walk stops at the hop limit or a loop, and the entity it stops at forwards
         // on (or dead-letters past the limit) by itself.
-        var seen = new HashSet<string>(StringComparer.OrdinalIgnoreCase) { target.Name };
+        // The set of names seen is made only for a chain: most sends go to an entity without ForwardTo.
+        HashSet<string>? seen = null;
         var hops = 0u;
-        while (target is QueueEntity { Settings.ForwardTo: { } next } && hops < node.Options.MaxForwardHops && seen.Add(next))
+        while (target is QueueEntity { Settings.ForwardTo: { } next } && hops < node.Options.MaxForwardHops
+            && (seen ??= new HashSet<string>(StringComparer.OrdinalIgnoreCase) { target.Name }).Add(next))
         {
             target = await node.ResolveSendTargetAsync(next, cancellationToken).ConfigureAwait(false);
             hops++;

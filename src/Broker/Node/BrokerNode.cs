@@ -264,7 +264,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         try
         {
             host = await ContainerHost.OpenAsync(
-                lease, () => database, _time, Options, MessageCache, ResolveSendTargetAsync, farm, OnContainerLost,
+                lease, () => database, _time, Options, MessageCache, (name, ct) => ResolveSendTargetAsync(name, ct).AsTask(), farm, OnContainerLost,
                 leaseStartedAt, _nodeOptions.LeaseDuration - _nodeOptions.LeaseSafetyMargin, _leaseClock, _logger, cancellationToken).ConfigureAwait(false);
         }
         catch
@@ -332,7 +332,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     /// received from through its subscriptions), and NOT_OWNER (naming the owner when it is known and
     /// alive) when its container is served elsewhere.
     /// </summary>
-    internal async Task<QueueEntity> ResolveQueueAsync(string name, CancellationToken cancellationToken)
+    internal async ValueTask<QueueEntity> ResolveQueueAsync(string name, CancellationToken cancellationToken)
     {
         var record = await FindEntityAsync(name, cancellationToken).ConfigureAwait(false);
         if (record.Kind == EntityKinds.Topic)
@@ -352,7 +352,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     }
 
     /// <summary>Finds what senders use, a queue or a topic, by name; a subscription is InvalidArgument.</summary>
-    internal async Task<ISendTarget> ResolveSendTargetAsync(string name, CancellationToken cancellationToken)
+    internal async ValueTask<ISendTarget> ResolveSendTargetAsync(string name, CancellationToken cancellationToken)
     {
         var record = await FindEntityAsync(name, cancellationToken).ConfigureAwait(false);
         switch (record.Kind)
@@ -397,7 +397,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         await Farm.GetEntityAsync(name, cancellationToken).ConfigureAwait(false) ?? throw FarmErrors.EntityNotFound(name);
 
     /// <summary>The entity's record (queue, topic or subscription), cached by name: routing must not cost a database query per call.</summary>
-    internal async Task<EntityRecord> FindEntityAsync(string name, CancellationToken cancellationToken)
+    internal async ValueTask<EntityRecord> FindEntityAsync(string name, CancellationToken cancellationToken)
     {
         if (_entityIndex.TryGetValue(name, out var known))
         {
