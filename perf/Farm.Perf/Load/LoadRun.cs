@@ -154,7 +154,8 @@ internal static class LoadRun
 
         if (state.Duplicates > 0)
         {
-            problems.Add($"{state.Duplicates} messages were delivered more than once{(fanout ? " to the same subscription" : string.Empty)}");
+            problems.Add($"{state.Duplicates} messages were delivered more than once{(fanout ? " to the same subscription" : string.Empty)}"
+                + $" ({state.DuplicatesRedelivered} of them redelivered, with a delivery count above 1)");
         }
 
         if (state.Foreign > 0)

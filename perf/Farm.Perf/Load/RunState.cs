@@ -52,6 +52,8 @@ internal sealed class RunState
     private long _owedDeliveries;
     private long _receivedTotal;
     private long _duplicates;
+    private long _duplicatesRedelivered;
+    private long _duplicatesPrinted;
     private long _foreign;
     private long _unexpected;
     private long _outOfOrder;
@@ -102,6 +104,13 @@ internal sealed class RunState
     public long ReceivedTotal => Interlocked.Read(ref _receivedTotal);
 
     public long Duplicates => Interlocked.Read(ref _duplicates);
+
+    /// <summary>
+    /// Of <see cref="Duplicates"/>, those whose later delivery had a delivery count above 1: the
+    /// broker gave the same message again (a lock released or run out). The others were stored
+    /// twice (a send repeated) or handed out twice in one delivery, which tells where to look.
+    /// </summary>
+    public long DuplicatesRedelivered => Interlocked.Read(ref _duplicatesRedelivered);
 
     /// <summary>Messages received that this run never sent (or without a readable id).</summary>
     public long Foreign => Interlocked.Read(ref _foreign);
@@ -163,7 +172,7 @@ internal sealed class RunState
     {
         var now = Stopwatch.GetTimestamp();
         var sentAt = message.ApplicationProperties.TryGetValue(SentAtProperty, out var value) && value is long stamp ? stamp : (long?)null;
-        OnDelivered(message.MessageId, sentAt, now, subscription, message.SequenceNumber);
+        OnDelivered(message.MessageId, sentAt, now, subscription, message.SequenceNumber, message.DeliveryCount);
     }
 
     /// <summary>
@@ -171,9 +180,9 @@ internal sealed class RunState
     /// the sender's <see cref="Stopwatch"/> timestamp, when it carried one.
     /// </summary>
     public void OnDelivered(string? messageId, long? sentAt)
-        => OnDelivered(messageId, sentAt, Stopwatch.GetTimestamp(), subscription: 0, sequenceNumber: 0);
+        => OnDelivered(messageId, sentAt, Stopwatch.GetTimestamp(), subscription: 0, sequenceNumber: 0, deliveryCount: 0);
 
-    private void OnDelivered(string? messageId, long? sentAt, long now, int subscription, long sequenceNumber)
+    private void OnDelivered(string? messageId, long? sentAt, long now, int subscription, long sequenceNumber, int deliveryCount)
     {
         Interlocked.Increment(ref _receivedTotal);
         if (!long.TryParse(messageId, NumberStyles.None, CultureInfo.InvariantCulture, out var id) || id >= Attempted)
@@ -190,6 +199,15 @@ internal sealed class RunState
         if (!Received.Add(DeliveryKey(id, subscription)))
         {
             Interlocked.Increment(ref _duplicates);
+            if (deliveryCount > 1)
+            {
+                Interlocked.Increment(ref _duplicatesRedelivered);
+            }
+            if (Interlocked.Increment(ref _duplicatesPrinted) <= ErrorsPrinted)
+            {
+                var age = sentAt is { } sent ? $"{Stopwatch.GetElapsedTime(sent, now).TotalMilliseconds:0} ms after it was sent" : "no send time";
+                Console.Error.WriteLine($"perf: message {id} delivered again: sequence {sequenceNumber}, delivery count {deliveryCount}, {age}");
+            }
         }
         else if (_lastSequence is not null)
         {
