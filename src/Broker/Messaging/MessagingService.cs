@@ -41,7 +41,17 @@ public sealed class MessagingService(BrokerNode node)
         return await node.ResolveSendTargetAsync(name, cancellationToken).ConfigureAwait(false);
     }
 
-    public async Task<SendResponse> SendAsync(SendRequest request, CancellationToken cancellationToken)
+    /// <summary>
+    /// Stores a send. One that carries a producer and send id is stored once however often it comes
+    /// (<see cref="RecentSends"/>): its repeats get the first try's sequence numbers.
+    /// </summary>
+    public Task<SendResponse> SendAsync(SendRequest request, CancellationToken cancellationToken) =>
+        request.ProducerId.Length == 0 ? StoreAsync(request, cancellationToken) : StoreOnceAsync(request, cancellationToken);
+
+    private Task<SendResponse> StoreOnceAsync(SendRequest request, CancellationToken cancellationToken) =>
+        node.RecentSends.SendOnceAsync(request, () => StoreAsync(request, cancellationToken));
+
+    private async Task<SendResponse> StoreAsync(SendRequest request, CancellationToken cancellationToken)
     {
         if (request.Messages.Count == 0)
         {

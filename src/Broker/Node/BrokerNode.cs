@@ -48,6 +48,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         Options = brokerOptions;
         MessageCache = new MessageCacheBudget(brokerOptions.MessageCacheSizePerNode);
         _time = time;
+        RecentSends = new Messaging.RecentSends(time);
         _leaseClock = leaseClock ?? TimeProvider.System;
         _logger = logger;
         _metrics = new Telemetry.NodeMetrics(this);
@@ -68,6 +69,9 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     internal TimeProvider LeaseClock => _leaseClock;
 
     internal TimeProvider Time => _time;
+
+    /// <summary>The sends stored here a moment ago, so a client's repeat of one is not stored twice.</summary>
+    internal Messaging.RecentSends RecentSends { get; }
 
     public long NodeId => _nodeOptions.NodeId;
 

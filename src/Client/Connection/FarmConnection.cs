@@ -29,6 +29,17 @@ internal sealed partial class FarmConnection : IDisposable
 
     public FarmRetryPolicy Retry { get; }
 
+    /// <summary>
+    /// Names this connection's sends, with <see cref="NextSendId"/> numbering them: every try of a
+    /// send carries the same pair, so a broker that stored the send before its answer was lost
+    /// answers the repeat instead of storing the messages twice.
+    /// </summary>
+    public string ProducerId { get; } = Guid.NewGuid().ToString("N");
+
+    private long _lastSendId;
+
+    public long NextSendId() => Interlocked.Increment(ref _lastSendId);
+
     public TimeProvider TimeProvider => Options.TimeProvider;
 
     public bool IsDisposed => Volatile.Read(ref _disposed);

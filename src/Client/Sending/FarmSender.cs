@@ -135,7 +135,8 @@ public sealed class FarmSender : IAsyncDisposable
     private async Task<IReadOnlyList<long>> SendAsync(IReadOnlyList<Message> messages, CancellationToken cancellationToken)
     {
         ThrowIfClosed();
-        var request = new SendRequest { Entity = EntityPath };
+        // One pair for all the tries the retry policy makes of this send.
+        var request = new SendRequest { Entity = EntityPath, ProducerId = _connection.ProducerId, SendId = _connection.NextSendId() };
         request.Messages.AddRange(messages);
 
         using var activity = FarmTelemetry.StartOperation("send", EntityPath, System.Diagnostics.ActivityKind.Producer);

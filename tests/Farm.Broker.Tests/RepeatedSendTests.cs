@@ -1,0 +1,132 @@
+using Farm.Broker.Messaging;
+using Farm.Contracts.V1;
+
+namespace Farm.Broker.Tests;
+
+/// <summary>
+/// A send tried again with the same producer and send id (its first answer was lost with the
+/// connection or stream that carried it) is stored once: the repeat gets the first try's sequence
+/// numbers. Another send id, no producer, a first try that failed, or a repeat past the time
+/// sends are kept still store.
+/// </summary>
+public sealed class RepeatedSendTests
+{
+    private static SendRequest Send(string entity, string producer, long sendId, params string[] bodies)
+    {
+        var request = new SendRequest { Entity = entity, ProducerId = producer, SendId = sendId };
+        request.Messages.AddRange(bodies.Select((body, i) => BrokerHarness.Text(body, $"{producer}-{sendId}-{i}")));
+        return request;
+    }
+
+    [Fact]
+    public async Task TheSameSendTriedAgain_IsStoredOnce_AndAnsweredWithTheFirstTrysSequenceNumbers()
+    {
+        await using var farm = await BrokerHarness.StartAsync();
+        var queue = await farm.CreateQueueAsync("once");
+        var service = new MessagingService(farm.Node);
+
+        var first = await service.SendAsync(Send("once", "producer-a", 1, "one", "two"), default);
+        // A new request object, as a retry over a new connection parses it anew.
+        var again = await service.SendAsync(Send("once", "producer-a", 1, "one", "two"), default);
+
+        Assert.Equal(2, first.SequenceNumbers.Count);
+        Assert.Equal(first.SequenceNumbers, again.SequenceNumbers);
+        Assert.Equal(2, queue.GetCounts().Active);
+    }
+
+    [Fact]
+    public async Task ARepeat_ThatComesWhileTheFirstCommits_WaitsForIt_AndStoresNothing()
+    {
+        await using var farm = await BrokerHarness.StartAsync();
+        var queue = await farm.CreateQueueAsync("in-flight");
+        var service = new MessagingService(farm.Node);
+
+        // Both in one go: the second finds the first's commit still running.
+        var first = service.SendAsync(Send("in-flight", "producer-a", 7, "one"), default);
+        var again = service.SendAsync(Send("in-flight", "producer-a", 7, "one"), default);
+
+        Assert.Equal((await first).SequenceNumbers, (await again).SequenceNumbers);
+        Assert.Equal(1, queue.GetCounts().Active);
+    }
+
+    [Fact]
+    public async Task AnotherSendId_AnotherProducer_OrNoProducer_EachStore()
+    {
+        await using var farm = await BrokerHarness.StartAsync();
+        var queue = await farm.CreateQueueAsync("each");
+        var service = new MessagingService(farm.Node);
+
+        var sequences = new List<long>();
+        foreach (var request in new[]
+        {
+            Send("each", "producer-a", 1, "one"),
+            Send("each", "producer-a", 2, "one"),
+            Send("each", "producer-b", 1, "one"),
+            Send("each", "", 0, "one"),
+            Send("each", "", 0, "one"),
+        })
+        {
+            sequences.AddRange((await service.SendAsync(request, default)).SequenceNumbers);
+        }
+
+        Assert.Equal(5, sequences.Distinct().Count());
+        Assert.Equal(5, queue.GetCounts().Active);
+    }
+
+    [Fact]
+    public async Task AFirstTryThatFailed_IsNotRemembered_ItsRepeatStores()
+    {
+        await using var farm = await BrokerHarness.StartAsync();
+        var service = new MessagingService(farm.Node);
+
+        var missing = await Assert.ThrowsAsync<BrokerException>(() => service.SendAsync(Send("later", "producer-a", 1, "one"), default));
+        Assert.Equal(FarmErrorCode.MessagingEntityNotFound, missing.Code);
+        var queue = await farm.CreateQueueAsync("later");
+        var stored = await service.SendAsync(Send("later", "producer-a", 1, "one"), default);
+
+        Assert.Single(stored.SequenceNumbers);
+        Assert.Equal(1, queue.GetCounts().Active);
+        Assert.Equal(1, farm.Node.RecentSends.Count);
+    }
+
+    [Fact]
+    public async Task ARepeatPastTheRetention_StoresAgain()
+    {
+        await using var farm = await BrokerHarness.StartAsync();
+        var queue = await farm.CreateQueueAsync("late");
+        var service = new MessagingService(farm.Node);
+
+        var first = await service.SendAsync(Send("late", "producer-a", 1, "one"), default);
+        farm.Time.Advance(RecentSends.Retention);
+        var late = await service.SendAsync(Send("late", "producer-a", 1, "one"), default);
+
+        Assert.NotEqual(first.SequenceNumbers, late.SequenceNumbers);
+        Assert.Equal(2, queue.GetCounts().Active);
+    }
+
+    [Fact]
+    public async Task TheMemory_KeepsAtMostItsCapacity_ForgettingTheOldestFirst()
+    {
+        var time = TestClock.Create();
+        var sends = new RecentSends(time);
+        var stored = 0;
+        Task<SendResponse> Store(long sendId) => sends.SendOnceAsync(
+            new SendRequest { Entity = "q", ProducerId = "p", SendId = sendId },
+            () =>
+            {
+                stored++;
+                return Task.FromResult(new SendResponse { SequenceNumbers = { sendId } });
+            });
+
+        for (var id = 1; id <= RecentSends.Capacity + 10; id++)
+        {
+            await Store(id);
+        }
+        Assert.Equal(RecentSends.Capacity, sends.Count);
+
+        await Store(RecentSends.Capacity + 10); // kept: answered, not stored
+        Assert.Equal(RecentSends.Capacity + 10, stored);
+        await Store(1); // forgotten: stored again
+        Assert.Equal(RecentSends.Capacity + 11, stored);
+    }
+}
