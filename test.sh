@@ -76,10 +76,11 @@ count_results() {
     END { print passed + 0, failed + 0, skipped + 0 }'
 }
 
-# The partition test puts nodes in network namespaces with `ip netns` (iproute2); it runs as root.
+# The partition test puts nodes in network namespaces with `ip netns`, and the repeated-send test
+# cuts TCP connections with `ss -K` (both iproute2); they run as root.
 setup_network_tools() {
-  if ! command -v ip >/dev/null 2>&1; then
-    log "installing iproute2 (ip netns) for the partition test"
+  if ! command -v ip >/dev/null 2>&1 || ! command -v ss >/dev/null 2>&1; then
+    log "installing iproute2 (ip netns, ss) for the partition and connection-cut tests"
     apt_install iproute2
   fi
 }

@@ -1,4 +1,6 @@
 using System.Collections.Concurrent;
+using System.Diagnostics;
+using Farm.Testing;
 using Farm.Client;
 using Farm.Contracts.V1;
 using Grpc.Core;
@@ -70,6 +72,73 @@ public sealed class RepeatedSendTests(SdkFarmFixture fixture) : IClassFixture<Sd
     }
 
     /// <summary>
+    /// Concurrent SDK senders while the node's TCP connections are cut three times (`ss -K`, as a
+    /// network fault or a keep-alive timeout cuts them): sends whose answers were lost are sent again,
+    /// and every acknowledged message is received exactly once. Without the send ids the retries of
+    /// sends already stored were stored twice (`perf single-queue` with the same cuts: 50 and 100
+    /// duplicates against the node before the change, 0 after).
+    /// </summary>
+    [Fact]
+    public async Task SendsWhoseConnectionIsCut_AreStoredOnce()
+    {
+        var queue = await CreateQueueAsync();
+        var port = new Uri(fixture.Farm.Address).Port;
+        await using var client = new FarmClient(fixture.Farm.ConnectionString,
+            new FarmClientOptions { RetryOptions = new FarmRetryOptions { Delay = TimeSpan.FromMilliseconds(50), MaxRetries = 10 } });
+        var acknowledged = new ConcurrentBag<string>();
+        using var sending = new CancellationTokenSource();
+        var senders = Enumerable.Range(0, 8).Select(s => Task.Run(async () =>
+        {
+            var sender = client.CreateSender(queue);
+            for (var i = 0; !sending.IsCancellationRequested; i++)
+            {
+                var id = $"s{s}-{i}";
+                await sender.SendMessageAsync(new FarmMessage("x") { MessageId = id });
+                acknowledged.Add(id);
+            }
+        })).ToList();
+
+        var cut = 0;
+        for (var round = 0; round < 3; round++)
+        {
+            var before = acknowledged.Count;
+            await Eventually.UntilAsync(() => acknowledged.Count >= before + 200, Patience, "sends going before the cut");
+            cut += CutConnections(port);
+        }
+        await Eventually.UntilAsync(() => acknowledged.Count >= 600, Patience, "sends going after the cuts");
+        await sending.CancelAsync();
+        await Task.WhenAll(senders).WaitAsync(Patience);
+
+        Assert.True(cut >= 3, $"ss -K cut {cut} connections");
+        var received = new List<string>();
+        var receiver = client.CreateReceiver(queue, new FarmReceiverOptions { ReceiveMode = FarmReceiveMode.ReceiveAndDelete });
+        using var deadline = new CancellationTokenSource(Patience);
+        while (received.Count < acknowledged.Count)
+        {
+            received.AddRange((await receiver.ReceiveMessagesAsync(500, TimeSpan.FromSeconds(2), deadline.Token)).Select(m => m.MessageId!));
+        }
+        Assert.Empty(await receiver.ReceiveMessagesAsync(10, TimeSpan.FromMilliseconds(500), deadline.Token));
+        Assert.Empty(received.GroupBy(id => id).Where(g => g.Count() > 1).Select(g => g.Key));
+        Assert.Equal(acknowledged.Order(), received.Order());
+    }
+
+    /// <summary>Cuts every TCP connection to the node's port (both ends see a reset); returns how many.</summary>
+    private static int CutConnections(int port)
+    {
+        using var ss = Process.Start(new ProcessStartInfo("ss", ["-K", "-t", "dst", "127.0.0.1", "dport", "=", $":{port}"])
+        {
+            RedirectStandardOutput = true,
+            RedirectStandardError = true,
+        })!;
+        var output = ss.StandardOutput.ReadToEnd();
+        var error = ss.StandardError.ReadToEnd();
+        ss.WaitForExit();
+        Assert.True(ss.ExitCode == 0, $"ss -K failed ({ss.ExitCode}): {error}");
+        // A header line, then one line per socket it closed.
+        return output.Split('\n', StringSplitOptions.RemoveEmptyEntries).Length - 1;
+    }
+
+    /// <summary>
     /// The SDK against a node whose stream breaks (UNAVAILABLE) after each send's first try, on a
     /// real socket: every send succeeds on a later try, all tries of one send carry the same
     /// producer and send id, and no two sends share a send id.
@@ -98,7 +167,6 @@ public sealed class RepeatedSendTests(SdkFarmFixture fixture) : IClassFixture<Sd
         }
         Assert.Single(tries.Select(t => t.Producer).Distinct());
         Assert.Equal(3, tries.Select(t => t.SendId).Distinct().Count());
-        await app.StopAsync();
     }
 
     /// <summary>
