@@ -1,3 +1,6 @@
+using Farm.Broker.Entities;
+using Farm.Broker.Topics;
+using Farm.ContainerStore.FarmDatabase;
 using Farm.ContainerStore.Containers;
 using Farm.ContainerStore.Sqlite;
 using static Farm.Broker.Tests.BrokerHarness;
@@ -5,9 +8,10 @@ using static Farm.Broker.Tests.BrokerHarness;
 namespace Farm.Broker.Tests;
 
 /// <summary>
-/// A node that comes up with many queues (a restart, a takeover) loads them side by side: a queue
-/// whose load is slow holds up no other queue, callers of the same queue share its one load, and a
-/// caller that gives up does not cancel the load the others wait for.
+/// A node that comes up with many queues and topics (a restart, a takeover) loads them side by
+/// side: a queue or topic whose load is slow holds up no other, callers of the same queue share its
+/// one load, a caller that gives up does not cancel the load the others wait for, and a subscription
+/// added while its topic loads is part of the loaded topic.
 /// </summary>
 public sealed class EntityLoadTests : IAsyncLifetime
 {
@@ -72,5 +76,58 @@ public sealed class EntityLoadTests : IAsyncLifetime
         Assert.Same(loaded, await second.WaitAsync(TimeSpan.FromSeconds(30)));
         Assert.Equal(1, loaded.GetCounts().Active);
         Assert.Equal(1, Volatile.Read(ref slowLoads));
+    }
+
+    [Fact]
+    public async Task ASlowTopicLoad_HoldsUpNoOtherTopic_AndASubscriptionAddedMeanwhileGetsTheNextMessages()
+    {
+        await _farm.CreateTopicAsync("slow-topic");
+        var first = await _farm.CreateSubscriptionAsync("slow-topic", "first");
+        await _farm.CreateTopicAsync("fast-topic");
+        await _farm.CreateSubscriptionAsync("fast-topic", "only");
+
+        // Held after the slow topic's load read its subscriptions: it reads each one's head next.
+        var release = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var slowLoadStarted = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        _farm.Provider = new InterceptedStoreProvider(new SqliteStoreProvider(), containerHook: (name, args, proceed) =>
+        {
+            if (name == nameof(IContainerDatabase.LoadEntityHeadAsync) && (long)args[0]! == first.Id)
+            {
+                slowLoadStarted.TrySetResult();
+                return HeldAsync();
+            }
+            return proceed();
+
+            async Task<EntityLoad> HeldAsync()
+            {
+                await release.Task;
+                return await (Task<EntityLoad>)proceed()!;
+            }
+        });
+        await _farm.RestartAsync(crash: false);
+
+        var slowTopic = _farm.TopicAsync("slow-topic");
+        await slowLoadStarted.Task.WaitAsync(TimeSpan.FromSeconds(30));
+
+        // Another topic loads and serves while the slow one's load is held.
+        var fastTopic = await _farm.TopicAsync("fast-topic").WaitAsync(TimeSpan.FromSeconds(30));
+        await fastTopic.SendAsync([Text("fast")]);
+        Assert.Equal(1, (await _farm.SubscriptionAsync("fast-topic", "only")).GetCounts().Active);
+
+        // A subscription created now, as the management API does (its record, then the node is
+        // told), after the held load read the topic's subscriptions: the node adds it to the topic
+        // once loaded, so it gets the topic's next message (told while the topic was not loaded, it
+        // would only be found by a later receive, and miss the messages sent before).
+        var topicRecord = await _farm.Node.Farm.GetEntityAsync("slow-topic");
+        var secondRecord = await _farm.Node.Farm.CreateChildEntityAsync(topicRecord!.Id, EntityNames.SubscriptionPath("slow-topic", "second"),
+            EntityKinds.Subscription, new SubscriptionSettings().ToJson(), RuleDefinitions.DefaultRule.Name, RuleDefinitions.ToJson(RuleDefinitions.DefaultRule));
+        var told = _farm.Node.AddSubscriptionAsync(secondRecord, CancellationToken.None);
+        release.SetResult();
+        await told.WaitAsync(TimeSpan.FromSeconds(30));
+        var topic = await slowTopic.WaitAsync(TimeSpan.FromSeconds(30));
+        await topic.SendAsync([Text("after")]);
+
+        Assert.Equal(1, (await _farm.SubscriptionAsync("slow-topic", "first")).GetCounts().Active);
+        Assert.Equal(1, (await _farm.SubscriptionAsync("slow-topic", "second")).GetCounts().Active);
     }
 }

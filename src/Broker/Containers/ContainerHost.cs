@@ -17,6 +17,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     // Queues and subscriptions (each subscription is served by a QueueEntity of its own), by entity id.
     private readonly ConcurrentDictionary<long, QueueEntity> _entities = new();
     private readonly ConcurrentDictionary<long, TopicEntity> _topics = new();
+    // Serialises subscription adds and rule refreshes (each also waits for its topic's load, if one is going).
     private readonly SemaphoreSlim _loading = new(1, 1);
     private readonly TimeProvider _time;
     private readonly BrokerOptions _options;
@@ -165,16 +166,20 @@ internal sealed partial class ContainerHost : IAsyncDisposable
 
     private long TakeoverLoadBytes => Math.Min(_options.MessageCacheSizePerEntity, _options.TakeoverLoadBytes);
 
-    /// <summary>Queues of this container loading at once (each its own read): a farm with thousands of queues comes up in parallel, not one after another.</summary>
-    internal const int QueueLoadsAtOnce = 8;
+    /// <summary>
+    /// Queues and topics of this container loading at once (each its own reads): a farm with
+    /// thousands of them comes up in parallel, not one after another.
+    /// </summary>
+    internal const int LoadsAtOnce = 8;
 
-    private readonly SemaphoreSlim _queueLoadSlots = new(QueueLoadsAtOnce, QueueLoadsAtOnce);
+    private readonly SemaphoreSlim _loadSlots = new(LoadsAtOnce, LoadsAtOnce);
     private readonly ConcurrentDictionary<long, Lazy<Task<QueueEntity>>> _queueLoads = new();
+    private readonly ConcurrentDictionary<long, Lazy<Task<TopicEntity>>> _topicLoads = new();
 
     /// <summary>
     /// Loads a queue's messages from the database once; later calls return the loaded one. Callers
     /// asking for the same queue share one load; different queues load side by side, up to
-    /// <see cref="QueueLoadsAtOnce"/>. A caller that gives up does not cancel the load others wait for.
+    /// <see cref="LoadsAtOnce"/>. A caller that gives up does not cancel the load others wait for.
     /// </summary>
     public async Task<QueueEntity> LoadEntityAsync(EntityRecord record, CancellationToken cancellationToken)
     {
@@ -192,7 +197,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
 
     private async Task<QueueEntity> LoadQueueAsync(EntityRecord record)
     {
-        await _queueLoadSlots.WaitAsync().ConfigureAwait(false);
+        await _loadSlots.WaitAsync().ConfigureAwait(false);
         try
         {
             if (_entities.TryGetValue(record.Id, out var loaded))
@@ -212,7 +217,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         }
         finally
         {
-            _queueLoadSlots.Release();
+            _loadSlots.Release();
             // Loaded (later callers find it above) or failed (the next caller tries again).
             _queueLoads.TryRemove(record.Id, out _);
         }
@@ -272,31 +277,41 @@ internal sealed partial class ContainerHost : IAsyncDisposable
 
     private void MarkLost() => Interlocked.Exchange(ref _lost, 1);
 
-    /// <summary>Loads a topic (once) with all its subscriptions and their rules.</summary>
+    /// <summary>
+    /// Loads a topic (once) with all its subscriptions and their rules. As for queues: callers of
+    /// one topic share its load, topics load side by side (up to <see cref="LoadsAtOnce"/>, shared
+    /// with queues), and a caller that gives up cancels nothing.
+    /// </summary>
     public async Task<TopicEntity> LoadTopicAsync(EntityRecord record, CancellationToken cancellationToken)
     {
         if (_topics.TryGetValue(record.Id, out var loaded))
         {
             return loaded;
         }
-        await _loading.WaitAsync(cancellationToken).ConfigureAwait(false);
+        var load = _topicLoads.GetOrAdd(record.Id, _ => new Lazy<Task<TopicEntity>>(() => ReadTopicAsync(record)));
+        return await load.Value.WaitAsync(cancellationToken).ConfigureAwait(false);
+    }
+
+    private async Task<TopicEntity> ReadTopicAsync(EntityRecord record)
+    {
+        await _loadSlots.WaitAsync().ConfigureAwait(false);
         try
         {
-            if (_topics.TryGetValue(record.Id, out loaded))
+            if (_topics.TryGetValue(record.Id, out var loaded))
             {
                 return loaded;
             }
             var nowMs = _time.GetUtcNow().ToUnixTimeMilliseconds();
             var topic = new TopicEntity(record.Id, record.Name, TopicSettings.FromJson(record.PropertiesJson), Commits, _time, _options);
             // The topic's copies stay in the database; each subscription reads its head with the copies it points at.
-            var topicLoad = await Database.LoadEntityStateAsync(record.Id, nowMs, _options.DuplicateIdsInMemoryPerEntity, cancellationToken).ConfigureAwait(false);
-            var children = await _farm.ListChildEntitiesAsync(record.Id, cancellationToken).ConfigureAwait(false);
-            var rules = (await _farm.ListRulesOfTopicAsync(record.Id, cancellationToken).ConfigureAwait(false)).ToLookup(r => r.SubscriptionId);
+            var topicLoad = await Database.LoadEntityStateAsync(record.Id, nowMs, _options.DuplicateIdsInMemoryPerEntity).ConfigureAwait(false);
+            var children = await _farm.ListChildEntitiesAsync(record.Id).ConfigureAwait(false);
+            var rules = (await _farm.ListRulesOfTopicAsync(record.Id).ConfigureAwait(false)).ToLookup(r => r.SubscriptionId);
             var subscriptions = new List<(TopicEntity.Subscription, EntityLoad)>();
             foreach (var child in children)
             {
                 var subscription = NewSubscription(child, record.Id, rules[child.Id]);
-                var load = await Database.LoadEntityHeadAsync(child.Id, nowMs, TakeoverLoadBytes, copiesOf: record.Id, cancellationToken: cancellationToken).ConfigureAwait(false);
+                var load = await Database.LoadEntityHeadAsync(child.Id, nowMs, TakeoverLoadBytes, copiesOf: record.Id).ConfigureAwait(false);
                 subscriptions.Add((subscription, load));
             }
             topic.Load(topicLoad, subscriptions);
@@ -310,7 +325,31 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         }
         finally
         {
-            _loading.Release();
+            _loadSlots.Release();
+            // Removed only after the topic is in _topics: a subscription added or changed meanwhile
+            // (below) sees the load going or the loaded topic, never neither.
+            _topicLoads.TryRemove(record.Id, out _);
+        }
+    }
+
+    /// <summary>
+    /// Waits for the topic's load if one is going: it may have read the subscriptions and rules
+    /// before a change that a caller now applies to the loaded topic. A failed load leaves the topic
+    /// unloaded here, which the caller finds.
+    /// </summary>
+    private async Task AfterTopicLoadAsync(long topicId, CancellationToken cancellationToken)
+    {
+        if (!_topicLoads.TryGetValue(topicId, out var going))
+        {
+            return;
+        }
+        try
+        {
+            await going.Value.WaitAsync(cancellationToken).ConfigureAwait(false);
+        }
+        catch (Exception) when (!cancellationToken.IsCancellationRequested)
+        {
+            // The load failed: nothing of the topic is loaded here.
         }
     }
 
@@ -353,6 +392,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     /// </summary>
     public async Task<QueueEntity?> AddSubscriptionAsync(long topicId, EntityRecord record, CancellationToken cancellationToken)
     {
+        await AfterTopicLoadAsync(topicId, cancellationToken).ConfigureAwait(false);
         await _loading.WaitAsync(cancellationToken).ConfigureAwait(false);
         try
         {
@@ -389,6 +429,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     /// <summary>Re-reads a loaded subscription's rules after one was added or removed (serialised, so the last read wins).</summary>
     public async Task RefreshRulesAsync(long topicId, long subscriptionId, CancellationToken cancellationToken)
     {
+        await AfterTopicLoadAsync(topicId, cancellationToken).ConfigureAwait(false);
         await _loading.WaitAsync(cancellationToken).ConfigureAwait(false);
         try
         {
