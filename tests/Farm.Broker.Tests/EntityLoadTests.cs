@@ -79,10 +79,11 @@ public sealed class EntityLoadTests : IAsyncLifetime
     }
 
     [Fact]
-    public async Task ASlowTopicLoad_HoldsUpNoOtherTopic_AndASubscriptionAddedMeanwhileGetsTheNextMessages()
+    public async Task ASlowTopicLoad_HoldsUpNoOtherTopic_AndSubscriptionsAddedOrDeletedMeanwhileAreSoInTheLoadedTopic()
     {
         await _farm.CreateTopicAsync("slow-topic");
         var first = await _farm.CreateSubscriptionAsync("slow-topic", "first");
+        var doomed = await _farm.CreateSubscriptionAsync("slow-topic", "doomed");
         await _farm.CreateTopicAsync("fast-topic");
         await _farm.CreateSubscriptionAsync("fast-topic", "only");
 
@@ -122,11 +123,17 @@ public sealed class EntityLoadTests : IAsyncLifetime
         var secondRecord = await _farm.Node.Farm.CreateChildEntityAsync(topicRecord!.Id, EntityNames.SubscriptionPath("slow-topic", "second"),
             EntityKinds.Subscription, new SubscriptionSettings().ToJson(), RuleDefinitions.DefaultRule.Name, RuleDefinitions.ToJson(RuleDefinitions.DefaultRule));
         var told = _farm.Node.AddSubscriptionAsync(secondRecord, CancellationToken.None);
+        // And one deleted now, which the held load read before: it leaves the loaded topic.
+        var doomedRecord = await _farm.Node.Farm.GetEntityAsync(doomed.Name);
+        await _farm.Node.Farm.DeleteEntityAsync(doomed.Name);
+        var dropped = _farm.Node.DropSubscriptionAsync(doomedRecord!);
         release.SetResult();
         await told.WaitAsync(TimeSpan.FromSeconds(30));
+        await dropped.WaitAsync(TimeSpan.FromSeconds(30));
         var topic = await slowTopic.WaitAsync(TimeSpan.FromSeconds(30));
         await topic.SendAsync([Text("after")]);
 
+        Assert.Equal(["first", "second"], topic.Subscriptions.Select(s => s.Name).Order());
         Assert.Equal(1, (await _farm.SubscriptionAsync("slow-topic", "first")).GetCounts().Active);
         Assert.Equal(1, (await _farm.SubscriptionAsync("slow-topic", "second")).GetCounts().Active);
     }

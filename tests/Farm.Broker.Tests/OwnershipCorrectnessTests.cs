@@ -24,9 +24,12 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
     private readonly string _directory = Path.Combine(Path.GetTempPath(), "farm-ownership-tests", Guid.NewGuid().ToString("N"));
     private readonly List<BrokerNode> _nodes = [];
 
-    private async Task<BrokerNode> StartNodeAsync(IStoreProvider provider, TimeProvider time, TimeProvider? leaseClock = null, long nodeId = 1)
+    private async Task<BrokerNode> StartNodeAsync(IStoreProvider provider, TimeProvider time, TimeProvider? leaseClock = null, long nodeId = 1, NodeOptions? options = null)
     {
-        var node = new BrokerNode(provider, new NodeOptions { NodeId = nodeId, DataDirectory = _directory }, new BrokerOptions(), time,
+        options ??= new NodeOptions();
+        options.NodeId = nodeId;
+        options.DataDirectory = _directory;
+        var node = new BrokerNode(provider, options, new BrokerOptions(), time,
             NullLogger<BrokerNode>.Instance, leaseClock);
         _nodes.Add(node);
         await node.StartAsync("http://test-" + nodeId, CancellationToken.None);
@@ -237,10 +240,14 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
     {
         // Before: both registered, and each pass found "ours in the farm database but not served
         // here", released and re-took the other's containers, forever.
-        var first = await StartNodeAsync(new SqliteStoreProvider(), TestClock.Create());
+        // The second start watches the first's heartbeats (real time) for two heartbeats plus the
+        // safety margin; the defaults give 1.5 s, which a loaded CI machine once stalled the first
+        // node's heartbeat past. A longer margin and node timeout keep what is tested and allow for that.
+        NodeOptions Patient() => new() { LeaseDuration = TimeSpan.FromSeconds(12), LeaseSafetyMargin = TimeSpan.FromSeconds(6), NodeTimeout = TimeSpan.FromSeconds(12) };
+        var first = await StartNodeAsync(new SqliteStoreProvider(), TestClock.Create(), options: Patient());
         var owned = Assert.Single(first.Containers);
 
-        var refused = await Assert.ThrowsAsync<InvalidOperationException>(() => StartNodeAsync(new SqliteStoreProvider(), TestClock.Create()));
+        var refused = await Assert.ThrowsAsync<InvalidOperationException>(() => StartNodeAsync(new SqliteStoreProvider(), TestClock.Create(), options: Patient()));
 
         Assert.Contains("Node 1 is already running at http://test-1", refused.Message);
         Assert.Contains($"pid {Environment.ProcessId}", refused.Message);

@@ -334,7 +334,8 @@ internal sealed partial class ContainerHost : IAsyncDisposable
 
     /// <summary>
     /// Waits for the topic's load if one is going: it may have read the subscriptions and rules
-    /// before a change that a caller now applies to the loaded topic. A failed load leaves the topic
+    /// before a change (a subscription added or deleted, a rule changed) that a caller now applies
+    /// to the loaded topic. A failed load leaves the topic
     /// unloaded here, which the caller finds.
     /// </summary>
     private async Task AfterTopicLoadAsync(long topicId, CancellationToken cancellationToken)
@@ -419,6 +420,8 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     /// <summary>A subscription was deleted: stop serving it, purge its rows; the topic then looks for copies nothing points at any more.</summary>
     public async Task RemoveSubscriptionAsync(long topicId, long subscriptionId)
     {
+        // A load going may have read the subscription before it was deleted: remove it from the loaded topic.
+        await AfterTopicLoadAsync(topicId, CancellationToken.None).ConfigureAwait(false);
         _entities.TryRemove(subscriptionId, out _);
         var topic = _topics.GetValueOrDefault(topicId);
         topic?.RemoveSubscription(subscriptionId);
