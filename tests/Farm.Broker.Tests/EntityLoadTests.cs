@@ -21,6 +21,27 @@ public sealed class EntityLoadTests : IAsyncLifetime
 
     public async Task DisposeAsync() => await _farm.DisposeAsync();
 
+    /// <summary>
+    /// A real SQLite provider whose reads of <paramref name="entityId"/>'s head call
+    /// <paramref name="onHeld"/> and then wait for <paramref name="release"/>.
+    /// </summary>
+    private static InterceptedStoreProvider HoldingHeadLoadOf(long entityId, Task release, Action onHeld) =>
+        new(new SqliteStoreProvider(), containerHook: (name, args, proceed) =>
+        {
+            if (name == nameof(IContainerDatabase.LoadEntityHeadAsync) && (long)args[0]! == entityId)
+            {
+                onHeld();
+                return HeldAsync();
+            }
+            return proceed();
+
+            async Task<EntityLoad> HeldAsync()
+            {
+                await release;
+                return await (Task<EntityLoad>)proceed()!;
+            }
+        });
+
     [Fact]
     public async Task ASlowLoad_HoldsUpNoOtherQueue_AndCallersOfTheSameQueueShareOneLoad()
     {
@@ -37,21 +58,10 @@ public sealed class EntityLoadTests : IAsyncLifetime
         var release = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         var slowLoadStarted = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         var slowLoads = 0;
-        _farm.Provider = new InterceptedStoreProvider(new SqliteStoreProvider(), containerHook: (name, args, proceed) =>
+        _farm.Provider = HoldingHeadLoadOf(slow.Id, release.Task, () =>
         {
-            if (name == nameof(IContainerDatabase.LoadEntityHeadAsync) && (long)args[0]! == slow.Id)
-            {
-                Interlocked.Increment(ref slowLoads);
-                slowLoadStarted.TrySetResult();
-                return HeldAsync();
-            }
-            return proceed();
-
-            async Task<EntityLoad> HeldAsync()
-            {
-                await release.Task;
-                return await (Task<EntityLoad>)proceed()!;
-            }
+            Interlocked.Increment(ref slowLoads);
+            slowLoadStarted.TrySetResult();
         });
         await _farm.RestartAsync(crash: false);
 
@@ -90,21 +100,7 @@ public sealed class EntityLoadTests : IAsyncLifetime
         // Held after the slow topic's load read its subscriptions: it reads each one's head next.
         var release = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         var slowLoadStarted = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
-        _farm.Provider = new InterceptedStoreProvider(new SqliteStoreProvider(), containerHook: (name, args, proceed) =>
-        {
-            if (name == nameof(IContainerDatabase.LoadEntityHeadAsync) && (long)args[0]! == first.Id)
-            {
-                slowLoadStarted.TrySetResult();
-                return HeldAsync();
-            }
-            return proceed();
-
-            async Task<EntityLoad> HeldAsync()
-            {
-                await release.Task;
-                return await (Task<EntityLoad>)proceed()!;
-            }
-        });
+        _farm.Provider = HoldingHeadLoadOf(first.Id, release.Task, () => slowLoadStarted.TrySetResult());
         await _farm.RestartAsync(crash: false);
 
         var slowTopic = _farm.TopicAsync("slow-topic");

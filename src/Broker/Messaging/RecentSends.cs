@@ -42,14 +42,10 @@ internal sealed class RecentSends(TimeProvider time)
 
     /// <summary>
     /// Runs <paramref name="send"/> unless a send with the same pair ran or runs here; then returns
-    /// that one's answer (or waits for it). A request without a producer always runs.
+    /// that one's answer (or waits for it). The caller sends requests without a producer straight on.
     /// </summary>
     public Task<SendResponse> SendOnceAsync(SendRequest request, Func<Task<SendResponse>> send)
     {
-        if (request.ProducerId.Length == 0)
-        {
-            return send();
-        }
         var key = new Key(request.ProducerId, request.SendId);
         var now = time.GetUtcNow().ToUnixTimeMilliseconds();
         TaskCompletionSource<SendResponse> mine;
