@@ -1,4 +1,5 @@
 using Grpc.Core;
+using Microsoft.Extensions.Time.Testing;
 
 namespace Farm.Client.Tests;
 
@@ -121,6 +122,60 @@ public class RetryTests
             CancellationToken.None));
 
         Assert.Equal(1, calls);
+    }
+
+    private static readonly FarmRetryOptions TenSecondBackoff = new() { MaxRetries = 3, Delay = TimeSpan.FromSeconds(10), MaxDelay = TimeSpan.FromSeconds(60) };
+
+    /// <summary>
+    /// Runs the policy over an operation that fails with <paramref name="failure"/> the first
+    /// <paramref name="failures"/> times; returns the task and the calls made so far.
+    /// </summary>
+    private static (Task<int> Result, Func<int> Calls) FailThenSucceed(FarmRetryPolicy policy, int failures, Func<Exception> failure)
+    {
+        var calls = 0;
+        var result = policy.ExecuteAsync<int, int>(
+            (_, _) => ++calls <= failures ? throw failure() : ValueTask.FromResult(calls),
+            0,
+            CancellationToken.None).AsTask();
+        return (result, () => Volatile.Read(ref calls));
+    }
+
+    [Fact]
+    public async Task ALostConnection_IsTriedAgainAtOnce_WhenThereIsSomewhereElseToGo_ThenBacksOff()
+    {
+        var time = new FakeTimeProvider();
+        var policy = new FarmRetryPolicy(TenSecondBackoff, time, retryAtOnceElsewhere: true);
+
+        // One lost connection: the retry runs without the clock moving.
+        var (once, _) = FailThenSucceed(policy, 1, () => new RpcException(new Status(StatusCode.Unavailable, "connection refused")));
+        Assert.True(once.IsCompleted);
+        Assert.Equal(2, await once);
+
+        // Two in a row: the second retry waits for the backoff.
+        var (twice, calls) = FailThenSucceed(policy, 2, () => new FarmException("cut off", FarmFailureReason.ServiceCommunicationProblem));
+        Assert.Equal(2, calls());
+        Assert.False(twice.IsCompleted);
+        time.Advance(TimeSpan.FromSeconds(60));
+        Assert.Equal(3, await twice.WaitAsync(TimeSpan.FromSeconds(10)));
+    }
+
+    [Theory]
+    [InlineData(true, "SERVICE_BUSY")]
+    [InlineData(true, "STORE_UNAVAILABLE")]
+    [InlineData(false, null)]
+    public async Task AFarmThatAnswered_OrNowhereElseToGo_WaitsForTheBackoff(bool somewhereElse, string? farmError)
+    {
+        var time = new FakeTimeProvider();
+        var policy = new FarmRetryPolicy(TenSecondBackoff, time, retryAtOnceElsewhere: somewhereElse);
+
+        var (result, calls) = FailThenSucceed(policy, 1,
+            () => new RpcException(new Status(StatusCode.Unavailable, "x"), farmError is null ? [] : new Metadata { { "farm-error", farmError } }));
+        // The operation fails synchronously and a retry without delay would run before ExecuteAsync
+        // returns (as the test above shows): one call and an unfinished task mean it waits on the clock.
+        Assert.Equal(1, calls());
+        Assert.False(result.IsCompleted);
+        time.Advance(TimeSpan.FromSeconds(60));
+        Assert.Equal(2, await result.WaitAsync(TimeSpan.FromSeconds(10)));
     }
 
     [Fact]

@@ -269,6 +269,37 @@ public sealed class OwnerRoutingTests : IDisposable
         Assert.Equal(["127.0.0.1:5481", "127.0.0.1:5482"], _forwardTargets);
     }
 
+    /// <summary>
+    /// The forward timeout passes, the farm already names another owner (the frozen one was taken
+    /// over), and the connection to the old owner breaks as the gateway gives up on it (its keep-alive
+    /// ping went unanswered meanwhile): the call is held for the new owner, not failed as Internal.
+    /// </summary>
+    [Fact]
+    public async Task AConnectionThatBreaksAsTheGatewayGivesUpOnATakenOverOwner_IsHeldForTheNextOwner_NotFailedAsInternal()
+    {
+        _directory.Set(servedHere: false, owner: Other);
+        _directory.Database = new EntityLocation("orders", 1, false, "http://127.0.0.1:5482", 2);
+        var targets = new List<string>();
+
+        var routed = _routing.RouteAsync(new RoutedCall("Send", "orders"), new TestCallContext(),
+            _ => Task.FromResult("here"),
+            (owner, options) =>
+            {
+                targets.Add(owner.Channel.Target);
+                if (targets.Count > 1)
+                {
+                    return new AsyncUnaryCall<string>(Task.FromResult("forwarded by the next owner"), Task.FromResult(new Metadata()), () => Status.DefaultSuccess, () => [], () => { });
+                }
+                var answer = new TaskCompletionSource<string>(TaskCreationOptions.RunContinuationsAsynchronously);
+                options.CancellationToken.Register(() => answer.TrySetException(PingTimeout()));
+                return new AsyncUnaryCall<string>(answer.Task, Task.FromResult(new Metadata()), () => Status.DefaultSuccess, () => [], () => { });
+            });
+        await AdvanceUntilAsync(routed);
+
+        Assert.Equal("forwarded by the next owner", await routed);
+        Assert.Equal(["127.0.0.1:5481", "127.0.0.1:5482"], targets);
+    }
+
     [Fact]
     public async Task AnErrorTheOwnerRaised_IsNotMistakenForABrokenConnection()
     {

@@ -19,7 +19,9 @@ internal sealed partial class FarmConnection : IDisposable
     {
         ConnectionString = connectionString;
         Options = options;
-        Retry = new FarmRetryPolicy(options.RetryOptions, options.TimeProvider, connectionString.OperationTimeout);
+        // A lost connection moves calls to the next gateway, or in redirect mode from the owner to a gateway.
+        var somewhereElse = connectionString.Endpoints.Count > 1 || connectionString.EnableRedirect;
+        Retry = new FarmRetryPolicy(options.RetryOptions, options.TimeProvider, connectionString.OperationTimeout, retryAtOnceElsewhere: somewhereElse);
         _channels = new FarmStubs?[connectionString.Endpoints.Count];
     }
 

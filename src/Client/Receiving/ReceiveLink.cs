@@ -451,6 +451,8 @@ internal sealed class ReceiveLink : IAsyncDisposable
 
             AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>? call = null;
             FarmConnection.Route route = default;
+            // The first reopen after a lost connection goes elsewhere at once (FarmRetryPolicy.RetriesAtOnce).
+            var reopenAtOnce = false;
             try
             {
                 route = await _connection.RouteAsync(isEntityMessaging: true, _entityPath, token).ConfigureAwait(false);
@@ -513,6 +515,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
                 }
 
                 failures++;
+                reopenAtOnce = failures == 1 && _connection.Retry.RetriesAtOnce(error, attemptNumber: 0);
                 if (!error.IsTransient || failures > _connection.Retry.Options.MaxRetries)
                 {
                     Fault(error);
@@ -552,7 +555,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
                 }
             }
 
-            if (failures > 0)
+            if (failures > 0 && !reopenAtOnce)
             {
                 try
                 {

@@ -9,16 +9,21 @@ namespace Farm.Client;
 /// Runs an operation through a Polly pipeline that retries transient failures with jittered backoff:
 /// Unavailable, a try that hit its deadline, and the farm's SERVICE_BUSY / STORE_UNAVAILABLE /
 /// NOT_OWNER / STALE_EPOCH (a container moving or restarting). Everything else fails at once.
+/// With <c>retryAtOnceElsewhere</c> (a connection with somewhere else to go: another gateway, or
+/// the gateway instead of a dead owner), the first retry after a lost connection goes without
+/// waiting: the backoff spares a struggling server, and the retry goes to one that was not tried.
 /// </summary>
 internal sealed class FarmRetryPolicy
 {
     private readonly ResiliencePipeline _pipeline;
+    private readonly bool _retryAtOnceElsewhere;
 
-    public FarmRetryPolicy(FarmRetryOptions options, TimeProvider? timeProvider = null, TimeSpan? tryTimeoutOverride = null)
+    public FarmRetryPolicy(FarmRetryOptions options, TimeProvider? timeProvider = null, TimeSpan? tryTimeoutOverride = null, bool retryAtOnceElsewhere = false)
     {
         ArgumentNullException.ThrowIfNull(options);
         options.Validate();
         Options = options;
+        _retryAtOnceElsewhere = retryAtOnceElsewhere;
         TryTimeout = tryTimeoutOverride ?? options.TryTimeout;
 
         var builder = new ResiliencePipelineBuilder();
@@ -37,6 +42,8 @@ internal sealed class FarmRetryPolicy
                 MaxDelay = options.MaxDelay,
                 BackoffType = options.Mode == FarmRetryMode.Fixed ? DelayBackoffType.Constant : DelayBackoffType.Exponential,
                 UseJitter = true,
+                // null: the backoff above.
+                DelayGenerator = args => ValueTask.FromResult<TimeSpan?>(RetriesAtOnce(args.Outcome.Exception, args.AttemptNumber) ? TimeSpan.Zero : null),
                 OnRetry = args =>
                 {
                     FarmTelemetry.RecordRetry(args.Outcome.Exception);
@@ -58,6 +65,17 @@ internal sealed class FarmRetryPolicy
     {
         FarmException farm => farm.IsTransient,
         RpcException rpc => FarmException.IsTransientReason(FarmErrors.ReasonOf(rpc.FarmError(), rpc.AsUnavailableWhenBroken().StatusCode)),
+        _ => false,
+    };
+
+    /// <summary>Whether the retry numbered <paramref name="attemptNumber"/> (0: the first) after <paramref name="failure"/> goes without a backoff.</summary>
+    public bool RetriesAtOnce(Exception? failure, int attemptNumber) => _retryAtOnceElsewhere && attemptNumber == 0 && IsLostConnection(failure);
+
+    /// <summary>The farm could not be reached or the connection broke (plain Unavailable), as opposed to a farm that answered "busy" or "moving".</summary>
+    public static bool IsLostConnection(Exception? exception) => exception switch
+    {
+        FarmException farm => farm.Reason == FarmFailureReason.ServiceCommunicationProblem,
+        RpcException rpc => FarmErrors.ReasonOf(rpc.FarmError(), rpc.AsUnavailableWhenBroken().StatusCode) == FarmFailureReason.ServiceCommunicationProblem,
         _ => false,
     };
 

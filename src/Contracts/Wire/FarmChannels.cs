@@ -15,11 +15,14 @@ public static class FarmChannels
     /// <summary>
     /// How long a connection with calls open may stay silent before a ping is sent, and how long
     /// the ping may go unanswered: a frozen or cut-off peer fails the calls on that connection
-    /// within their sum (5 s), instead of TCP's minutes.
+    /// within their sum (3 s, about a node's lease, so a client on a frozen node's gateway moves
+    /// on by the time its containers are taken over), instead of TCP's minutes. The delay is
+    /// short because a ping costs nothing on a busy connection (any frame received resets it)
+    /// and little on an idle one; the timeout is what a saturated node must answer within.
     /// </summary>
-    public static readonly TimeSpan KeepAlivePingDelay = TimeSpan.FromSeconds(3);
+    public static readonly TimeSpan KeepAlivePingDelay = TimeSpan.FromSeconds(1);
 
-    public static readonly TimeSpan KeepAlivePingTimeout = TimeSpan.FromSeconds(2);
+    public static readonly TimeSpan KeepAlivePingTimeout = TimeSpan.FromSeconds(1.5);
 
     public static readonly TimeSpan ConnectTimeout = TimeSpan.FromSeconds(5);
 

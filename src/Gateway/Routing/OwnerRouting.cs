@@ -225,9 +225,11 @@ internal sealed partial class OwnerRouting
             {
                 return await response.ConfigureAwait(false);
             }
-            catch (RpcException e) when (e.StatusCode == StatusCode.Cancelled && !cancellationToken.IsCancellationRequested)
+            catch (RpcException e) when ((e.StatusCode == StatusCode.Cancelled || IsBroken(e)) && !cancellationToken.IsCancellationRequested)
             {
-                // Unreachable as far as this call is concerned: Unavailable, so the hold waits for the next owner.
+                // Unreachable as far as this call is concerned: Unavailable, so the hold waits for the next
+                // owner. The connection may also have broken (a frozen owner's unanswered ping) between the
+                // late answer's timeout and the check that the owner is gone: the same, not an error.
                 LogForwardGivenUp(_logger, call.Method, call.EntityPath, owner, timeout.TotalSeconds);
                 throw new RpcException(new Status(StatusCode.Unavailable,
                     $"The broker at {owner} did not answer {call.Method} for '{call.EntityPath}' within {timeout.TotalSeconds:0.#} s and is no longer its live owner."));
