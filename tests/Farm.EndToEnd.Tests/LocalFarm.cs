@@ -159,6 +159,15 @@ internal sealed class LocalFarm : IAsyncDisposable
         }
     }
 
+    /// <summary>Whether <paramref name="pid"/> is stopped by a signal (state T in /proc/PID/stat), as `farm node pause` leaves it.</summary>
+    public static bool IsProcessStopped(int pid)
+    {
+        var stat = File.ReadAllText($"/proc/{pid.ToString(CultureInfo.InvariantCulture)}/stat");
+        // "1234 (name) T ...": the state follows the command name, which may itself hold spaces or parentheses.
+        var state = stat[(stat.LastIndexOf(')') + 2)..].Split(' ', 2)[0];
+        return state is "T" or "t";
+    }
+
     /// <summary>The POSIX (fcntl) write locks <paramref name="pid"/> holds, as /proc/locks lines: SQLite's, while it writes.</summary>
     public static IReadOnlyList<string> WriteLocksHeldBy(int pid) =>
         [.. File.ReadAllLines("/proc/locks").Where(line =>

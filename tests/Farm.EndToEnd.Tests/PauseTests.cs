@@ -147,6 +147,75 @@ public sealed class PauseTests(ITestOutputHelper output)
         await farm.ResumeNodeAsync(2);
     }
 
+    /// <summary>
+    /// The SDK's side of a frozen gateway: a client whose first gateway (node 1) freezes while its
+    /// queue is served by node 2 tries the sends in flight there again on the next gateway of its
+    /// connection string (the first retry after a lost connection goes at once), and keeps sending
+    /// there while node 1 stays frozen. No send fails, and every acknowledged message is received
+    /// exactly once (the sends lost on node 1 were never forwarded, or were stored once: RecentSends).
+    /// How fast it moves on is measured in perf (failover --signal stop), not asserted here.
+    /// </summary>
+    [Fact]
+    public async Task SendersWhoseGatewayFreezes_GoOnThroughTheNextGateway_NoSendFails_NothingLostOrDoubled()
+    {
+        await using var farm = await LocalFarm.StartAsync(nodes: 2);
+        using var admin = new FarmAdministrationClient(farm.ConnectionString);
+        await admin.CreateContainerAsync();
+        var container = await LocalFarm.WaitForContainerOwnedByAsync(admin, node: 2);
+        await admin.CreateQueueAsync(new CreateQueueOptions("through-a-frozen-gateway") { ContainerId = container.Id });
+        Assert.StartsWith(farm.Endpoints[0], farm.ConnectionString["Endpoint=".Length..], StringComparison.Ordinal);
+
+        // Node 1 is the client's first endpoint: every call goes through its gateway until it fails.
+        await using var client = new FarmClient(farm.ConnectionString);
+        await using var sender = client.CreateSender("through-a-frozen-gateway");
+        var acknowledged = new System.Collections.Concurrent.ConcurrentQueue<string>();
+        var failures = new System.Collections.Concurrent.ConcurrentQueue<string>();
+        using var stop = new CancellationTokenSource();
+        var nextId = 0;
+        var senders = Enumerable.Range(0, 4).Select(_ => Task.Run(async () =>
+        {
+            while (!stop.IsCancellationRequested)
+            {
+                var id = $"m-{Interlocked.Increment(ref nextId)}";
+                try
+                {
+                    await sender.SendMessageAsync(new FarmMessage(id) { MessageId = id });
+                    acknowledged.Enqueue(id);
+                }
+                catch (FarmException e)
+                {
+                    failures.Enqueue($"{id}: {e.Message}");
+                }
+                await Task.Delay(10);
+            }
+        })).ToArray();
+
+        Assert.True(await Eventually.HoldsWithinAsync(() => Task.FromResult(acknowledged.Count >= 40), TimeSpan.FromSeconds(30), TimeSpan.FromMilliseconds(50)),
+            "the senders did not get going through node 1");
+        await farm.PauseNodeOutsideAWriteAsync(1);
+        var atPause = acknowledged.Count;
+        var goingOn = await Eventually.HoldsWithinAsync(() => Task.FromResult(acknowledged.Count >= atPause + 100), TimeSpan.FromSeconds(60), TimeSpan.FromMilliseconds(50));
+        // Still frozen: the sends above went through node 2's gateway.
+        var frozenMeanwhile = LocalFarm.IsProcessStopped(farm.NodePid(1)!.Value);
+        await stop.CancelAsync();
+        await Task.WhenAll(senders);
+        await farm.ResumeNodeAsync(1);
+
+        Assert.True(goingOn, $"only {acknowledged.Count - atPause} sends were acknowledged in 60 s with node 1 frozen; failures: {string.Join("; ", failures.Take(5))}");
+        Assert.True(frozenMeanwhile, "node 1 was not frozen while the sends went on");
+        Assert.Empty(failures);
+
+        await using var receiver = client.CreateReceiver("through-a-frozen-gateway", new FarmReceiverOptions { ReceiveMode = FarmReceiveMode.ReceiveAndDelete });
+        var received = new List<string>();
+        while (await receiver.ReceiveMessagesAsync(100, TimeSpan.FromSeconds(2)) is { Count: > 0 } batch)
+        {
+            received.AddRange(batch.Select(m => m.MessageId!));
+        }
+        output.WriteLine($"{acknowledged.Count} acknowledged ({acknowledged.Count - atPause} after node 1 froze), {received.Count} received");
+        Assert.Empty(acknowledged.Except(received));
+        Assert.Equal(received.Count, received.Distinct().Count());
+    }
+
     private static async Task<AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>> OpenAndTakeOneAsync(Grpc.Net.Client.GrpcChannel channel, Metadata? headers)
     {
         var call = new Contracts.V1.Messaging.MessagingClient(channel).Receive(new CallOptions(headers));
