@@ -21,6 +21,9 @@ internal sealed partial record PerfOptions
           --points LIST       the values swept: batch-sizes messages per send (1,10,100,900), prefetch
                               multiples of --concurrency (0,1,3,10,30), concurrency senders = receivers (1,2,4,8)
           --max-backlog 10000 messages sent but not received above which senders wait (0: none)
+          --rounds 3          settlement: receive-and-delete and batched peek-lock take turns in this many
+                              rounds (AB, BA, AB...; the first also runs one complete at a time), each point
+                              on a fresh queue; the ratio is the median of the rounds' ratios
           --rate N            latency: pace the senders to N msg/s instead of half the measured maximum
           --connection CS     farm to drive (not routing, which starts its own 3 nodes)
           --out FILE          JSON result (default perf/results/<scenario>.json)
@@ -35,7 +38,7 @@ internal sealed partial record PerfOptions
     private static readonly HashSet<string> SweepOptions =
     [
         "--connection", "--duration", "--warmup", "--run-warmup", "--size", "--senders", "--inflight", "--batch", "--receivers",
-        "--prefetch", "--concurrency", "--receive-style", "--points", "--max-backlog", "--rate", "--out",
+        "--prefetch", "--concurrency", "--receive-style", "--points", "--max-backlog", "--rate", "--rounds", "--out",
     ];
 
     /// <summary>Messages per second over all senders (single-queue, latency); 0: as fast as the farm acknowledges.</summary>
@@ -51,7 +54,7 @@ internal sealed partial record PerfOptions
     /// A sweep measures several points in one run: shorter windows than single-queue's, so a
     /// scenario stays within about 3 minutes on 2 cores.
     /// </summary>
-    private static PerfOptions WithSweepDefaults(PerfOptions options) => options with { Duration = TimeSpan.FromSeconds(10) };
+    private static PerfOptions WithSweepDefaults(PerfOptions options) => options with { Duration = TimeSpan.FromSeconds(10), Rounds = 3 };
 
     private static int[] ParsePoints(string name, string value)
     {

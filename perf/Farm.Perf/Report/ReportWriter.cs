@@ -195,7 +195,11 @@ internal static class ReportWriter
         var passed = settlement["passed"]?.GetValue<bool>() != false;
         var ratio = Number(settlement["ratio"]);
         Row(md, target,
-            $"batched (SDK) {Text(settlement["farm"]?["msgs_per_sec"])} msg/s, receive-and-delete {Text(settlement["peer"]?["msgs_per_sec"])} msg/s: {Format(ratio)}x (one complete at a time: {Format(Number(settlement["ratio_one_by_one"]))}x)"
+            $"batched (SDK) {Text(settlement["farm"]?["msgs_per_sec"])} msg/s, receive-and-delete {Text(settlement["peer"]?["msgs_per_sec"])} msg/s: {Format(ratio)}x"
+                + (settlement["round_ratios"] is JsonArray rounds && rounds.Count > 1
+                    ? $", the median of {rounds.Count} alternating rounds ({string.Join(", ", rounds.Select(r => Format(Number(r))))})"
+                    : string.Empty)
+                + $" (one complete at a time: {Format(Number(settlement["ratio_one_by_one"]))}x)"
                 + (passed ? string.Empty : "; DELIVERY CHECK FAILED, does not count"),
             passed ? ratio >= 0.8 : null, settlement["timestamp"]);
     }
