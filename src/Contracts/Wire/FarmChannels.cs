@@ -15,8 +15,9 @@ public static class FarmChannels
     /// <summary>
     /// How long a connection with calls open may stay silent before a ping is sent, and how long
     /// the ping may go unanswered: a frozen or cut-off peer fails the calls on that connection
-    /// within their sum (3 s, about a node's lease, so a client on a frozen node's gateway moves
-    /// on by the time its containers are taken over), instead of TCP's minutes. The delay is
+    /// within their sum plus SocketsHttpHandler's once-a-second check (3-4 s, about a node's lease,
+    /// so a client on a frozen node's gateway moves on by the time its containers are taken over),
+    /// instead of TCP's minutes. The delay is
     /// short because a ping costs nothing on a busy connection (any frame received resets it)
     /// and little on an idle one; the timeout is what a saturated node must answer within.
     /// </summary>
