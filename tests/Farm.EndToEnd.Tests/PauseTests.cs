@@ -186,7 +186,6 @@ public sealed class PauseTests(ITestOutputHelper output)
                 {
                     failures.Enqueue($"{id}: {e.Message}");
                 }
-                await Task.Delay(10);
             }
         })).ToArray();
 

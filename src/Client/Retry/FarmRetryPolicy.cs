@@ -61,22 +61,20 @@ internal sealed class FarmRetryPolicy
     public TimeSpan TryTimeout { get; }
 
     /// <summary>Whether retrying the failed attempt may help.</summary>
-    public static bool IsTransient(Exception exception) => exception switch
-    {
-        FarmException farm => farm.IsTransient,
-        RpcException rpc => FarmException.IsTransientReason(FarmErrors.ReasonOf(rpc.FarmError(), rpc.AsUnavailableWhenBroken().StatusCode)),
-        _ => false,
-    };
+    public static bool IsTransient(Exception exception) => ReasonOf(exception) is { } reason && FarmException.IsTransientReason(reason);
 
     /// <summary>Whether the retry numbered <paramref name="attemptNumber"/> (0: the first) after <paramref name="failure"/> goes without a backoff.</summary>
     public bool RetriesAtOnce(Exception? failure, int attemptNumber) => _retryAtOnceElsewhere && attemptNumber == 0 && IsLostConnection(failure);
 
     /// <summary>The farm could not be reached or the connection broke (plain Unavailable), as opposed to a farm that answered "busy" or "moving".</summary>
-    public static bool IsLostConnection(Exception? exception) => exception switch
+    public static bool IsLostConnection(Exception? exception) => ReasonOf(exception) == FarmFailureReason.ServiceCommunicationProblem;
+
+    /// <summary>The failure reason of a Farm or gRPC failure (a broken connection read as Unavailable); null for anything else.</summary>
+    private static FarmFailureReason? ReasonOf(Exception? exception) => exception switch
     {
-        FarmException farm => farm.Reason == FarmFailureReason.ServiceCommunicationProblem,
-        RpcException rpc => FarmErrors.ReasonOf(rpc.FarmError(), rpc.AsUnavailableWhenBroken().StatusCode) == FarmFailureReason.ServiceCommunicationProblem,
-        _ => false,
+        FarmException farm => farm.Reason,
+        RpcException rpc => FarmErrors.ReasonOf(rpc.FarmError(), rpc.AsUnavailableWhenBroken().StatusCode),
+        _ => null,
     };
 
     public ValueTask<TResult> ExecuteAsync<TResult, TState>(Func<TState, CancellationToken, ValueTask<TResult>> operation, TState state, CancellationToken cancellationToken)
