@@ -11,6 +11,12 @@ namespace Farm.Broker.Tests;
 /// </summary>
 public sealed class RepeatedSendTests
 {
+    private static SendRequest Repeat(SendRequest request)
+    {
+        request.Repeat = true;
+        return request;
+    }
+
     private static SendRequest Send(string entity, string producer, long sendId, params string[] bodies)
     {
         var request = new SendRequest { Entity = entity, ProducerId = producer, SendId = sendId };
@@ -102,6 +108,55 @@ public sealed class RepeatedSendTests
 
         Assert.NotEqual(first.SequenceNumbers, late.SequenceNumbers);
         Assert.Equal(2, queue.GetCounts().Active);
+    }
+
+    /// <summary>The first node's answer was lost with it: a new node (as after a failover) serves the container.</summary>
+    [Fact]
+    public async Task ARepeatThatReachesANewOwner_IsAnsweredFromTheContainersRecord_AndStoredOnce()
+    {
+        await using var farm = await BrokerHarness.StartAsync();
+        await farm.CreateQueueAsync("moved");
+        var first = await new MessagingService(farm.Node).SendAsync(Send("moved", "producer-a", 1, "one", "two"), default);
+
+        await farm.RestartAsync(crash: true);
+        var service = new MessagingService(farm.Node);
+        var again = await service.SendAsync(Repeat(Send("moved", "producer-a", 1, "one", "two")), default);
+        var next = await service.SendAsync(Repeat(Send("moved", "producer-a", 2, "three")), default);
+
+        Assert.Equal(first.SequenceNumbers, again.SequenceNumbers);
+        // A repeat of a send that was never stored (no record) stores.
+        Assert.True(Assert.Single(next.SequenceNumbers) > first.SequenceNumbers.Max());
+        Assert.Equal(3, (await farm.QueueAsync("moved")).GetCounts().Active);
+    }
+
+    [Fact]
+    public async Task ARepeatOfATopicSend_ThatReachesANewOwner_IsNotFannedOutAgain()
+    {
+        await using var farm = await BrokerHarness.StartAsync();
+        await farm.CreateTopicAsync("moved-topic");
+        await farm.CreateSubscriptionAsync("moved-topic", "all");
+        var first = await new MessagingService(farm.Node).SendAsync(Send("moved-topic", "producer-a", 1, "one"), default);
+
+        await farm.RestartAsync(crash: true);
+        var again = await new MessagingService(farm.Node).SendAsync(Repeat(Send("moved-topic", "producer-a", 1, "one")), default);
+
+        Assert.Equal(first.SequenceNumbers, again.SequenceNumbers);
+        Assert.Equal(1, (await farm.SubscriptionAsync("moved-topic", "all")).GetCounts().Active);
+    }
+
+    [Fact]
+    public async Task ARepeatThatReachesANewOwner_PastTheRetention_StoresAgain()
+    {
+        await using var farm = await BrokerHarness.StartAsync();
+        await farm.CreateQueueAsync("moved-late");
+        var first = await new MessagingService(farm.Node).SendAsync(Send("moved-late", "producer-a", 1, "one"), default);
+
+        await farm.RestartAsync(crash: true);
+        farm.Time.Advance(RecentSends.Retention + TimeSpan.FromSeconds(1));
+        var late = await new MessagingService(farm.Node).SendAsync(Repeat(Send("moved-late", "producer-a", 1, "one")), default);
+
+        Assert.NotEqual(first.SequenceNumbers, late.SequenceNumbers);
+        Assert.Equal(2, (await farm.QueueAsync("moved-late")).GetCounts().Active);
     }
 
     [Fact]

@@ -215,14 +215,14 @@ public sealed class OwnerRoutingTests : IDisposable
 
     /// <summary>
     /// A Settle forwarded again after its connection broke may find its settlements done by the
-    /// lost try: the second try says it is a repeat (SettleTries), so the owner answers them as done.
+    /// lost try: the second try says it is a repeat (RepeatableTries), so the owner answers them as done.
     /// </summary>
     [Fact]
     public async Task ASettleForwardedAgain_AfterItsConnectionBroke_SaysItIsARepeat()
     {
         _directory.Set(servedHere: false, owner: Other);
         _routing.OwnerAnswersAsync = (_, _, _) => Task.FromResult(true);
-        var tries = new SettleTries(new SettleRequest { Entity = "orders" });
+        var tries = RepeatableTries.Of(new SettleRequest { Entity = "orders" });
         var sentAsRepeat = new List<bool>();
 
         var routed = _routing.RouteAsync(new RoutedCall("Settle", "orders"), new TestCallContext(),

@@ -449,7 +449,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
 
     private long _lastPruneMs;
 
-    /// <summary>Queues a delete of expired duplicate history, at most once per <see cref="BrokerOptions.DuplicatePruneInterval"/>.</summary>
+    /// <summary>Queues a delete of expired duplicate history and send records, at most once per <see cref="BrokerOptions.DuplicatePruneInterval"/>.</summary>
     private void PruneDuplicateHistory()
     {
         var now = _time.GetUtcNow().ToUnixTimeMilliseconds();
@@ -459,7 +459,12 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         }
         _lastPruneMs = now;
         // A failed prune is harmless: expired history is never read back, and the next one takes it.
-        _ = Commits.CommitAsync(batch => batch.PruneDuplicatesBeforeMs = now)
+        var sendsBefore = Messaging.RecentSends.RememberedSinceMs(_time);
+        _ = Commits.CommitAsync(batch =>
+            {
+                batch.PruneDuplicatesBeforeMs = now;
+                batch.PruneSendsBeforeMs = sendsBefore;
+            })
             .ContinueWith(static t => _ = t.Exception, TaskContinuationOptions.OnlyOnFaulted);
     }
 

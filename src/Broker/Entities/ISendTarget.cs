@@ -11,10 +11,20 @@ internal interface ISendTarget
     /// Stores the messages as one atomic batch and returns their sequence numbers once durable (0 for
     /// a message dropped by duplicate detection). <paramref name="deadLetterSource"/>: for messages
     /// auto-forwarded from a dead-letter queue, the entity they were dead-lettered in (Azure's
-    /// DeadLetterSource); receivers see it on every copy.
+    /// DeadLetterSource); receivers see it on every copy. <paramref name="name"/>: a send the client
+    /// named, recorded with its answer in the same commit (see <see cref="Farm.ContainerStore.Containers.SendRecord"/>).
     /// </summary>
-    Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null);
+    Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null, SendName? name = null);
+
+    /// <summary>
+    /// The answer a named send to this entity was given, when its record made at or after
+    /// <paramref name="sinceMs"/> is in the container (a previous owner stored it); null otherwise.
+    /// </summary>
+    Task<long[]?> FindRecordedSendAsync(SendName name, long sinceMs, CancellationToken cancellationToken);
 
     /// <summary>Removes scheduled messages that are not visible yet.</summary>
     Task CancelScheduledAsync(IReadOnlyList<long> sequenceNumbers);
 }
+
+/// <summary>The (producer, send id) pair a client put on a send, the same on every try of it.</summary>
+internal readonly record struct SendName(string ProducerId, long SendId);

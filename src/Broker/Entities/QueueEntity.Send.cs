@@ -25,7 +25,7 @@ internal sealed partial class QueueEntity
         return stored;
     }
 
-    public async Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null)
+    public async Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null, SendName? name = null)
     {
         var payloads = SendValidation.Payloads(messages, _options);
         if (!_tailsCounted.Task.IsCompleted)
@@ -38,7 +38,7 @@ internal sealed partial class QueueEntity
         {
             while (true)
             {
-                var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource, lookup);
+                var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource, name, lookup);
                 if (waitFor is null)
                 {
                     if (commit is not null)
@@ -70,7 +70,7 @@ internal sealed partial class QueueEntity
     /// Accepts the batch and queues its commit (under the lock, so commits follow sequence order),
     /// or returns the outcome of an earlier send to wait for first.
     /// </summary>
-    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads, string? deadLetterSource, DuplicateLookup lookup)
+    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads, string? deadLetterSource, SendName? name, DuplicateLookup lookup)
     {
         long total = payloads.Sum(p => (long)p.Length);
         var now = NowMs;
@@ -151,7 +151,8 @@ internal sealed partial class QueueEntity
             var outcome = _inFlightIds.Add(duplicates);
             _sendingBytes += total;
             _preCountedSending += preCounted;
-            var commit = QueueCommit(records, stored, duplicates, nextSequence, outcome, total, preCounted);
+            var record = name is { } n ? new SendRecord(n.ProducerId, n.SendId, Id, results, now) : null;
+            var commit = QueueCommit(records, stored, duplicates, record, nextSequence, outcome, total, preCounted);
             return (null, commit, results);
         }
     }
@@ -248,7 +249,8 @@ internal sealed partial class QueueEntity
         }
     }
 
-    private Task QueueCommit(List<MessageRecord> records, List<StoredMessage> stored, List<DuplicateRecord> duplicates, long nextSequence, InFlightIds.Outcome? outcome, long bytes, int preCounted)
+    private Task QueueCommit(
+        List<MessageRecord> records, List<StoredMessage> stored, List<DuplicateRecord> duplicates, SendRecord? record, long nextSequence, InFlightIds.Outcome? outcome, long bytes, int preCounted)
     {
         return _commits.CommitAsync(
             batch =>
@@ -256,6 +258,10 @@ internal sealed partial class QueueEntity
                 batch.Inserts.AddRange(records);
                 batch.SequenceCounters[Id] = Math.Max(batch.SequenceCounters.GetValueOrDefault(Id), nextSequence);
                 batch.Duplicates.AddRange(duplicates);
+                if (record is not null)
+                {
+                    batch.Sends.Add(record);
+                }
             },
             onCommitted: () =>
             {
@@ -362,5 +368,12 @@ internal sealed partial class QueueEntity
                     cancelled.ForEach(m => m.Settling = false);
                 }
             }).ConfigureAwait(false);
+    }
+
+    public async Task<long[]?> FindRecordedSendAsync(SendName name, long sinceMs, CancellationToken cancellationToken)
+    {
+        var record = await _commits.Database.FindSendRecordAsync(name.ProducerId, name.SendId, sinceMs, cancellationToken).ConfigureAwait(false);
+        // A pair names one send: a record of another entity is not this send's (a client reusing its ids).
+        return record is not null && record.EntityId == Id ? record.SequenceNumbers : null;
     }
 }

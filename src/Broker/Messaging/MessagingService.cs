@@ -43,7 +43,9 @@ public sealed class MessagingService(BrokerNode node)
 
     /// <summary>
     /// Stores a send. One that carries a producer and send id is stored once however often it comes
-    /// (<see cref="RecentSends"/>): its repeats get the first try's sequence numbers.
+    /// (<see cref="RecentSends"/>): its repeats get the first try's sequence numbers. It is recorded
+    /// with its answer in the commit that stores it, so a repeat that reaches another node after a
+    /// failover (one the client marked as a repeat) finds the record and gets the same answer.
     /// </summary>
     public Task<SendResponse> SendAsync(SendRequest request, CancellationToken cancellationToken) =>
         request.ProducerId.Length == 0 ? StoreAsync(request, cancellationToken) : StoreOnceAsync(request, cancellationToken);
@@ -53,6 +55,7 @@ public sealed class MessagingService(BrokerNode node)
 
     private async Task<SendResponse> StoreAsync(SendRequest request, CancellationToken cancellationToken)
     {
+        SendName? name = request.ProducerId.Length > 0 ? new SendName(request.ProducerId, request.SendId) : null;
         if (request.Messages.Count == 0)
         {
             throw FarmErrors.Invalid("A send needs at least one message.");
@@ -80,7 +83,13 @@ public sealed class MessagingService(BrokerNode node)
             // The broker counts hops; whatever a client put there does not count.
             message.TransferHopCount = hops;
         }
-        var sequenceNumbers = await target.SendAsync(request.Messages).ConfigureAwait(false);
+        if (name is { } repeated && request.Repeat
+            && await target.FindRecordedSendAsync(repeated, RecentSends.RememberedSinceMs(node.Time), cancellationToken).ConfigureAwait(false) is { } answered)
+        {
+            // Stored by another node (or before a restart) whose answer never reached the client.
+            return new SendResponse { SequenceNumbers = { answered } };
+        }
+        var sequenceNumbers = await target.SendAsync(request.Messages, name: name).ConfigureAwait(false);
         return new SendResponse { SequenceNumbers = { sequenceNumbers } };
     }
 

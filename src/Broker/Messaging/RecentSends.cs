@@ -10,15 +10,21 @@ namespace Farm.Broker.Messaging;
 /// <para>
 /// Only sends that succeeded are remembered: a failed one stored nothing, and its next try stores.
 /// The memory is this node's alone and bounded: at most <see cref="Capacity"/> sends (the oldest
-/// go first) for at most <see cref="Retention"/>. So a try that comes later than that, or after
-/// the entity moved to another node, stores again, as every try would without the pair (and as
-/// Azure Service Bus's does without duplicate detection).
+/// go first) for at most <see cref="Retention"/>. Each send is also recorded in its container
+/// database, in the commit that stores it (pruned after <see cref="Retention"/>): a try the client
+/// marks as a repeat that this node does not remember (the entity moved here from another node,
+/// or this node restarted) is answered from that record. A try that comes later than that stores
+/// again, as every try would without the pair (and as Azure Service Bus's does without duplicate
+/// detection).
 /// </para>
 /// </summary>
 internal sealed class RecentSends(TimeProvider time)
 {
     /// <summary>Longer than the SDK's default try timeout (60 s): its retries come within it.</summary>
     public static readonly TimeSpan Retention = TimeSpan.FromMinutes(2);
+
+    /// <summary>The oldest record of a send (in its container) a repeat may be answered from.</summary>
+    public static long RememberedSinceMs(TimeProvider time) => (time.GetUtcNow() - Retention).ToUnixTimeMilliseconds();
 
     /// <summary>About 200 bytes each: 10 MB at most per node.</summary>
     public const int Capacity = 50_000;

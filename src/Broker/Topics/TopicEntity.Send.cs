@@ -36,7 +36,7 @@ internal sealed partial class TopicEntity
     /// atomic batch; returns their sequence numbers once durable (0 for a duplicate). A message no
     /// subscription wants is accepted and dropped, as in Azure Service Bus.
     /// </summary>
-    public async Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null)
+    public async Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null, SendName? name = null)
     {
         var payloads = SendValidation.Payloads(messages, _options);
         if (!_copiesCounted.Task.IsCompleted)
@@ -49,7 +49,7 @@ internal sealed partial class TopicEntity
         {
             while (true)
             {
-                var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource, lookup);
+                var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource, name, lookup);
                 if (waitFor is null)
                 {
                     await commit!.ConfigureAwait(false);
@@ -74,12 +74,13 @@ internal sealed partial class TopicEntity
         }
     }
 
-    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads, string? deadLetterSource, DuplicateLookup lookup)
+    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads, string? deadLetterSource, SendName? name, DuplicateLookup lookup)
     {
         var total = payloads.Sum(p => (long)p.Length);
         var settings = Settings;
         var now = NowMs;
         var results = new long[messages.Count];
+        var record = name is { } n ? new SendRecord(n.ProducerId, n.SendId, Id, results, now) : null;
         var duplicates = new List<DuplicateRecord>();
         List<Accepted> accepted;
         Subscription[] subscriptions;
@@ -101,7 +102,7 @@ internal sealed partial class TopicEntity
                 subscriptions = _subscriptions;
                 fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: false, deadLetterSource);
                 // Queued before the lock is let go: commits follow sequence order.
-                commit = Commit(accepted, subscriptions, fanOut, duplicates, outcome, total);
+                commit = Commit(accepted, subscriptions, fanOut, duplicates, record, outcome, total);
             }
         }
         else
@@ -119,7 +120,7 @@ internal sealed partial class TopicEntity
                 subscriptions = _subscriptions;
             }
             fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: subscriptions.Length >= ParallelFanOutThreshold, deadLetterSource);
-            commit = Commit(accepted, subscriptions, fanOut, duplicates, outcome, total);
+            commit = Commit(accepted, subscriptions, fanOut, duplicates, record, outcome, total);
         }
         return (null, commit, results);
     }
@@ -338,7 +339,8 @@ internal sealed partial class TopicEntity
     /// history. Once durable, the copies are counted and each subscription takes its messages.
     /// </summary>
     /// <param name="reserved">The bytes the send counted against MaxSizeInMegabytes until it commits or fails.</param>
-    private Task Commit(List<Accepted> accepted, Subscription[] subscriptions, FanOut fanOut, List<DuplicateRecord> duplicates, InFlightIds.Outcome? outcome, long reserved)
+    /// <param name="record">The named send's record (its results filled in by then), written with its messages.</param>
+    private Task Commit(List<Accepted> accepted, Subscription[] subscriptions, FanOut fanOut, List<DuplicateRecord> duplicates, SendRecord? record, InFlightIds.Outcome? outcome, long reserved)
     {
         var copies = StoreAloneOrCopy(accepted, fanOut);
         if (accepted.Count == 0)
@@ -374,6 +376,10 @@ internal sealed partial class TopicEntity
                 }
                 batch.SequenceCounters[Id] = Math.Max(batch.SequenceCounters.GetValueOrDefault(Id), nextSequence);
                 batch.Duplicates.AddRange(duplicates);
+                if (record is not null)
+                {
+                    batch.Sends.Add(record);
+                }
             },
             onCommitted: () =>
             {
@@ -470,5 +476,12 @@ internal sealed partial class TopicEntity
         {
             throw FarmErrors.MessageNotFound(Name, sequenceNumbers[0], "is not a scheduled message waiting for its time");
         }
+    }
+
+    public async Task<long[]?> FindRecordedSendAsync(SendName name, long sinceMs, CancellationToken cancellationToken)
+    {
+        var record = await _commits.Database.FindSendRecordAsync(name.ProducerId, name.SendId, sinceMs, cancellationToken).ConfigureAwait(false);
+        // A pair names one send: a record of another entity is not this send's (a client reusing its ids).
+        return record is not null && record.EntityId == Id ? record.SequenceNumbers : null;
     }
 }

@@ -65,12 +65,16 @@ internal sealed class FarmStubs(GrpcChannel channel, FarmClientOptions options) 
 /// <summary>
 /// One unary operation of Farm's services: its name (for errors), whether it is a messaging call
 /// on an entity (which redirect mode sends straight to the owner), and the generated client method.
-/// <see cref="OnFailed"/> marks a request that failed with its outcome unknown, before it is sent
-/// again (a Settle says it is a repeat).
+/// <see cref="AsRepeat"/> gives the request for the tries after one that failed with its outcome
+/// unknown (a Settle or Send that says it is a repeat): a marked copy, never the request changed
+/// in place, which the failed try may still be writing.
 /// </summary>
 internal sealed record FarmCall<TRequest, TResponse>(string Name, bool IsEntityMessaging, Func<FarmStubs, TRequest, CallOptions, AsyncUnaryCall<TResponse>> Invoke)
 {
-    public Action<TRequest>? OnFailed { get; init; }
+    public Func<TRequest, TRequest>? AsRepeat { get; init; }
+
+    /// <summary>The request to try next after <paramref name="failed"/> failed.</summary>
+    public TRequest Repeat(TRequest failed) => AsRepeat is { } asRepeat ? asRepeat(failed) : failed;
 }
 
 /// <summary>Every unary call the SDK makes, named once.</summary>
@@ -85,11 +89,15 @@ internal static class FarmCalls
     private static FarmCall<TRequest, TResponse> NodeControl<TRequest, TResponse>(string name, Func<NodeControl.NodeControlClient, TRequest, CallOptions, AsyncUnaryCall<TResponse>> invoke) =>
         new(name, IsEntityMessaging: false, (stubs, request, options) => invoke(stubs.NodeControl, request, options));
 
-    public static readonly FarmCall<SendRequest, SendResponse> Send = new("Send", IsEntityMessaging: true, (stubs, request, options) => stubs.Send(request, options));
+    public static readonly FarmCall<SendRequest, SendResponse> Send = new("Send", IsEntityMessaging: true, (stubs, request, options) => stubs.Send(request, options))
+    {
+        // Sent again, it may have been stored by the try whose answer was lost, maybe by a node that is gone since.
+        AsRepeat = static r => r.Repeat ? r : new SendRequest(r) { Repeat = true },
+    };
     public static readonly FarmCall<SettleRequest, SettleResponse> Settle = Messaging<SettleRequest, SettleResponse>("Settle", (c, r, o) => c.SettleAsync(r, o)) with
     {
         // Sent again, it may find its settlements done by the try whose answer was lost.
-        OnFailed = static r => r.Repeat = true,
+        AsRepeat = static r => r.Repeat ? r : new SettleRequest(r) { Repeat = true },
     };
     public static readonly FarmCall<RenewLockRequest, RenewLockResponse> RenewLock = Messaging<RenewLockRequest, RenewLockResponse>("RenewLock", (c, r, o) => c.RenewLockAsync(r, o));
     public static readonly FarmCall<ReceiveDeferredRequest, ReceiveBatchResponse> ReceiveDeferred = Messaging<ReceiveDeferredRequest, ReceiveBatchResponse>("ReceiveDeferred", (c, r, o) => c.ReceiveDeferredAsync(r, o));

@@ -1,3 +1,4 @@
+using System.Runtime.CompilerServices;
 using Farm.Contracts;
 using Grpc.Core;
 
@@ -88,7 +89,8 @@ internal sealed partial class FarmConnection : IDisposable
         return await Retry.ExecuteAsync(
             static async (state, token) =>
             {
-                var (connection, call, request, entityPath) = state;
+                var (connection, call, tries, entityPath) = state;
+                var request = tries.Value!;
                 var deadline = connection.TimeProvider.GetUtcNow().UtcDateTime + connection.Retry.TryTimeout;
                 Route route = default;
                 try
@@ -103,7 +105,7 @@ internal sealed partial class FarmConnection : IDisposable
                 }
                 catch (RpcException caught)
                 {
-                    call.OnFailed?.Invoke(request);
+                    tries.Value = call.Repeat(request);
                     // A keep-alive ping a frozen node never answered comes as Internal: it is Unavailable.
                     var e = caught.AsUnavailableWhenBroken();
                     if (route.Channel is not null)
@@ -115,7 +117,7 @@ internal sealed partial class FarmConnection : IDisposable
                 }
                 catch (OperationCanceledException e) when (!token.IsCancellationRequested)
                 {
-                    call.OnFailed?.Invoke(request);
+                    tries.Value = call.Repeat(request);
                     // Not our cancellation: the connection under the call broke.
                     if (route.Channel is not null)
                     {
@@ -124,7 +126,8 @@ internal sealed partial class FarmConnection : IDisposable
                     throw new FarmException($"{call.Name} was cut off: {e.Message} (ServiceCommunicationProblem)", FarmFailureReason.ServiceCommunicationProblem, entityPath, e);
                 }
             },
-            (this, call, request, entityPath),
+            // The request of the next try: a failed try's repeat (FarmCall.AsRepeat) replaces it.
+            (this, call, new StrongBox<TRequest>(request), entityPath),
             cancellationToken).ConfigureAwait(false);
     }
 

@@ -3,7 +3,7 @@ namespace Farm.ContainerStore.Containers;
 /// <summary>
 /// Everything one group commit writes to a container database, applied in one transaction in
 /// this order: inserts, updates, deletes, sequence counters (never lowered), duplicate history,
-/// pruning, and purges last, so nothing written for an entity deleted in the same batch survives it.
+/// send records, pruning, and purges last, so nothing written for an entity deleted in the same batch survives it.
 /// Every update and delete must find its row, or the transaction fails with
 /// <see cref="MissingRowException"/>; only rows of an entity purged in the same batch, or by an
 /// earlier batch through the same database handle, may be missing (a settlement racing the delete
@@ -24,9 +24,16 @@ public sealed class ContainerWriteBatch
     /// <summary>Duplicate history older than this (Unix ms) may be dropped; 0 keeps everything.</summary>
     public long PruneDuplicatesBeforeMs { get; set; }
 
+    /// <summary>The named sends whose messages this batch stores (see <see cref="SendRecord"/>).</summary>
+    public List<SendRecord> Sends { get; } = [];
+
+    /// <summary>Send records made before this (Unix ms) may be dropped; 0 keeps everything.</summary>
+    public long PruneSendsBeforeMs { get; set; }
+
     public bool IsEmpty =>
         PurgedEntities.Count == 0 && Inserts.Count == 0 && Updates.Count == 0 && Deletes.Count == 0
-        && SequenceCounters.Count == 0 && Duplicates.Count == 0 && PruneDuplicatesBeforeMs == 0;
+        && SequenceCounters.Count == 0 && Duplicates.Count == 0 && PruneDuplicatesBeforeMs == 0
+        && Sends.Count == 0 && PruneSendsBeforeMs == 0;
 
     public void Clear()
     {
@@ -37,5 +44,7 @@ public sealed class ContainerWriteBatch
         SequenceCounters.Clear();
         Duplicates.Clear();
         PruneDuplicatesBeforeMs = 0;
+        Sends.Clear();
+        PruneSendsBeforeMs = 0;
     }
 }

@@ -65,6 +65,9 @@ public interface IContainerDatabase : IAsyncDisposable
     /// <summary>Which of <paramref name="messageIds"/> the entity saw within its duplicate-detection window (stored with an expiry after <paramref name="nowMs"/>).</summary>
     Task<IReadOnlyCollection<string>> FindDuplicatesAsync(long entityId, IReadOnlyCollection<string> messageIds, long nowMs, CancellationToken cancellationToken = default);
 
+    /// <summary>The record of a named send (<see cref="SendRecord"/>) made at or after <paramref name="sinceMs"/>; null when there is none.</summary>
+    Task<SendRecord?> FindSendRecordAsync(string producerId, long sendId, long sinceMs, CancellationToken cancellationToken = default);
+
     /// <summary>The entity's duplicate-detection ids within the window after <paramref name="afterMessageId"/> in ordinal order, at most <paramref name="maxRows"/>: a scan in pages.</summary>
     Task<IReadOnlyList<DuplicateRecord>> ReadDuplicatesAsync(long entityId, string afterMessageId, long nowMs, int maxRows, CancellationToken cancellationToken = default);
 

@@ -341,6 +341,19 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
             return found;
         }, cancellationToken);
 
+    public Task<SendRecord?> FindSendRecordAsync(string producerId, long sendId, long sinceMs, CancellationToken cancellationToken = default) =>
+        RunAsync("look up a send record", async connection =>
+        {
+            await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.FindSendRecord, connection)
+            {
+                Parameters = { Parameter(producerId), Parameter(sendId), Parameter(sinceMs) },
+            };
+            await using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
+            return await reader.ReadAsync(cancellationToken).ConfigureAwait(false)
+                ? new SendRecord(reader.GetString(0), reader.GetInt64(1), reader.GetInt64(2), SendRecord.Unpack(reader.GetFieldValue<byte[]>(3)), reader.GetInt64(4))
+                : null;
+        }, cancellationToken);
+
     public Task<IReadOnlyList<DuplicateRecord>> ReadDuplicatesAsync(long entityId, string afterMessageId, long nowMs, int maxRows, CancellationToken cancellationToken = default) =>
         RunAsync<IReadOnlyList<DuplicateRecord>>("read duplicate ids", async connection =>
         {

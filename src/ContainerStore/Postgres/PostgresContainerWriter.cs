@@ -76,6 +76,16 @@ internal static class PostgresContainerWriter
             Add(commands, PostgresSql.ContainerDb.PruneDuplicates, Parameter(batch.PruneDuplicatesBeforeMs));
         }
 
+        if (batch.Sends.Count > 0)
+        {
+            AddSendRecords(commands, batch.Sends);
+        }
+
+        if (batch.PruneSendsBeforeMs > 0)
+        {
+            Add(commands, PostgresSql.ContainerDb.PruneSendRecords, Parameter(batch.PruneSendsBeforeMs));
+        }
+
         // Purges last: an insert or update of an entity deleted in the same batch must not outlive it.
         if (batch.PurgedEntities.Count > 0)
         {
@@ -230,6 +240,24 @@ internal static class PostgresContainerWriter
         }
 
         Add(commands, PostgresSql.ContainerDb.UpsertDuplicates, Parameter(entity), Parameter(messageId), Parameter(expiresAt));
+    }
+
+    /// <summary>One row per (producer, send id), the first one seen kept: ON CONFLICT cannot touch a row twice in one statement.</summary>
+    private static void AddSendRecords(NpgsqlBatch commands, List<SendRecord> sends)
+    {
+        var first = new Dictionary<(string ProducerId, long SendId), SendRecord>(sends.Count);
+        foreach (var send in sends)
+        {
+            first.TryAdd((send.ProducerId, send.SendId), send);
+        }
+
+        var records = first.Values.ToList();
+        Add(commands, PostgresSql.ContainerDb.InsertSendRecords,
+            Parameter(records.Select(r => r.ProducerId).ToArray()),
+            Parameter(records.Select(r => r.SendId).ToArray()),
+            Parameter(records.Select(r => r.EntityId).ToArray()),
+            Parameter(records.Select(r => SendRecord.Pack(r.SequenceNumbers)).ToArray()),
+            Parameter(records.Select(r => r.AtMs).ToArray()));
     }
 
     private static NpgsqlBatchCommand Add(NpgsqlBatch commands, string sql, params NpgsqlParameter[] parameters)

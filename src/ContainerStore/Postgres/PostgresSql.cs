@@ -559,6 +559,13 @@ internal static class PostgresSql
             LIMIT $4
             """;
 
+        /// <summary>A named send ($1, $2) recorded at or after $3, by primary key.</summary>
+        public const string FindSendRecord = """
+            SELECT producer_id, send_id, entity_id, sequence_numbers, at_ms
+            FROM send_records
+            WHERE producer_id = $1 AND send_id = $2 AND at_ms >= $3
+            """;
+
         public const string ReadPayloads = """
             SELECT sequence_number, payload FROM messages
             WHERE entity_id = $1 AND sequence_number = ANY ($2) AND payload IS NOT NULL
@@ -617,5 +624,15 @@ internal static class PostgresSql
             """;
 
         public const string PruneDuplicates = "DELETE FROM duplicates WHERE expires_at_ms < $1";
+
+        /// <summary>A record must never fail a commit: a pair already there keeps its first record.</summary>
+        public const string InsertSendRecords = """
+            INSERT INTO send_records (producer_id, send_id, entity_id, sequence_numbers, at_ms)
+            SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bytea[], $5::bigint[])
+            ON CONFLICT (producer_id, send_id) DO NOTHING
+            """;
+
+        /// <summary>Through index send_records_by_time.</summary>
+        public const string PruneSendRecords = "DELETE FROM send_records WHERE at_ms < $1";
     }
 }

@@ -158,6 +158,17 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             SqliteSql.ContainerDb.FindDuplicates, new { EntityId = entityId, MessageIds = messageIds, NowMs = nowMs }, cancellationToken: cancellationToken)).ConfigureAwait(false)).AsList(),
             cancellationToken);
 
+    public Task<SendRecord?> FindSendRecordAsync(string producerId, long sendId, long sinceMs, CancellationToken cancellationToken = default) =>
+        ReadAsync(async connection => (await connection.QuerySingleOrDefaultAsync<SendRecordRow>(new CommandDefinition(
+            SqliteSql.ContainerDb.FindSendRecord, new { ProducerId = producerId, SendId = sendId, Since = sinceMs }, cancellationToken: cancellationToken)).ConfigureAwait(false))?.ToRecord(),
+            cancellationToken);
+
+    /// <summary>A send_records row as Dapper reads it: the sequence numbers still packed.</summary>
+    private sealed record SendRecordRow(string ProducerId, long SendId, long EntityId, byte[] SequenceNumbers, long AtMs)
+    {
+        public SendRecord ToRecord() => new(ProducerId, SendId, EntityId, SendRecord.Unpack(SequenceNumbers), AtMs);
+    }
+
     public Task<IReadOnlyList<DuplicateRecord>> ReadDuplicatesAsync(long entityId, string afterMessageId, long nowMs, int maxRows, CancellationToken cancellationToken = default) =>
         ReadAsync<IReadOnlyList<DuplicateRecord>>(async connection => (await connection.QueryAsync<DuplicateRecord>(new CommandDefinition(
             SqliteSql.ContainerDb.ReadDuplicatesAfter, new { EntityId = entityId, After = afterMessageId, NowMs = nowMs, Limit = maxRows }, cancellationToken: cancellationToken)).ConfigureAwait(false)).AsList(),

@@ -25,6 +25,8 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
     private readonly SqliteCommand _upsertSequence;
     private readonly SqliteCommand _upsertDuplicate;
     private readonly SqliteCommand _pruneDuplicates;
+    private readonly SqliteCommand _insertSendRecord;
+    private readonly SqliteCommand _pruneSendRecords;
     private readonly SqliteCommand[] _all;
 
     public SqliteContainerWriter(SqliteConnection connection, string path)
@@ -49,7 +51,10 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
         _upsertSequence = Prepare(SqliteSql.ContainerDb.UpsertSequence, "$entity", "$next");
         _upsertDuplicate = Prepare(SqliteSql.ContainerDb.UpsertDuplicate, "$entity", "$messageId", "$expiresAt");
         _pruneDuplicates = Prepare(SqliteSql.ContainerDb.PruneDuplicates, "$before");
-        _all = [_readEpoch, _raiseEpoch, _purgeMessages, _purgeDuplicates, _purgeEntityState, _upsertSequence, _upsertDuplicate, _pruneDuplicates];
+        _insertSendRecord = Prepare(SqliteSql.ContainerDb.InsertSendRecord, "$producer", "$sendId", "$entity", "$sequences", "$at");
+        _pruneSendRecords = Prepare(SqliteSql.ContainerDb.PruneSendRecords, "$before");
+        _all = [_readEpoch, _raiseEpoch, _purgeMessages, _purgeDuplicates, _purgeEntityState, _upsertSequence, _upsertDuplicate, _pruneDuplicates,
+            _insertSendRecord, _pruneSendRecords];
     }
 
     public bool RaiseEpoch(long newEpoch)
@@ -221,6 +226,23 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
         {
             _pruneDuplicates.Parameters[0].Value = batch.PruneDuplicatesBeforeMs;
             _pruneDuplicates.ExecuteNonQuery();
+        }
+
+        p = _insertSendRecord.Parameters;
+        foreach (var send in batch.Sends)
+        {
+            p[0].Value = send.ProducerId;
+            p[1].Value = send.SendId;
+            p[2].Value = send.EntityId;
+            p[3].Value = SendRecord.Pack(send.SequenceNumbers);
+            p[4].Value = send.AtMs;
+            _insertSendRecord.ExecuteNonQuery();
+        }
+
+        if (batch.PruneSendsBeforeMs > 0)
+        {
+            _pruneSendRecords.Parameters[0].Value = batch.PruneSendsBeforeMs;
+            _pruneSendRecords.ExecuteNonQuery();
         }
 
         // Purges last: an insert or update of an entity deleted in the same batch must not outlive it.

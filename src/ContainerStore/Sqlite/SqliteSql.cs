@@ -476,6 +476,13 @@ internal static class SqliteSql
             LIMIT @Limit
             """;
 
+        /// <summary>A named send recorded at or after @Since, by primary key.</summary>
+        public const string FindSendRecord = """
+            SELECT producer_id AS ProducerId, send_id AS SendId, entity_id AS EntityId, sequence_numbers AS SequenceNumbers, at_ms AS AtMs
+            FROM send_records
+            WHERE producer_id = @ProducerId AND send_id = @SendId AND at_ms >= @Since
+            """;
+
         public const string ReadPayload = "SELECT payload FROM messages WHERE entity_id = $entity AND sequence_number = $sequence";
 
         // The write path below runs through prepared commands with positional '$' parameters.
@@ -514,6 +521,15 @@ internal static class SqliteSql
             INSERT INTO entity_state (entity_id, next_sequence) VALUES ($entity, $next)
             ON CONFLICT (entity_id) DO UPDATE SET next_sequence = MAX(next_sequence, excluded.next_sequence)
             """;
+
+        /// <summary>A repeat stored twice on one node cannot happen (RecentSends), but a record must never fail a commit: the first stays.</summary>
+        public const string InsertSendRecord = """
+            INSERT INTO send_records (producer_id, send_id, entity_id, sequence_numbers, at_ms) VALUES ($producer, $sendId, $entity, $sequences, $at)
+            ON CONFLICT (producer_id, send_id) DO NOTHING
+            """;
+
+        /// <summary>Through index send_records_by_time: reads only the rows it deletes.</summary>
+        public const string PruneSendRecords = "DELETE FROM send_records WHERE at_ms < $before";
 
         public const string UpsertDuplicate = """
             INSERT INTO duplicates (entity_id, message_id, expires_at_ms) VALUES ($entity, $messageId, $expiresAt)

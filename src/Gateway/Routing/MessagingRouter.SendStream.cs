@@ -100,10 +100,11 @@ internal sealed partial class MessagingRouter
         using var expiry = timeout is { } limit ? new CancellationTokenSource(limit, time) : null;
         using var sendToken = expiry is null ? null : CancellationTokenSource.CreateLinkedTokenSource(cancellationToken, expiry.Token);
         var deadline = timeout is { } forward ? DateTime.UtcNow + forward : DateTime.MaxValue;
+        var tries = RepeatableTries.Of(request);
         try
         {
             return await routing.RouteAsync(new RoutedCall("Send", request.Entity), direct, deadline,
-                ct => local.SendAsync(request, ct), (owner, o) => owner.Messaging.SendAsync(request, o), sendToken?.Token ?? cancellationToken).ConfigureAwait(false);
+                ct => local.SendAsync(tries.Next(), ct), (owner, o) => owner.Messaging.SendAsync(tries.Next(), o), sendToken?.Token ?? cancellationToken).ConfigureAwait(false);
         }
         catch (Exception e) when (expiry?.IsCancellationRequested == true && !cancellationToken.IsCancellationRequested && e is not RpcException and not Broker.BrokerException)
         {

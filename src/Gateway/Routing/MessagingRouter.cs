@@ -18,8 +18,11 @@ internal sealed partial class MessagingRouter(
     MessagingService local, OwnerRouting routing, OwnerChannels channels, ForwardingOptions options, TimeProvider time, IHostApplicationLifetime lifetime, ILogger<MessagingRouter> logger)
     : Messaging.MessagingBase
 {
-    public override Task<SendResponse> Send(SendRequest r, ServerCallContext c) =>
-        routing.RouteAsync(new RoutedCall("Send", r.Entity), c, ct => local.SendAsync(r, ct), (owner, o) => owner.Messaging.SendAsync(r, o));
+    public override Task<SendResponse> Send(SendRequest r, ServerCallContext c)
+    {
+        var tries = RepeatableTries.Of(r);
+        return routing.RouteAsync(new RoutedCall("Send", r.Entity), c, ct => local.SendAsync(tries.Next(), ct), (owner, o) => owner.Messaging.SendAsync(tries.Next(), o));
+    }
 
     public override Task<ReceiveBatchResponse> ReceiveBatch(ReceiveBatchRequest r, ServerCallContext c) =>
         routing.RouteAsync(new RoutedCall("ReceiveBatch", r.Entity, r.MaxWait?.ToTimeSpan() ?? TimeSpan.Zero), c,
@@ -27,7 +30,7 @@ internal sealed partial class MessagingRouter(
 
     public override Task<SettleResponse> Settle(SettleRequest r, ServerCallContext c)
     {
-        var tries = new SettleTries(r);
+        var tries = RepeatableTries.Of(r);
         return routing.RouteAsync(new RoutedCall("Settle", r.Entity), c, ct => local.SettleAsync(tries.Next(), ct), (owner, o) => owner.Messaging.SettleAsync(tries.Next(), o));
     }
 

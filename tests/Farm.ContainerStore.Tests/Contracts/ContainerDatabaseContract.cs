@@ -296,6 +296,61 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
     }
 
     [StoreFact]
+    public async Task SendRecords_CommitWithTheirMessages_AreFoundByKeyAfterReopen_WithinTheWindowOnly()
+    {
+        var database = await OpenOwnedAsync(epoch: 1);
+        await CommitAsync(database, 1, b =>
+        {
+            b.Inserts.Add(Message(Entity, 1));
+            b.Inserts.Add(Message(Entity, 2));
+            b.Sends.Add(new SendRecord("producer-a", 7, Entity, [1, 0, 2], AtMs: 5_000));
+            b.Sends.Add(new SendRecord("producer-b", 7, OtherEntity, [9], AtMs: 6_000));
+        });
+
+        var reopened = await ReopenAsync(database);
+        var found = await reopened.FindSendRecordAsync("producer-a", 7, sinceMs: 5_000);
+        Assert.NotNull(found);
+        Assert.Equal(("producer-a", 7L, Entity, 5_000L), (found.ProducerId, found.SendId, found.EntityId, found.AtMs));
+        Assert.Equal([1L, 0, 2], found.SequenceNumbers);
+        Assert.Equal(new long[] { 9 }, (await reopened.FindSendRecordAsync("producer-b", 7, sinceMs: 0))!.SequenceNumbers);
+        // Another send id, another producer, or a record older than asked for: none.
+        Assert.Null(await reopened.FindSendRecordAsync("producer-a", 8, sinceMs: 0));
+        Assert.Null(await reopened.FindSendRecordAsync("producer-c", 7, sinceMs: 0));
+        Assert.Null(await reopened.FindSendRecordAsync("producer-a", 7, sinceMs: 5_001));
+    }
+
+    [StoreFact]
+    public async Task SendRecords_AreWrittenOnlyByACommitThatSucceeds_KeepTheFirstRecordOfAPair_AndArePrunedByTime()
+    {
+        var formerOwner = await OpenOwnedAsync(epoch: 1);
+        var database = await OpenAsync();
+        Assert.True(await database.RaiseEpochAsync(2));
+
+        // A former owner's commit is fenced: its record is not written either.
+        await Assert.ThrowsAsync<StaleEpochException>(() => CommitAsync(formerOwner, 1, b =>
+        {
+            b.Inserts.Add(Message(Entity, 1));
+            b.Sends.Add(new SendRecord("producer-a", 1, Entity, [1], AtMs: 1_000));
+        }));
+        Assert.Null(await database.FindSendRecordAsync("producer-a", 1, sinceMs: 0));
+
+        await CommitAsync(database, 2, b =>
+        {
+            b.Sends.Add(new SendRecord("producer-a", 1, Entity, [1], AtMs: 1_000));
+            b.Sends.Add(new SendRecord("producer-a", 1, Entity, [5], AtMs: 1_000));
+            b.Sends.Add(new SendRecord("producer-a", 2, Entity, [2], AtMs: 3_000));
+        });
+        await CommitAsync(database, 2, b => b.Sends.Add(new SendRecord("producer-a", 2, Entity, [6], AtMs: 3_500)));
+        Assert.Equal(new long[] { 1 }, (await database.FindSendRecordAsync("producer-a", 1, sinceMs: 0))!.SequenceNumbers);
+        Assert.Equal(new long[] { 2 }, (await database.FindSendRecordAsync("producer-a", 2, sinceMs: 0))!.SequenceNumbers);
+
+        await CommitAsync(database, 2, b => b.PruneSendsBeforeMs = 2_000);
+
+        Assert.Null(await database.FindSendRecordAsync("producer-a", 1, sinceMs: 0));
+        Assert.NotNull(await database.FindSendRecordAsync("producer-a", 2, sinceMs: 0));
+    }
+
+    [StoreFact]
     public async Task ReadPayloads_ReturnsRequestedPayloadsAndSkipsMissingMessages()
     {
         var database = await OpenOwnedAsync(epoch: 1);
