@@ -19,7 +19,11 @@ internal sealed class FailoverLedger(TimeSpan lockDuration)
     // second copy of the message (a send retried after a lost reply, on queues without duplicate
     // detection), which at-least-once sending allows; the same sequence number again is not.
     private readonly System.Collections.Concurrent.ConcurrentDictionary<long, (DateTimeOffset At, long Sequence)> _completedAt = new();
-    private long _secondCopies;
+
+    // The sequence number each id was first delivered under: another one is a second stored copy,
+    // whenever it comes (before or after the first copy's Complete).
+    private readonly System.Collections.Concurrent.ConcurrentDictionary<long, long> _firstSequence = new();
+    private readonly System.Collections.Concurrent.ConcurrentDictionary<long, byte> _storedTwiceIds = new();
     private long _completedTwice;
     private long _lockedAfterComplete;
 
@@ -59,8 +63,8 @@ internal sealed class FailoverLedger(TimeSpan lockDuration)
     /// <summary>Ids the broker acknowledged a Complete for twice (two deliveries, both completed): must be 0.</summary>
     public long CompletedTwice => Interlocked.Read(ref _completedTwice);
 
-    /// <summary>Deliveries of a second stored copy of an id (another sequence number): a send stored twice.</summary>
-    public long SecondCopies => Interlocked.Read(ref _secondCopies);
+    /// <summary>Ids delivered under two sequence numbers: sends stored twice (a retry after a lost reply the broker did not recognise).</summary>
+    public long StoredTwice => _storedTwiceIds.Count;
 
     public long Foreign => Interlocked.Read(ref _foreign);
 
@@ -82,11 +86,11 @@ internal sealed class FailoverLedger(TimeSpan lockDuration)
             return;
         }
 
-        if (_completedAt.TryGetValue(id, out var completed) && completed.Sequence != message.SequenceNumber)
+        if (_firstSequence.GetOrAdd(id, message.SequenceNumber) != message.SequenceNumber)
         {
-            Interlocked.Increment(ref _secondCopies);
+            _storedTwiceIds.TryAdd(id, 0);
         }
-        else if (_completedAt.TryGetValue(id, out completed))
+        else if (_completedAt.TryGetValue(id, out var completed) && completed.Sequence == message.SequenceNumber)
         {
             var completedAt = completed.At;
             Interlocked.Increment(ref _redeliveredAfterComplete);

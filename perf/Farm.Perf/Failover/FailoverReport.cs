@@ -90,6 +90,7 @@ internal sealed record FailoverVerification(
     long Deliveries,
     long Lost,
     long Duplicates,
+    long StoredTwice,
     long RedeliveredAfterComplete,
     long LockedAfterComplete,
     long CompletedTwice,

@@ -407,9 +407,9 @@ internal sealed partial class FailoverScenario(PerfOptions options)
             problems.Add($"{ledger.LockedAfterComplete} messages were locked and delivered again after the broker had acknowledged their Complete");
         }
 
-        if (ledger.SecondCopies > 0)
+        if (ledger.StoredTwice > 0)
         {
-            Console.WriteLine($"failover: {ledger.SecondCopies} deliveries were of a second stored copy of a message (a send retried after a lost reply; at-least-once sending, no duplicate detection on these queues)");
+            Console.WriteLine($"failover: {ledger.StoredTwice} messages were stored twice (a send retried after a lost reply that the farm did not recognise as a repeat; no duplicate detection on these queues)");
         }
         if (ledger.CompletedTwice > 0)
         {
@@ -434,6 +434,7 @@ internal sealed partial class FailoverScenario(PerfOptions options)
             Deliveries: ledger.Deliveries,
             Lost: lost,
             Duplicates: ledger.Duplicates,
+            StoredTwice: ledger.StoredTwice,
             RedeliveredAfterComplete: ledger.RedeliveredAfterComplete,
             LockedAfterComplete: ledger.LockedAfterComplete,
             CompletedTwice: ledger.CompletedTwice,

@@ -31,6 +31,9 @@ internal sealed class DuplicateHistory(int capacity, Func<IReadOnlyCollection<st
     /// <summary>False while ids of the window are in the database only and in no filter (after a load that read only the newest).</summary>
     private bool _complete = true;
 
+    /// <summary>Whether anything is remembered (in memory or in a filter) that a prune may have to forget.</summary>
+    internal bool IsEmpty => _expiry.Count == 0 && _filters.Count == 0;
+
     /// <summary>Ids kept exactly, for tests of the bound.</summary>
     internal int InMemoryCount => _recent.Count;
 

@@ -84,11 +84,13 @@ internal sealed partial class QueueEntity
     {
         _main.Add(message);
         _scheduled.Enqueue(message, message.ScheduledAtMs!.Value);
+        SweepBy(message.ScheduledAtMs!.Value);
         _scheduledInMemory[KeyOf(message)] = message;
         _scheduledBytes += message.PayloadSize;
         if (message.ExpiresAtMs is { } expires)
         {
             _timeToLive.Enqueue(message, expires);
+            SweepBy(expires);
         }
     }
 
@@ -331,6 +333,7 @@ internal sealed partial class QueueEntity
                         if (message.ExpiresAtMs is { } expires)
                         {
                             _timeToLive.Enqueue(message, expires);
+                            SweepBy(expires);
                         }
                     }
                 }

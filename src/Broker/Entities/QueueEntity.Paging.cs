@@ -31,6 +31,7 @@ internal sealed partial class QueueEntity
         if (message.ExpiresAtMs is { } expires && sub.Kind == SubQueue.Main)
         {
             _timeToLive.Enqueue(message, expires);
+            SweepBy(expires);
         }
         return true;
     }
@@ -136,6 +137,7 @@ internal sealed partial class QueueEntity
                 if (message.ExpiresAtMs is { } expires && sub.Kind == SubQueue.Main)
                 {
                     _timeToLive.Enqueue(message, expires);
+                    SweepBy(expires);
                 }
                 arrived = true;
             }

@@ -226,6 +226,7 @@ internal sealed partial class QueueEntity
         message.LockedUntilMs = now + (long)settings.LockDuration.TotalMilliseconds;
         _locks[token] = message;
         _lockExpiry.Enqueue(message, message.LockedUntilMs);
+        SweepBy(message.LockedUntilMs);
     }
 
     /// <summary>The delivery was not recorded, so it did not happen: undo it.</summary>
