@@ -115,7 +115,7 @@ internal static class ReportWriter
             var median = Number(run["median_s"]);
             var max = Number(run["max_s"]);
             Row(md, $"SIGKILL of an owner ({mode}): serving again under 1 s median, 2 s worst over 20 kills, nothing lost",
-                $"{Text(run["kills"])} kills: median {Text(run["median_s"])} s, worst {Text(run["max_s"])} s, lost {Text(run["lost"])}",
+                $"{Text(run["kills"])} kills: median {Text(run["median_s"])} s, worst {Text(run["max_s"])} s, lost {Text(run["lost"])}{StoredTwice(run)}",
                 median < 1 && max < 2 && Number(run["lost"]) == 0, run["timestamp"]);
         }
         if (stop is null)
@@ -128,7 +128,7 @@ internal static class ReportWriter
             var max = Number(stop["max_s"]);
             var inside = Number(stop["stops_inside_write"]);
             Row(md, "SIGSTOP of an owner: taken over within the lease (3 s lease + 1 s to serve), nothing lost, nothing completed delivered again",
-                $"{Text(stop["kills"])} stops: median {Text(stop["median_s"])} s, worst {Text(stop["max_s"])} s (takeover seen median {Text(stop["takeover_median_s"])} s), lost {Text(stop["lost"])}, locked again after complete {Text(stop["verification"]?["locked_after_complete"])}"
+                $"{Text(stop["kills"])} stops: median {Text(stop["median_s"])} s, worst {Text(stop["max_s"])} s (takeover seen median {Text(stop["takeover_median_s"])} s), lost {Text(stop["lost"])}, locked again after complete {Text(stop["verification"]?["locked_after_complete"])}{StoredTwice(stop)}"
                     + (inside > 0 ? $"; {Text(stop["stops_inside_write"])} stops froze the owner inside a SQLite write (taken only after it resumed: {string.Join(", ", stop["inside_write_per_stop_s"]?.AsArray().Select(Text) ?? [])} s), left out" : ""),
                 max <= 4 && Number(stop["lost"]) == 0 && stop["verification"]?["passed"]?.GetValue<bool>() == true, stop["timestamp"]);
         }
@@ -214,6 +214,10 @@ internal static class ReportWriter
         node is JsonValue value && value.TryGetValue<double>(out var number) ? number : double.NaN;
 
     private static string Format(double number) => double.IsNaN(number) ? "?" : number.ToString("0.00", Inv);
+
+    /// <summary>", stored twice N" when the run counted sends stored twice (runs before 2026-11-27 did not).</summary>
+    private static string StoredTwice(JsonNode run) =>
+        run["verification"]?["stored_twice"] is { } twice ? $", stored twice {Text(twice)}" : "";
 
     private static string Text(JsonNode? node) => node switch
     {
