@@ -8,8 +8,9 @@ namespace Farm.Client;
 // Redirect mode (EnableRedirect=true, SBWS's name for it): messaging calls skip the gateway hop.
 // The client asks a gateway once which broker serves the entity (Lookup), then calls that broker
 // directly, marked "farm-direct" so it answers NOT_OWNER instead of forwarding. When the entity
-// moves (NOT_OWNER, naming the new owner when it knows) or the broker cannot be reached, the
-// cached owner is dropped and the retry policy's next attempt looks it up again.
+// moves (NOT_OWNER, naming the new owner when it knows; SERVICE_BUSY while a planned move runs) or
+// the broker cannot be reached, the cached owner is dropped and the entity's calls go through a
+// gateway for a while (which holds them until the next owner serves); then it is looked up again.
 internal sealed partial class FarmConnection
 {
     private static readonly Metadata DirectHeaders = FarmMetadata.DirectHeaders();
@@ -91,9 +92,11 @@ internal sealed partial class FarmConnection
         {
             _owners.TryRemove(route.EntityName, out _);
         }
-        if (error.StatusCode == StatusCode.Unavailable && reason is null or FarmFailureReason.NotOwner)
+        if (error.StatusCode == StatusCode.Unavailable && reason is null or FarmFailureReason.NotOwner or FarmFailureReason.StaleEpoch or FarmFailureReason.ServiceBusy)
         {
-            // The owner is dead or not known yet: go through a gateway until the takeover is over.
+            // The owner is dead, not known yet, lost the container, or busy handing it over (a
+            // planned move answers SERVICE_BUSY until the next owner serves, which can outlast the
+            // retries' backoff): go through a gateway, which holds the call until the move is over.
             _viaGatewayUntil[route.EntityName] = TimeProvider.GetUtcNow() + ViaGatewayAfterOwnerLoss;
         }
     }
