@@ -1,3 +1,4 @@
+using Farm.ContainerStore.Containers;
 using Farm.Contracts.V1;
 
 namespace Farm.Broker.Entities;
@@ -27,4 +28,13 @@ internal interface ISendTarget
 }
 
 /// <summary>The (producer, send id) pair a client put on a send, the same on every try of it.</summary>
-internal readonly record struct SendName(string ProducerId, long SendId);
+internal readonly record struct SendName(string ProducerId, long SendId)
+{
+    /// <summary>The answer recorded for this send to entity <paramref name="entityId"/> in <paramref name="database"/>, or null.</summary>
+    public async Task<long[]?> FindRecordAsync(IContainerDatabase database, long entityId, long sinceMs, CancellationToken cancellationToken)
+    {
+        var record = await database.FindSendRecordAsync(ProducerId, SendId, sinceMs, cancellationToken).ConfigureAwait(false);
+        // A pair names one send: a record of another entity is not this send's (a client reusing its ids).
+        return record is not null && record.EntityId == entityId ? record.SequenceNumbers : null;
+    }
+}

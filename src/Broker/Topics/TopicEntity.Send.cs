@@ -478,10 +478,6 @@ internal sealed partial class TopicEntity
         }
     }
 
-    public async Task<long[]?> FindRecordedSendAsync(SendName name, long sinceMs, CancellationToken cancellationToken)
-    {
-        var record = await _commits.Database.FindSendRecordAsync(name.ProducerId, name.SendId, sinceMs, cancellationToken).ConfigureAwait(false);
-        // A pair names one send: a record of another entity is not this send's (a client reusing its ids).
-        return record is not null && record.EntityId == Id ? record.SequenceNumbers : null;
-    }
+    public Task<long[]?> FindRecordedSendAsync(SendName name, long sinceMs, CancellationToken cancellationToken) =>
+        name.FindRecordAsync(_commits.Database, Id, sinceMs, cancellationToken);
 }

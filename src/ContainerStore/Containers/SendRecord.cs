@@ -14,12 +14,11 @@ public sealed record SendRecord(string ProducerId, long SendId, long EntityId, l
     /// <summary>The sequence numbers as stored: 8 bytes each, little-endian.</summary>
     public static byte[] Pack(long[] sequenceNumbers)
     {
-        var bytes = MemoryMarshal.AsBytes(sequenceNumbers.AsSpan()).ToArray();
         if (!BitConverter.IsLittleEndian)
         {
             throw new PlatformNotSupportedException("Send records are stored little-endian.");
         }
-        return bytes;
+        return MemoryMarshal.AsBytes(sequenceNumbers.AsSpan()).ToArray();
     }
 
     public static long[] Unpack(byte[] bytes) => MemoryMarshal.Cast<byte, long>(bytes).ToArray();
