@@ -147,4 +147,67 @@ public sealed class OwnershipPlannerTests
         Assert.Null(justReleased);
         Assert.Null(alone);
     }
+
+    [Fact]
+    public void ANodeMarkedCrashed_IsNotCounted_ThoughItsHeartbeatIsFresh()
+    {
+        // Node 2 was proved gone by another survivor, which holds its process lock while it releases
+        // the containers: this node cannot probe the lock, but the mark tells it, so its share
+        // takes the orphan now instead of after the grace.
+        var nodes = new[] { Node(1), Node(2, heartbeatAgeSeconds: 0.4, state: NodeStates.Crashed), Node(3) };
+        var containers = new[] { Container(1, 1), Container(2, 1), Container(3, null), Container(4, 3), Container(5, 3), Container(6, 3) };
+        var served = new Dictionary<long, DateTimeOffset> { [1] = _clock.GetUtcNow(), [2] = _clock.GetUtcNow() };
+
+        var plan = OwnershipPlanner.Plan(View(1, nodes, containers, served), Options);
+
+        Assert.Equal(3, plan.Share);
+        Assert.Equal([3L], plan.Takes.Select(t => t.ContainerId));
+        Assert.Null(plan.Routes[3].Address);
+        Assert.DoesNotContain(nodes[1], nodes.Where(n => OwnershipPlanner.IsServing(n, 1, Options)));
+    }
+
+    [Fact]
+    public void NextChange_IsWhenAServingPeersHeartbeatGoesStale()
+    {
+        var nodes = new[] { Node(1), Node(2, heartbeatAgeSeconds: 2.8), Node(3, heartbeatAgeSeconds: 0.3) };
+        var containers = new[] { Container(1, 1), Container(2, 2), Container(3, 3) };
+        var view = View(1, nodes, containers);
+
+        var next = OwnershipPlanner.NextChangeIn(view, OwnershipPlanner.Plan(view, Options), Options);
+
+        Assert.Equal(0.2, next!.Value.TotalSeconds, 0.001);
+    }
+
+    [Fact]
+    public void NextChange_IsWhenAnOrphansLeaseRunsOut_OrItsGraceEnds()
+    {
+        // Node 2 went stale a moment ago: its container is an orphan whose lease still runs 0.7 s.
+        var self = Node(1);
+        var databaseNow = self.HeartbeatAt + self.HeartbeatAge;
+        var nodes = new[] { self, Node(2, heartbeatAgeSeconds: 3.1), Node(3, heartbeatAgeSeconds: 0.1) };
+        var leased = new ContainerRecord(2, "c2", 2, 1, databaseNow.AddSeconds(0.7), null, 0);
+        var containers = new[] { Container(1, 1), leased, Container(3, 3) };
+        var view = View(1, nodes, containers);
+
+        var next = OwnershipPlanner.NextChangeIn(view, OwnershipPlanner.Plan(view, Options), Options);
+        Assert.Equal(0.7, next!.Value.TotalSeconds, 0.001);
+
+        // Seen 0.6 s ago as an orphan, its lease gone: the grace ends in 0.4 s.
+        var free = leased with { LeaseExpiresAt = databaseNow.AddSeconds(-1) };
+        var seen = new Dictionary<long, DateTimeOffset> { [2] = _clock.GetUtcNow() - TimeSpan.FromSeconds(0.6) };
+        view = View(1, nodes, [containers[0], free, containers[2]], orphanSeen: seen);
+        next = OwnershipPlanner.NextChangeIn(view, OwnershipPlanner.Plan(view, Options), Options);
+        Assert.Equal(0.4, next!.Value.TotalSeconds, 0.001);
+    }
+
+    [Fact]
+    public void NextChange_IsNothing_WhenNoPeerServesAndNoOrphanWaits()
+    {
+        var nodes = new[] { Node(1), Node(2, state: NodeStates.Stopped, heartbeatAgeSeconds: 40) };
+        var containers = new[] { Container(1, 1), Container(2, 1) };
+        var served = new Dictionary<long, DateTimeOffset> { [1] = _clock.GetUtcNow(), [2] = _clock.GetUtcNow() };
+        var view = View(1, nodes, containers, served);
+
+        Assert.Null(OwnershipPlanner.NextChangeIn(view, OwnershipPlanner.Plan(view, Options), Options));
+    }
 }

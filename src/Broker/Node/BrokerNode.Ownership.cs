@@ -135,6 +135,14 @@ public sealed partial class BrokerNode
         };
         var plan = OwnershipPlanner.Plan(view, _nodeOptions);
         _owners = plan.Routes;
+        var previousChangeAt = _nextChangeAt;
+        _nextChangeAt = OwnershipPlanner.NextChangeIn(view, plan, _nodeOptions) is { } change ? _time.GetUtcNow() + change + NextChangeMargin : null;
+        if (_nextChangeAt < (previousChangeAt ?? DateTimeOffset.MaxValue))
+        {
+            // The loop may be sleeping toward a later moment (this pass ran outside it).
+            _wakeUp.Reschedule();
+        }
+        WatchPeers(nodes, crashed);
         if (_draining)
         {
             await DrainStepAsync(farm).ConfigureAwait(false);
@@ -255,6 +263,10 @@ public sealed partial class BrokerNode
                 continue;
             }
             crashed.Add(node.Id);
+            // Marked before its containers are released: a survivor that sees them orphaned then
+            // sees the node not live too, and counts its share without it (it cannot probe the
+            // lock this node holds now). Only an active node: a draining one keeps its state.
+            await farm.MarkNodeCrashedAsync(node.Id, node.ProcessId, cancellationToken).ConfigureAwait(false);
             var left = containers.Where(c => c.OwnerNode == node.Id).Select(c => c.Id).ToList();
             foreach (var containerId in left)
             {
@@ -386,8 +398,96 @@ public sealed partial class BrokerNode
     private Task RenewalLoopAsync(CancellationToken cancellationToken) =>
         RunEveryIntervalAsync(_leaseClock, ct => RenewAsync(Farm, ct), e => LogHeartbeatFailed(_logger, e), cancellationToken);
 
-    private Task OwnershipLoopAsync(CancellationToken cancellationToken) =>
-        RunEveryIntervalAsync(_time, ct => AssignAsync(Farm, ct), e => LogOwnershipPassFailed(_logger, e), cancellationToken);
+    /// <summary>Wakes the ownership loop before its next tick (the crash watch, a change due sooner).</summary>
+    private readonly OwnershipWakeUp _wakeUp = new();
+
+    /// <summary>When the last pass expects its next change (on <see cref="_time"/>), when sooner than a tick; null otherwise.</summary>
+    private DateTimeOffset? _nextChangeAt;
+
+    /// <summary>Added to a due change, so the pass it wakes finds it passed by the database's clock.</summary>
+    private static readonly TimeSpan NextChangeMargin = TimeSpan.FromMilliseconds(10);
+
+    /// <summary>
+    /// An ownership pass every heartbeat interval (on the ticks of a fixed rate), and in between
+    /// when woken: by the crash watch, or at the change the last pass saw coming.
+    /// </summary>
+    private async Task OwnershipLoopAsync(CancellationToken cancellationToken)
+    {
+        var interval = _nodeOptions.HeartbeatInterval;
+        var nextTick = _time.GetUtcNow() + interval;
+        try
+        {
+            while (true)
+            {
+                var wakeAt = _nextChangeAt is { } change && change < nextTick ? change : nextTick;
+                if (!await _wakeUp.SleepAsync(wakeAt - _time.GetUtcNow(), _time, cancellationToken).ConfigureAwait(false))
+                {
+                    continue;
+                }
+                var now = _time.GetUtcNow();
+                if (now >= nextTick)
+                {
+                    // Ticks missed behind a long pass are skipped, as a PeriodicTimer does.
+                    nextTick = nextTick + interval > now ? nextTick + interval : now + interval;
+                }
+                _nextChangeAt = null;
+                try
+                {
+                    await AssignAsync(Farm, cancellationToken).ConfigureAwait(false);
+                }
+                catch (Exception e) when (e is not OperationCanceledException)
+                {
+                    LogOwnershipPassFailed(_logger, e);
+                }
+            }
+        }
+        catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
+        {
+            // Stopping.
+        }
+    }
+
+    /// <summary>The peers the crash watch tries: live by their heartbeat, not this node, not known crashed.</summary>
+    private volatile IReadOnlyList<(long NodeId, int ProcessId)> _watchedPeers = [];
+
+    private void WatchPeers(IReadOnlyList<NodeRecord> nodes, IReadOnlySet<long> crashed) =>
+        _watchedPeers = nodes
+            .Where(n => n.Id != NodeId && n.State is NodeStates.Active or NodeStates.Draining && n.HeartbeatAge < _nodeOptions.NodeTimeout && !crashed.Contains(n.Id))
+            .Select(n => (n.Id, n.ProcessId))
+            .ToList();
+
+    /// <summary>
+    /// Tries the process locks of the live peers every <see cref="NodeOptions.CrashProbeInterval"/>
+    /// (a SQLite farm: one machine, one data directory) and wakes the ownership pass the moment one
+    /// is free, which then releases and takes the dead node's containers. Each process is reported
+    /// once; the pass that follows marks it crashed and stops watching it.
+    /// </summary>
+    private async Task CrashWatchLoopAsync(CancellationToken cancellationToken)
+    {
+        var dataDirectory = Path.GetFullPath(_nodeOptions.DataDirectory);
+        var reported = new HashSet<(long NodeId, int ProcessId)>();
+        using var timer = new PeriodicTimer(_nodeOptions.CrashProbeInterval, _leaseClock);
+        try
+        {
+            while (await timer.WaitForNextTickAsync(cancellationToken).ConfigureAwait(false))
+            {
+                var peers = _watchedPeers;
+                reported.IntersectWith(peers);
+                foreach (var peer in peers)
+                {
+                    if (!reported.Contains(peer) && NodeProcessLock.IsGone(dataDirectory, peer.NodeId, peer.ProcessId))
+                    {
+                        reported.Add(peer);
+                        _wakeUp.Now();
+                    }
+                }
+            }
+        }
+        catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
+        {
+            // Stopping.
+        }
+    }
 
     [LoggerMessage(Level = LogLevel.Information, Message = "Handing container {ContainerId} to a node with fewer: this node holds {Mine}, its share is {Share}")]
     private static partial void LogRebalancing(ILogger logger, long containerId, int mine, int share);

@@ -29,6 +29,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     private readonly TimeProvider _leaseClock;
     private readonly TaskCompletionSource _replaced = new(TaskCreationOptions.RunContinuationsAsynchronously);
     private Task? _renewalLoop;
+    private Task? _crashWatch;
 
     /// <summary>Completes when another process registered this node id: this one has stopped serving and should exit.</summary>
     public Task Replaced => _replaced.Task;
@@ -138,6 +139,10 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         _farm = farm;
         _renewalLoop = Task.Run(() => RenewalLoopAsync(_stopping.Token), CancellationToken.None);
         _ownershipLoop = Task.Run(() => OwnershipLoopAsync(_stopping.Token), CancellationToken.None);
+        if (_nodeOptions.DetectCrashedProcesses)
+        {
+            _crashWatch = Task.Run(() => CrashWatchLoopAsync(_stopping.Token), CancellationToken.None);
+        }
         LogStarted(_logger, NodeId, address, _containers.Count);
     }
 
@@ -151,7 +156,8 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     private async Task<NodeRecord?> RefuseIfRunningElsewhereAsync(IFarmStore farm, CancellationToken cancellationToken)
     {
         var first = await ReadSelfAsync(farm, cancellationToken).ConfigureAwait(false);
-        if (first is null || first.State == NodeStates.Stopped || first.HeartbeatAge >= _nodeOptions.NodeTimeout)
+        // Stopped, or proved gone by a survivor (crashed): no earlier life of this id is running.
+        if (first is null || first.State is NodeStates.Stopped or NodeStates.Crashed || first.HeartbeatAge >= _nodeOptions.NodeTimeout)
         {
             return first;
         }
@@ -504,7 +510,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     {
         _metrics.Dispose();
         await _stopping.CancelAsync().ConfigureAwait(false);
-        foreach (var loop in new[] { _ownershipLoop, _renewalLoop })
+        foreach (var loop in new[] { _ownershipLoop, _renewalLoop, _crashWatch })
         {
             if (loop is not null)
             {

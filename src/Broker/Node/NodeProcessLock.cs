@@ -65,6 +65,13 @@ public sealed class NodeProcessLock : IDisposable
         return null;
     }
 
+    /// <summary>Whether the registered process is gone (<see cref="TryHoldIfGone"/>), without keeping the lock.</summary>
+    public static bool IsGone(string dataDirectory, long nodeId, int registeredProcessId)
+    {
+        using var held = TryHoldIfGone(dataDirectory, nodeId, registeredProcessId);
+        return held is not null;
+    }
+
     private static FileStream? TryOpenExclusive(string path, FileMode mode)
     {
         try

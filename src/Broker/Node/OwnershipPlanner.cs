@@ -90,6 +90,45 @@ public static class OwnershipPlanner
     }
 
     /// <summary>
+    /// How long until a pass has something new to do that nobody will wake it for, or null: a
+    /// serving peer's heartbeat goes stale (its containers become orphans), an orphan's lease runs
+    /// out (it can be taken), an orphan's grace ends (it may be taken past the share). The loop
+    /// sleeps until then when that is sooner than its interval, so a frozen node's containers are
+    /// taken when its lease ends, not up to an interval later. Judged from the ages and the lease
+    /// ends this pass read, by the database's clock.
+    /// </summary>
+    public static TimeSpan? NextChangeIn(OwnershipView view, OwnershipPlan plan, NodeOptions options)
+    {
+        TimeSpan? next = null;
+        void Consider(TimeSpan dueIn)
+        {
+            if (dueIn > TimeSpan.Zero && (next is null || dueIn < next))
+            {
+                next = dueIn;
+            }
+        }
+
+        foreach (var node in view.Nodes)
+        {
+            if (node.Id != view.NodeId && IsServing(node, view.NodeId, options) && !view.Crashed.Contains(node.Id))
+            {
+                Consider(options.NodeTimeout - node.HeartbeatAge);
+            }
+        }
+        var self = view.Nodes.FirstOrDefault(n => n.Id == view.NodeId);
+        foreach (var (containerId, seen) in plan.OrphanSeen)
+        {
+            Consider(options.OrphanGrace - (view.Now - seen));
+            if (self is not null && view.Containers.FirstOrDefault(c => c.Id == containerId)?.LeaseExpiresAt is { } leaseEnds)
+            {
+                // The database's now, as of the read: this node's heartbeat time plus its age.
+                Consider(leaseEnds - (self.HeartbeatAt + self.HeartbeatAge));
+            }
+        }
+        return next;
+    }
+
+    /// <summary>
     /// The container to hand back after the takes, or null: only when this node holds more than its
     /// share, another live node less than its own, and no hand-over started within
     /// <see cref="NodeOptions.RebalanceInterval"/>. The longest-held goes: containers that just

@@ -15,6 +15,14 @@ public static class NodeStates
     public const string Active = "active";
     public const string Draining = "draining";
     public const string Stopped = "stopped";
+
+    /// <summary>
+    /// A live node proved the registered process gone (its process lock or database session is free)
+    /// and released its containers: not live, whatever its last heartbeat says, so every survivor
+    /// counts its share without it at once. A heartbeat from that process (a session that dropped
+    /// while it lived) makes it active again; registering does too.
+    /// </summary>
+    public const string Crashed = "crashed";
 }
 
 /// <summary>

@@ -176,6 +176,7 @@ internal sealed class FarmSql
     public string Heartbeat { get; private set; } = "";
     public string CountNode { get; private set; } = "";
     public string SetNodeState { get; private set; } = "";
+    public string MarkNodeCrashed { get; private set; } = "";
     public string ListNodes { get; private set; } = "";
     public string InsertContainer { get; private set; } = "";
     public string SetContainerConnectionString { get; private set; } = "";

@@ -73,6 +73,11 @@ internal abstract class FarmStore(FarmSql sql) : IFarmStore
         }, cancellationToken);
     }
 
+    public Task<bool> MarkNodeCrashedAsync(long nodeId, int processId, CancellationToken cancellationToken = default) =>
+        RunAsync("mark a node crashed", async connection =>
+            await connection.ExecuteAsync(Command(Sql.MarkNodeCrashed, new { Id = nodeId, ProcessId = processId, Crashed = NodeStates.Crashed, Active = NodeStates.Active }, cancellationToken: cancellationToken)).ConfigureAwait(false) == 1,
+            cancellationToken);
+
     public Task<IReadOnlyList<NodeRecord>> ListNodesAsync(CancellationToken cancellationToken = default) =>
         RunAsync<IReadOnlyList<NodeRecord>>("list nodes", async connection =>
         {

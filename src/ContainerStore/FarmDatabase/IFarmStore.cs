@@ -21,6 +21,13 @@ public interface IFarmStore : IAsyncDisposable
 
     Task SetNodeStateAsync(long nodeId, string state, CancellationToken cancellationToken = default);
 
+    /// <summary>
+    /// Marks node <paramref name="nodeId"/> <see cref="NodeStates.Crashed"/> while process
+    /// <paramref name="processId"/> is the one registered and the node is active; false otherwise
+    /// (another process registered since, or it is draining or stopped).
+    /// </summary>
+    Task<bool> MarkNodeCrashedAsync(long nodeId, int processId, CancellationToken cancellationToken = default);
+
     Task<IReadOnlyList<NodeRecord>> ListNodesAsync(CancellationToken cancellationToken = default);
 
     /// <summary>Creates a container record; the connection string is derived by the provider from the id.</summary>

@@ -103,12 +103,21 @@ internal static class PostgresSql
             RETURNING {NodeColumns}
             """;
 
-        /// <summary>Only the process that registered the node id last: another one registering it takes it over.</summary>
-        public const string Heartbeat = $"UPDATE nodes SET heartbeat_at = {Now} WHERE id = @Id AND process_id = @ProcessId AND address = @Address";
+        /// <summary>
+        /// Only the process that registered the node id last: another one registering it takes it over.
+        /// A process taken for crashed that still heartbeats (its database session dropped) is active again.
+        /// </summary>
+        public const string Heartbeat = $"""
+            UPDATE nodes SET heartbeat_at = {Now}, state = CASE WHEN state = 'crashed' THEN 'active' ELSE state END
+            WHERE id = @Id AND process_id = @ProcessId AND address = @Address
+            """;
 
         public const string CountNode = "SELECT COUNT(*) FROM nodes WHERE id = @Id";
 
         public const string SetNodeState = "UPDATE nodes SET state = @State WHERE id = @Id";
+
+        /// <summary>Only the process found gone, and only while active: a draining or stopped node keeps its state.</summary>
+        public const string MarkNodeCrashed = "UPDATE nodes SET state = @Crashed WHERE id = @Id AND process_id = @ProcessId AND state = @Active";
 
         public const string ListNodes = $"SELECT {NodeColumns} FROM nodes ORDER BY id";
 

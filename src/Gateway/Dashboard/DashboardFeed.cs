@@ -140,7 +140,7 @@ internal sealed class DashboardFeed(
         processes.Note);
 
     private bool IsLive(NodeInfo n) =>
-        (n.HeartbeatAge?.ToTimeSpan() ?? TimeSpan.MaxValue) < nodeOptions.NodeTimeout && n.State != ContainerStore.FarmDatabase.NodeStates.Stopped;
+        (n.HeartbeatAge?.ToTimeSpan() ?? TimeSpan.MaxValue) < nodeOptions.NodeTimeout && n.State is not (ContainerStore.FarmDatabase.NodeStates.Stopped or ContainerStore.FarmDatabase.NodeStates.Crashed);
 
     /// <summary>The dashboard lives at the root of the node's HTTP/1.1 listener, beside /metrics.</summary>
     public static string DashboardUrlOf(string metricsUrl) =>

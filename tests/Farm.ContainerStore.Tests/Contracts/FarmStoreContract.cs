@@ -106,6 +106,30 @@ public abstract class FarmStoreContract : IAsyncLifetime
     }
 
     [StoreFact]
+    public async Task MarkNodeCrashed_OnlyTheRegisteredActiveProcess_AndItsOwnHeartbeatMakesItActiveAgain()
+    {
+        var store = await OpenAsync();
+        await store.RegisterNodeAsync(1, "http://a:1", 11);
+        await store.RegisterNodeAsync(2, "http://b:2", 22);
+        await store.SetNodeStateAsync(2, NodeStates.Draining);
+
+        Assert.False(await store.MarkNodeCrashedAsync(1, 99));   // another process than the one registered
+        Assert.False(await store.MarkNodeCrashedAsync(2, 22));   // draining keeps its state
+        Assert.True(await store.MarkNodeCrashedAsync(1, 11));
+        Assert.Equal([NodeStates.Crashed, NodeStates.Draining], (await store.ListNodesAsync()).Select(n => n.State));
+
+        // The process was alive after all (its database session dropped): its next heartbeat says so.
+        Assert.True(await store.HeartbeatAsync(1, 11, "http://a:1"));
+        Assert.True(await store.HeartbeatAsync(2, 22, "http://b:2"));
+        Assert.Equal([NodeStates.Active, NodeStates.Draining], (await store.ListNodesAsync()).Select(n => n.State));
+
+        // A new process of a crashed node registers active.
+        Assert.True(await store.MarkNodeCrashedAsync(1, 11));
+        await store.RegisterNodeAsync(1, "http://a:1", 12);
+        Assert.Equal(NodeStates.Active, (await store.ListNodesAsync())[0].State);
+    }
+
+    [StoreFact]
     public async Task Heartbeat_OfUnknownNode_Throws()
     {
         var store = await OpenAsync();

@@ -1,0 +1,103 @@
+using Farm.Broker.Node;
+using Farm.ContainerStore.FarmDatabase;
+using Farm.ContainerStore.Sqlite;
+using Farm.Testing;
+using Microsoft.Extensions.Logging.Abstractions;
+
+namespace Farm.Broker.Tests;
+
+/// <summary>
+/// A survivor takes a peer's containers when the peer's process is gone or its lease runs out, not
+/// at its next ownership tick. Real SQLite farm and container files; the peer is a node row whose
+/// process lock the test holds and lets go (as the kernel does when the process dies), so the
+/// survivor's ticks can be put far out of the way: only the crash watch or the pass scheduled at
+/// the lease's end can move the container within the deadline.
+/// </summary>
+public sealed class CrashWatchTests : IAsyncDisposable
+{
+    private static readonly TimeSpan Deadline = TimeSpan.FromSeconds(10);
+    private const int PeerProcessId = 4242;
+    private readonly string _directory = Path.Combine(Path.GetTempPath(), "farm-crash-watch-tests", Guid.NewGuid().ToString("N"));
+    private BrokerNode? _node;
+    private NodeProcessLock? _peerLock;
+
+    private async Task<BrokerNode> StartSurvivorAsync(TimeProvider time, NodeOptions options)
+    {
+        options.NodeId = 1;
+        options.DataDirectory = _directory;
+        options.DetectCrashedProcesses = true;
+        _node = new BrokerNode(new SqliteStoreProvider(), options, new BrokerOptions(), time, NullLogger<BrokerNode>.Instance);
+        await _node.StartAsync("http://test-1", CancellationToken.None);
+        return _node;
+    }
+
+    /// <summary>Node 2, alive by its lock and heartbeat, owning a new container with <paramref name="lease"/>.</summary>
+    private async Task<long> StartPeerOwningAContainerAsync(BrokerNode survivor, TimeSpan lease)
+    {
+        _peerLock = NodeProcessLock.TryAcquire(_directory, 2, PeerProcessId);
+        Assert.NotNull(_peerLock);
+        await survivor.Farm.RegisterNodeAsync(2, "http://test-2", PeerProcessId);
+        // Created with the peer registered: the survivor's share (1 of 2) leaves it unowned.
+        var container = await survivor.CreateContainerAsync(CancellationToken.None);
+        Assert.Null(container.OwnerNode);
+        Assert.NotNull(await survivor.Farm.TryAcquireContainerAsync(container.Id, 2, lease));
+        // A pass that sees the peer live and owning it (the crash watch tries the peers the last pass saw).
+        await survivor.AssignAsync(survivor.Farm, CancellationToken.None);
+        Assert.False(survivor.ServesContainer(container.Id));
+        return container.Id;
+    }
+
+    [Fact]
+    public async Task APeerWhoseProcessIsGone_IsMarkedCrashed_AndItsContainerTaken_WithoutWaitingForATick()
+    {
+        // The survivor's ownership ticks run on a clock nobody moves: no tick ever comes.
+        var survivor = await StartSurvivorAsync(TestClock.Create(), new NodeOptions());
+        var containerId = await StartPeerOwningAContainerAsync(survivor, lease: TimeSpan.FromMinutes(1));
+
+        _peerLock!.Dispose();
+
+        await Eventually.UntilAsync(() => survivor.ServesContainer(containerId), Deadline, "the survivor serves the dead peer's container");
+        var peer = (await survivor.Farm.ListNodesAsync()).Single(n => n.Id == 2);
+        Assert.Equal(NodeStates.Crashed, peer.State);
+        var change = (await survivor.Farm.ListOwnershipChangesAsync(1)).Single();
+        Assert.Equal((containerId, 2L, 1L, OwnershipChangeKinds.Failover), (change.ContainerId, change.FromNode, change.ToNode, change.Kind));
+    }
+
+    [Fact]
+    public async Task AFrozenPeersContainer_IsTakenWhenItsLeaseRunsOut_NotAtTheNextTick()
+    {
+        // Ticks 30 s apart on the real clock (and a lease long enough for the survivor's own): the
+        // frozen peer's heartbeat goes stale after 2 s and its lease runs out after 2.5 s, and only
+        // a pass the survivor schedules for those moments takes the container within the deadline.
+        var survivor = await StartSurvivorAsync(TimeProvider.System, new NodeOptions
+        {
+            HeartbeatInterval = TimeSpan.FromSeconds(30),
+            LeaseDuration = TimeSpan.FromSeconds(60),
+            NodeTimeout = TimeSpan.FromSeconds(2),
+        });
+        var containerId = await StartPeerOwningAContainerAsync(survivor, lease: TimeSpan.FromSeconds(2.5));
+
+        // The peer's lock stays held: frozen, not gone. It never heartbeats again.
+        await Eventually.UntilAsync(() => survivor.ServesContainer(containerId), Deadline, "the survivor serves the frozen peer's container");
+        var peer = (await survivor.Farm.ListNodesAsync()).Single(n => n.Id == 2);
+        Assert.Equal(NodeStates.Active, peer.State);
+        Assert.True(peer.HeartbeatAge >= TimeSpan.FromSeconds(2), $"taken while the peer's heartbeat was {peer.HeartbeatAge} old");
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        if (_node is not null)
+        {
+            await _node.DisposeAsync();
+        }
+        _peerLock?.Dispose();
+        try
+        {
+            Directory.Delete(_directory, recursive: true);
+        }
+        catch (IOException)
+        {
+            // A file still open on a slow dispose is not worth failing a test for.
+        }
+    }
+}
