@@ -24,7 +24,7 @@ public sealed class OwnershipPlannerTests
 
     private OwnershipView View(long self, NodeRecord[] nodes, ContainerRecord[] containers,
         Dictionary<long, DateTimeOffset>? served = null, Dictionary<long, DateTimeOffset>? orphanSeen = null,
-        Dictionary<long, DateTimeOffset>? releasedAt = null, long[]? releasing = null, DateTimeOffset? lastRelease = null) =>
+        Dictionary<long, HandOver>? releasedAt = null, long[]? releasing = null, DateTimeOffset? lastRelease = null) =>
         new(self, nodes, containers, served ?? [], orphanSeen ?? [], releasedAt ?? [], releasing ?? [], lastRelease ?? DateTimeOffset.MinValue, _clock.GetUtcNow());
 
     [Fact]
@@ -101,7 +101,7 @@ public sealed class OwnershipPlannerTests
     {
         var nodes = new[] { Node(1), Node(2) };
         var containers = new[] { Container(7, owner: null) };
-        var releasedAt = new Dictionary<long, DateTimeOffset> { [7] = _clock.GetUtcNow() };
+        var releasedAt = new Dictionary<long, HandOver> { [7] = new(_clock.GetUtcNow(), Epoch: 1) };
 
         var now = OwnershipPlanner.Plan(View(1, nodes, containers, releasedAt: releasedAt), Options);
         _clock.Advance(Options.MinimumStay);
@@ -146,6 +146,23 @@ public sealed class OwnershipPlannerTests
         Assert.Equal(3, releasingIt);
         Assert.Null(justReleased);
         Assert.Null(alone);
+    }
+
+    [Fact]
+    public void AContainerHandedOverAndTakenSince_IsAnOrphanLikeAnyOther_WhenItsNewOwnerDies()
+    {
+        // This node handed container 7 to node 3 two seconds ago (at epoch 1); node 3 took it (epoch
+        // 2) and has just crashed. Node 1 is the only one with room: it must not leave 7 "to the
+        // node it was meant for" until the grace runs out.
+        var nodes = new[] { Node(1), Node(2), Node(3, state: NodeStates.Crashed) };
+        var containers = new[] { Container(5, 2), Container(6, 2), Container(7, owner: null, epoch: 2), Container(8, 1) };
+        var releasedAt = new Dictionary<long, HandOver> { [7] = new(_clock.GetUtcNow() - TimeSpan.FromSeconds(2), Epoch: 1) };
+        var served = new Dictionary<long, DateTimeOffset> { [8] = _clock.GetUtcNow() };
+
+        var plan = OwnershipPlanner.Plan(View(1, nodes, containers, served, releasedAt: releasedAt), Options);
+
+        var take = Assert.Single(plan.Takes);
+        Assert.Equal((7L, false), (take.ContainerId, take.GraceExpired));
     }
 
     [Fact]

@@ -25,7 +25,7 @@ public sealed partial class BrokerNode
     private Dictionary<long, DateTimeOffset> _orphanSeen = [];
 
     /// <summary>Containers this node let go of on purpose, and when: it does not take them straight back.</summary>
-    private readonly System.Collections.Concurrent.ConcurrentDictionary<long, DateTimeOffset> _releasedAt = new();
+    private readonly System.Collections.Concurrent.ConcurrentDictionary<long, HandOver> _releasedAt = new();
     private DateTimeOffset _lastRelease = DateTimeOffset.MinValue;
 
     /// <summary>Container id -> owner address, as of the last ownership pass; for routing.</summary>
@@ -355,7 +355,7 @@ public sealed partial class BrokerNode
                 return;
             }
             await host.StopTakingWorkAsync(_nodeOptions.HandOverLockWait).ConfigureAwait(false);
-            _releasedAt[containerId] = _time.GetUtcNow();
+            _releasedAt[containerId] = new HandOver(_time.GetUtcNow(), host.Epoch);
             if (!_containers.TryRemove(containerId, out _))
             {
                 return;
@@ -459,20 +459,27 @@ public sealed partial class BrokerNode
     /// <summary>
     /// Tries the process locks of the live peers every <see cref="NodeOptions.CrashProbeInterval"/>
     /// (a SQLite farm: one machine, one data directory) and wakes the ownership pass the moment one
-    /// is free, which then releases and takes the dead node's containers. Each process is reported
-    /// once; the pass that follows marks it crashed and stops watching it.
+    /// is free, which then releases and takes the dead node's containers. A process is reported once
+    /// per pass; the pass that follows marks it crashed and stops watching it.
     /// </summary>
     private async Task CrashWatchLoopAsync(CancellationToken cancellationToken)
     {
         var dataDirectory = Path.GetFullPath(_nodeOptions.DataDirectory);
         var reported = new HashSet<(long NodeId, int ProcessId)>();
+        IReadOnlyList<(long NodeId, int ProcessId)>? seenPeers = null;
         using var timer = new PeriodicTimer(_nodeOptions.CrashProbeInterval, _leaseClock);
         try
         {
             while (await timer.WaitForNextTickAsync(cancellationToken).ConfigureAwait(false))
             {
                 var peers = _watchedPeers;
-                reported.IntersectWith(peers);
+                if (!ReferenceEquals(peers, seenPeers))
+                {
+                    // A pass ran since: one that still lists a reported peer could not tell it gone
+                    // (another survivor held its lock while releasing it). Try it again.
+                    reported.Clear();
+                    seenPeers = peers;
+                }
                 foreach (var peer in peers)
                 {
                     if (!reported.Contains(peer) && NodeProcessLock.IsGone(dataDirectory, peer.NodeId, peer.ProcessId))

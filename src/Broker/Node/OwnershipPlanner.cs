@@ -5,7 +5,7 @@ namespace Farm.Broker.Node;
 /// <summary>What one node knows when it decides what to take and what to hand back.</summary>
 /// <param name="Served">Containers this node serves now, with when it took each.</param>
 /// <param name="OrphanSeen">When this node first saw each container without a live owner.</param>
-/// <param name="ReleasedAt">When containers were handed over on purpose (moves, rebalancing), by anyone here.</param>
+/// <param name="ReleasedAt">Containers this node handed over on purpose (moves, rebalancing): when, and at which epoch.</param>
 /// <param name="Releasing">Containers this node is handing over right now.</param>
 /// <param name="LastRelease">When this node last started a rebalancing hand-over.</param>
 public sealed record OwnershipView(
@@ -14,7 +14,7 @@ public sealed record OwnershipView(
     IReadOnlyList<ContainerRecord> Containers,
     IReadOnlyDictionary<long, DateTimeOffset> Served,
     IReadOnlyDictionary<long, DateTimeOffset> OrphanSeen,
-    IReadOnlyDictionary<long, DateTimeOffset> ReleasedAt,
+    IReadOnlyDictionary<long, HandOver> ReleasedAt,
     IReadOnlyCollection<long> Releasing,
     DateTimeOffset LastRelease,
     DateTimeOffset Now)
@@ -22,6 +22,9 @@ public sealed record OwnershipView(
     /// <summary>Nodes whose process is known gone (their lock is free), whatever their heartbeat says: not live.</summary>
     public IReadOnlySet<long> Crashed { get; init; } = new HashSet<long>();
 }
+
+/// <summary>A container this node handed over on purpose: when, and its epoch then (the next owner's take raises it).</summary>
+public readonly record struct HandOver(DateTimeOffset At, long Epoch);
 
 /// <summary>A container this node may take: an orphan, in id order.</summary>
 /// <param name="ReleaseFirst">The farm database still names this node (a take that failed half way, or a lost lease): let go first, so the take raises the epoch.</param>
@@ -77,11 +80,12 @@ public static class OwnershipPlanner
             }
             var seen = view.OrphanSeen.TryGetValue(container.Id, out var first) ? first : view.Now;
             orphanSeen[container.Id] = seen;
-            if (view.ReleasedAt.TryGetValue(container.Id, out var released) && view.Now - released < options.MinimumStay
-                && view.Now - seen < options.MinimumStay)
+            if (view.ReleasedAt.TryGetValue(container.Id, out var released) && released.Epoch == container.Epoch
+                && view.Now - released.At < options.MinimumStay && view.Now - seen < options.MinimumStay)
             {
-                // Handed over on purpose (a move or rebalance): leave it to the node it is meant for,
-                // unless nobody has taken it for a long while.
+                // Handed over on purpose (a move or rebalance) and not taken since (a take raises the
+                // epoch): leave it to the node it is meant for, unless nobody has taken it for a long
+                // while. Once taken, it is an orphan like any other when that node dies.
                 continue;
             }
             takes.Add(new TakeCandidate(container.Id, ReleaseFirst: container.OwnerNode == view.NodeId, GraceExpired: view.Now - seen >= options.OrphanGrace));
