@@ -16,7 +16,7 @@ public sealed class BrokenConnectionTests
     public async Task ACallToAPeerThatStopsAnswering_FailsAsABrokenConnection_ReadAsUnavailable()
     {
         await using var peer = FrozenHttp2Peer.Start();
-        using var channel = FarmChannels.Create(peer.Address, keepAlivePingDelay: TimeSpan.FromSeconds(1), keepAlivePingTimeout: TimeSpan.FromSeconds(1));
+        using var channel = FarmChannels.Create(peer.Address, keepAlivePingDelay: TimeSpan.FromSeconds(1), keepAlivePingTimeout: TimeSpan.FromSeconds(1), probeLiveness: false);
         var client = new Messaging.MessagingClient(channel);
 
         var error = await Assert.ThrowsAsync<RpcException>(() =>
@@ -27,6 +27,22 @@ public sealed class BrokenConnectionTests
         Assert.True(error.IsBrokenConnection(), $"not read as a broken connection: {error.StatusCode} {error.Status.Detail}");
         Assert.Equal(StatusCode.Unavailable, error.AsUnavailableWhenBroken().StatusCode);
         Assert.True(peer.SawPing, "the call failed before the keep-alive ping went out");
+    }
+
+    [Fact]
+    public async Task ACallToAPeerThatStopsAnswering_IsCutByTheLivenessProbe_LongBeforeAnyKeepAlivePing()
+    {
+        // Keep-alive five minutes out: only the probe's unanswered health check can end the call
+        // before its deadline, and it must end as a broken connection, so callers go elsewhere.
+        await using var peer = FrozenHttp2Peer.Start();
+        using var channel = FarmChannels.Create(peer.Address, keepAlivePingDelay: TimeSpan.FromMinutes(5), keepAlivePingTimeout: TimeSpan.FromMinutes(5));
+        var client = new Messaging.MessagingClient(channel);
+
+        var error = await Assert.ThrowsAsync<RpcException>(() =>
+            client.PeekAsync(new PeekRequest { Entity = "q", MaxMessages = 1 }, deadline: DateTime.UtcNow.AddSeconds(60)).ResponseAsync);
+
+        Assert.True(error.IsBrokenConnection(), $"not read as a broken connection: {error.StatusCode} {error.Status.Detail}");
+        Assert.False(peer.SawPing, "a keep-alive ping went out: the probe did not cut the connection");
     }
 
     [Fact]

@@ -15,25 +15,44 @@ internal static class NodeSignals
     private const int SIGSTOP = 19;
     private const int SIGCONT = 18;
 
-    /// <summary>SIGSTOP; returns once /proc shows the process stopped (state T), at most a second later.</summary>
+    /// <summary>
+    /// SIGSTOP; returns once /proc shows every thread of the process stopped (state T), at most a
+    /// second later. A thread inside a system call that cannot be interrupted (an fsync) stops only
+    /// when it returns, and may answer a call on its way: the clock starts when all are stopped.
+    /// </summary>
     public static async Task StopAsync(int pid, CancellationToken cancellationToken)
     {
         Send(pid, SIGSTOP);
         var clock = Stopwatch.StartNew();
-        while (StateLetter(pid) is not ('T' or 't') && clock.Elapsed < TimeSpan.FromSeconds(1))
+        while (!AllThreadsStopped(pid) && clock.Elapsed < TimeSpan.FromSeconds(1))
         {
             await Task.Delay(1, cancellationToken).ConfigureAwait(false);
+        }
+    }
+
+    private static bool AllThreadsStopped(int pid)
+    {
+        try
+        {
+            return Directory.EnumerateDirectories($"/proc/{pid}/task")
+                .All(task => StateLetterOf($"{task}/stat") is 'T' or 't' or null);
+        }
+        catch (IOException)
+        {
+            return true;
         }
     }
 
     public static void Continue(int pid) => Send(pid, SIGCONT);
 
     /// <summary>The state letter of /proc/PID/stat (R, S, T when stopped, Z); null when the process is gone.</summary>
-    public static char? StateLetter(int pid)
+    public static char? StateLetter(int pid) => StateLetterOf($"/proc/{pid}/stat");
+
+    private static char? StateLetterOf(string statPath)
     {
         try
         {
-            var text = File.ReadAllText($"/proc/{pid}/stat");
+            var text = File.ReadAllText(statPath);
             var afterName = text.LastIndexOf(')');
             return afterName >= 0 && afterName + 2 < text.Length ? text[afterName + 2] : null;
         }
