@@ -6,8 +6,9 @@ namespace Farm.Broker.Tests;
 /// <summary>
 /// A settlement sent again as a repeat (SettleRequest.repeat: its first answer was lost with the
 /// stream or connection that carried it) with the same lock token and disposition gets the first
-/// one's answer, not MessageLockLost; another disposition, a token the entity never settled, one
-/// past the time it is kept, or a second settlement that does not say it is a repeat (an
+/// one's answer, not MessageLockLost (a Complete also on a node that never saw the lock, while the
+/// lock would hold and its message is gone); another disposition, a token the entity never settled,
+/// one past the time it is kept, or a second settlement that does not say it is a repeat (an
 /// application completing twice, which Azure Service Bus refuses) still loses its lock.
 /// </summary>
 public sealed class RepeatedSettlementTests
@@ -78,9 +79,45 @@ public sealed class RepeatedSettlementTests
         var unknown = new Settlement { LockToken = Guid.NewGuid().ToString(), Disposition = Disposition.Complete };
         Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(await queue.SettleAsync(false, [unknown], repeat: true)).ErrorCode);
 
-        await queue.SettleAsync(false, [Settle(second, Disposition.Complete)]);
+        // Kept for the retention: a deferral sent again after it loses the lock.
+        await queue.SettleAsync(false, [Settle(second, Disposition.Defer)]);
         farm.Time.Advance(SettledLocks.Retention + TimeSpan.FromSeconds(1));
-        Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(await queue.SettleAsync(false, [Settle(second, Disposition.Complete)], repeat: true)).ErrorCode);
+        Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(await queue.SettleAsync(false, [Settle(second, Disposition.Defer)], repeat: true)).ErrorCode);
+        // A Complete is answered done while its lock would hold (its message is gone: the token
+        // says which, ACompleteSentAgainToANewOwner...), and loses the lock after that.
+        Assert.Equal(FarmErrorCode.Unspecified, Assert.Single(await queue.SettleAsync(false, [Settle(first, Disposition.Complete)], repeat: true)).ErrorCode);
+        farm.Time.Advance(new QueueSettings().LockDuration);
+        Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(await queue.SettleAsync(false, [Settle(first, Disposition.Complete)], repeat: true)).ErrorCode);
+    }
+
+    /// <summary>The first owner's answer was lost with it: a new node (as after a failover) serves the container.</summary>
+    [Fact]
+    public async Task ACompleteSentAgainToANewOwner_IsAnsweredDone_WhenItsMessageIsGone_AndLockLostWhenItIsNot()
+    {
+        await using var farm = await BrokerHarness.StartAsync();
+        var queue = await farm.CreateQueueAsync("moved");
+        await queue.SendAsync([BrokerHarness.Text("one", "m-1"), BrokerHarness.Text("two", "m-2"), BrokerHarness.Text("three", "m-3")]);
+        var completed = await ReceiveOneAsync(queue);
+        var notCompleted = await ReceiveOneAsync(queue);
+        var abandoned = await ReceiveOneAsync(queue);
+        Assert.Equal(FarmErrorCode.Unspecified, Assert.Single(await queue.SettleAsync(false, [Settle(completed, Disposition.Complete)])).ErrorCode);
+        Assert.Equal(FarmErrorCode.Unspecified, Assert.Single(await queue.SettleAsync(false, [Settle(abandoned, Disposition.Abandon)])).ErrorCode);
+
+        await farm.RestartAsync(crash: true);
+        var moved = await farm.QueueAsync("moved");
+
+        // Its Complete was committed before the crash: done. The other's never was: its message is
+        // there again (without a lock), and the repeat is told so.
+        var results = await moved.SettleAsync(false, [Settle(completed, Disposition.Complete), Settle(notCompleted, Disposition.Complete)], repeat: true);
+        Assert.Equal([FarmErrorCode.Unspecified, FarmErrorCode.MessageLockLost], results.Select(r => r.ErrorCode));
+        // Not a repeat (an application completing twice), or not a Complete: the lock is lost, as before.
+        Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(await moved.SettleAsync(false, [Settle(completed, Disposition.Complete)])).ErrorCode);
+        Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(await moved.SettleAsync(false, [Settle(completed, Disposition.DeadLetter)], repeat: true)).ErrorCode);
+        Assert.Equal(2, moved.GetCounts().Active);
+
+        // Once its lock would have run out, a repeat is not answered from the token any more.
+        farm.Time.Advance(TimeSpan.FromMinutes(1) + TimeSpan.FromSeconds(2));
+        Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(await moved.SettleAsync(false, [Settle(completed, Disposition.Complete)], repeat: true)).ErrorCode);
     }
 
     [Fact]

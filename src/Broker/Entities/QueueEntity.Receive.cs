@@ -221,9 +221,9 @@ internal sealed partial class QueueEntity
 
     private void LockLocked(StoredMessage message, long now, QueueSettings settings)
     {
-        var token = LockTokens.New();
-        message.LockToken = token;
         message.LockedUntilMs = now + (long)settings.LockDuration.TotalMilliseconds;
+        var token = LockTokens.New(message.SequenceNumber, message.LockedUntilMs);
+        message.LockToken = token;
         _locks[token] = message;
         _lockExpiry.Enqueue(message, message.LockedUntilMs);
         SweepBy(message.LockedUntilMs);

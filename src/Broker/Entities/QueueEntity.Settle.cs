@@ -52,6 +52,11 @@ internal sealed partial class QueueEntity
                     {
                         (repeats ??= []).Add((i, earlier.Outcome));
                     }
+                    else if (repeat && settlement.Disposition == Disposition.Complete && CompletedElsewhereLocked(sub, token, now))
+                    {
+                        // Done by the owner before this one, whose answer was lost with it: the
+                        // result stays a success.
+                    }
                     else
                     {
                         Fail(results[i], FarmErrors.LockLost(PathOf(deadLetter), settlement.LockToken));
@@ -337,5 +342,24 @@ internal sealed partial class QueueEntity
             }
         }
         return results;
+    }
+
+    /// <summary>
+    /// Whether a Complete sent again with a lock token this node never handed out (another owner
+    /// did, before a failover) was done: the token names a message (<see cref="LockTokens.TryRead"/>)
+    /// whose lock would still hold, and that message is gone from the sub-queue. While its lock
+    /// holds, only its receiver could have removed it. (A message the failover redelivered to
+    /// another receiver, which completed it before this repeat came, is answered done too: both
+    /// processed it, as at-least-once allows.) Not known when the message could be past the
+    /// frontier, in the database only.
+    /// </summary>
+    private bool CompletedElsewhereLocked(SubQueueState sub, Guid token, long now)
+    {
+        if (!LockTokens.TryRead(token, now, out var sequence, out var lockedUntil) || lockedUntil < now || sequence >= _nextSequence)
+        {
+            return false;
+        }
+        var maybeStoredOnly = sequence > sub.Frontier && (sub.StoredCount > 0 || sub.TailPending);
+        return !sub.Messages.ContainsKey(sequence) && !maybeStoredOnly;
     }
 }
