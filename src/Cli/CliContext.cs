@@ -3,6 +3,7 @@ using System.Net.Http;
 using System.Net.Sockets;
 using Farm.Cli.Hosting;
 using Farm.Client;
+using Farm.Contracts;
 using Grpc.Core;
 
 namespace Farm.Cli;
@@ -162,7 +163,7 @@ public static class CliContext
         var message = ex switch
         {
             OperationCanceledException => "Cancelled.",
-            RpcException rpc => rpc.Status.Detail,
+            RpcException rpc => rpc.TransportFailure() is { } transport ? $"The farm could not be reached: {transport}" : rpc.Status.Detail,
             _ => ex.Message,
         };
 

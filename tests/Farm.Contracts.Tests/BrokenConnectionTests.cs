@@ -46,6 +46,26 @@ public sealed class BrokenConnectionTests
     }
 
     [Fact]
+    public async Task ARefusedConnection_IsDescribedInTheTransportsWords_NotExceptionNames()
+    {
+        var listener = new TcpListener(IPAddress.Loopback, 0);
+        listener.Start();
+        var port = ((IPEndPoint)listener.LocalEndpoint).Port;
+        listener.Stop();
+        using var channel = FarmChannels.Create(new Uri($"http://127.0.0.1:{port}"));
+        var client = new Messaging.MessagingClient(channel);
+
+        var error = await Assert.ThrowsAsync<RpcException>(() =>
+            client.PeekAsync(new PeekRequest { Entity = "q", MaxMessages = 1 }, deadline: DateTime.UtcNow.AddSeconds(30)).ResponseAsync);
+
+        var words = error.TransportFailure();
+        Assert.NotNull(words);
+        Assert.Contains("refused", words, StringComparison.OrdinalIgnoreCase);
+        Assert.DoesNotContain("Exception", words, StringComparison.Ordinal);
+        Assert.Null(new RpcException(new Status(StatusCode.Internal, "a bug in the handler")).TransportFailure());
+    }
+
+    [Fact]
     public void AnInternalErrorAHandlerRaised_IsNotABrokenConnection()
     {
         var raised = new RpcException(new Status(StatusCode.Internal, "a bug in the handler"));

@@ -23,6 +23,30 @@ public static class BrokenConnections
             ? new RpcException(new Status(StatusCode.Unavailable, error.Status.Detail, error.Status.DebugException), error.Trailers)
             : error;
 
+    /// <summary>
+    /// For a call that failed in its transport (refused, reset, cut off by a liveness probe), the
+    /// transport's own words ("Connection refused (127.0.0.1:5000)"); null for any other failure.
+    /// grpc-dotnet's detail for those names exception types ("Error starting gRPC call.
+    /// HttpRequestException: ..."), not a line for a person.
+    /// </summary>
+    public static string? TransportFailure(this RpcException error)
+    {
+        if (error.FarmError() is not null || error.StatusCode is not (StatusCode.Unavailable or StatusCode.Internal))
+        {
+            return null;
+        }
+        string? words = null;
+        for (var e = error.Status.DebugException; e is not null; e = e.InnerException)
+        {
+            if (e is HttpRequestException or HttpProtocolException or IOException or System.Net.Sockets.SocketException)
+            {
+                // The outermost transport failure says most (HttpRequestException adds the address).
+                words ??= e.Message;
+            }
+        }
+        return string.IsNullOrWhiteSpace(words) ? null : words.ReplaceLineEndings(" ").Trim();
+    }
+
     private static bool IsTransportCause(Exception? cause)
     {
         for (var e = cause; e is not null; e = e.InnerException)
