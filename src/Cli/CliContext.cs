@@ -163,7 +163,7 @@ public static class CliContext
         var message = ex switch
         {
             OperationCanceledException => "Cancelled.",
-            RpcException rpc => rpc.TransportFailure() is { } transport ? $"The farm could not be reached: {transport}" : rpc.Status.Detail,
+            RpcException rpc => rpc.TransportFailure() ?? rpc.Status.Detail,
             _ => ex.Message,
         };
 

@@ -24,7 +24,7 @@ public sealed partial class BrokerNode
     /// <summary>Orphans and when this node first saw them; only touched under <see cref="_ownershipGate"/>.</summary>
     private Dictionary<long, DateTimeOffset> _orphanSeen = [];
 
-    /// <summary>Containers this node let go of on purpose, and when: it does not take them straight back.</summary>
+    /// <summary>Containers this node let go of on purpose, when and at which epoch: it does not take them straight back while nobody took them.</summary>
     private readonly System.Collections.Concurrent.ConcurrentDictionary<long, HandOver> _releasedAt = new();
     private DateTimeOffset _lastRelease = DateTimeOffset.MinValue;
 
@@ -253,7 +253,7 @@ public sealed partial class BrokerNode
         var dataDirectory = Path.GetFullPath(_nodeOptions.DataDirectory);
         // A process seen holding its lock counts only while it is the one registered for its node.
         _seenHoldingSessionLock.RemoveWhere(seen => !nodes.Any(n => n.Id == seen.NodeId && n.ProcessId == seen.ProcessId));
-        foreach (var node in nodes.Where(n => n.Id != NodeId && n.State is NodeStates.Active or NodeStates.Draining && n.HeartbeatAge < _nodeOptions.NodeTimeout))
+        foreach (var node in nodes.Where(IsLivePeer))
         {
             await using var gone = _nodeOptions.DetectCrashedProcesses
                 ? AsAsync(NodeProcessLock.TryHoldIfGone(dataDirectory, node.Id, node.ProcessId))
@@ -451,10 +451,11 @@ public sealed partial class BrokerNode
     private volatile IReadOnlyList<(long NodeId, int ProcessId)> _watchedPeers = [];
 
     private void WatchPeers(IReadOnlyList<NodeRecord> nodes, IReadOnlySet<long> crashed) =>
-        _watchedPeers = nodes
-            .Where(n => n.Id != NodeId && n.State is NodeStates.Active or NodeStates.Draining && n.HeartbeatAge < _nodeOptions.NodeTimeout && !crashed.Contains(n.Id))
-            .Select(n => (n.Id, n.ProcessId))
-            .ToList();
+        _watchedPeers = nodes.Where(n => IsLivePeer(n) && !crashed.Contains(n.Id)).Select(n => (n.Id, n.ProcessId)).ToList();
+
+    /// <summary>Another node that serves by its state and heartbeat: one whose process may be found gone.</summary>
+    private bool IsLivePeer(NodeRecord node) =>
+        node.Id != NodeId && node.State is NodeStates.Active or NodeStates.Draining && node.HeartbeatAge < _nodeOptions.NodeTimeout;
 
     /// <summary>
     /// Tries the process locks of the live peers every <see cref="NodeOptions.CrashProbeInterval"/>

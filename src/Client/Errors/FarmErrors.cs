@@ -10,8 +10,7 @@ internal static class FarmErrors
     {
         // A broken connection (a keep-alive ping a frozen node never answered) may come as Internal.
         var reason = ReasonOf(exception.FarmError(), exception.AsUnavailableWhenBroken().StatusCode);
-        var detail = exception.TransportFailure() is { } transport ? $"The farm could not be reached: {transport}" : exception.Status.Detail;
-        return new FarmException(Describe(reason, detail, entityPath), reason, entityPath, exception);
+        return new FarmException(Describe(reason, exception.TransportFailure() ?? exception.Status.Detail, entityPath), reason, entityPath, exception);
     }
 
     /// <summary>A failed item of a settle or renew-lock answer (its error_code).</summary>

@@ -24,10 +24,10 @@ public static class BrokenConnections
             : error;
 
     /// <summary>
-    /// For a call that failed in its transport (refused, reset, cut off by a liveness probe), the
-    /// transport's own words ("Connection refused (127.0.0.1:5000)"); null for any other failure.
-    /// grpc-dotnet's detail for those names exception types ("Error starting gRPC call.
-    /// HttpRequestException: ..."), not a line for a person.
+    /// For a call that failed in its transport (refused, reset, cut off by a liveness probe), one
+    /// line in the transport's own words ("The farm could not be reached: Connection refused
+    /// (127.0.0.1:5000)"); null for any other failure. grpc-dotnet's detail for those names
+    /// exception types ("Error starting gRPC call. HttpRequestException: ..."), not a line for a person.
     /// </summary>
     public static string? TransportFailure(this RpcException error)
     {
@@ -35,27 +35,23 @@ public static class BrokenConnections
         {
             return null;
         }
-        string? words = null;
-        for (var e = error.Status.DebugException; e is not null; e = e.InnerException)
-        {
-            if (e is HttpRequestException or HttpProtocolException or IOException or System.Net.Sockets.SocketException)
-            {
-                // The outermost transport failure says most (HttpRequestException adds the address).
-                words ??= e.Message;
-            }
-        }
-        return string.IsNullOrWhiteSpace(words) ? null : words.ReplaceLineEndings(" ").Trim();
+        // The outermost transport failure says most (HttpRequestException adds the address).
+        var words = TransportCause(error.Status.DebugException)?.Message;
+        return string.IsNullOrWhiteSpace(words) ? null : $"The farm could not be reached: {words.ReplaceLineEndings(" ").Trim()}";
     }
 
-    private static bool IsTransportCause(Exception? cause)
+    private static bool IsTransportCause(Exception? cause) => TransportCause(cause) is not null;
+
+    /// <summary>The outermost exception in <paramref name="cause"/>'s chain that the transport raised, or null.</summary>
+    private static Exception? TransportCause(Exception? cause)
     {
         for (var e = cause; e is not null; e = e.InnerException)
         {
-            if (e is HttpRequestException or HttpProtocolException or IOException)
+            if (e is HttpRequestException or HttpProtocolException or IOException or System.Net.Sockets.SocketException)
             {
-                return true;
+                return e;
             }
         }
-        return false;
+        return null;
     }
 }
