@@ -45,6 +45,32 @@ public sealed class BrokenConnectionTests
         Assert.False(peer.SawPing, "a keep-alive ping went out: the probe did not cut the connection");
     }
 
+    /// <summary>
+    /// An overloaded peer answers its health check late but keeps sending: the probe must not take
+    /// it for frozen (cutting an overloaded node's clients off only adds their reconnects to its
+    /// load). Once it falls silent as well, the probe cuts it as before.
+    /// </summary>
+    [Fact]
+    public async Task APeerThatAnswersNoHealthCheck_ButKeepsSending_IsNotCut_UntilItFallsSilent()
+    {
+        await using var peer = FrozenHttp2Peer.Start(chatter: true);
+        using var channel = FarmChannels.Create(peer.Address, keepAlivePingDelay: TimeSpan.FromMinutes(5), keepAlivePingTimeout: TimeSpan.FromMinutes(5));
+        var client = new Messaging.MessagingClient(channel);
+
+        var late = await Assert.ThrowsAsync<RpcException>(() =>
+            client.PeekAsync(new PeekRequest { Entity = "q", MaxMessages = 1 }, deadline: DateTime.UtcNow.AddSeconds(5)).ResponseAsync);
+
+        Assert.Equal(StatusCode.DeadlineExceeded, late.StatusCode);
+        // The peek and at least two health checks that went unanswered for their 1.5 s each.
+        Assert.True(peer.CallsSeen >= 3, $"the peer saw {peer.CallsSeen} calls: the probe did not ask it");
+
+        peer.FallSilent();
+        var cut = await Assert.ThrowsAsync<RpcException>(() =>
+            client.PeekAsync(new PeekRequest { Entity = "q", MaxMessages = 1 }, deadline: DateTime.UtcNow.AddSeconds(60)).ResponseAsync);
+
+        Assert.True(cut.IsBrokenConnection(), $"not read as a broken connection: {cut.StatusCode} {cut.Status.Detail}");
+    }
+
     [Fact]
     public async Task ARefusedConnection_IsDescribedInTheTransportsWords_NotExceptionNames()
     {
@@ -80,25 +106,39 @@ public sealed class BrokenConnectionTests
     /// <summary>
     /// A loopback HTTP/2 peer that says hello (its SETTINGS, and the ack of the client's) and then
     /// reads everything and answers nothing, as a process stopped with SIGSTOP would after its kernel
-    /// took the bytes: calls stay open, pings go unanswered.
+    /// took the bytes: calls stay open, pings go unanswered. With <c>chatter</c> it sends a PING of
+    /// its own every 100 ms until <see cref="FallSilent"/>: bytes keep coming, as from an overloaded
+    /// node that still answers other calls but not these.
     /// </summary>
     private sealed class FrozenHttp2Peer : IAsyncDisposable
     {
+        private const byte HeadersFrame = 0x1;
         private const byte SettingsFrame = 0x4;
         private const byte PingFrame = 0x6;
         private readonly TcpListener _listener;
         private readonly CancellationTokenSource _stop = new();
+        private readonly CancellationTokenSource _silent = new();
+        private readonly SemaphoreSlim _writing = new(1, 1);
+        private readonly bool _chatter;
         private readonly Task _serving;
         private volatile bool _sawPing;
+        private int _calls;
 
-        private FrozenHttp2Peer()
+        private FrozenHttp2Peer(bool chatter)
         {
+            _chatter = chatter;
             _listener = new TcpListener(IPAddress.Loopback, 0);
             _listener.Start();
             _serving = ServeAsync();
         }
 
-        public static FrozenHttp2Peer Start() => new();
+        public static FrozenHttp2Peer Start(bool chatter = false) => new(chatter);
+
+        /// <summary>Calls the client opened (HEADERS frames seen).</summary>
+        public int CallsSeen => Volatile.Read(ref _calls);
+
+        /// <summary>Stops the chatter: from now on nothing at all comes from the peer.</summary>
+        public void FallSilent() => _silent.Cancel();
 
         public Uri Address => new($"http://127.0.0.1:{((IPEndPoint)_listener.LocalEndpoint).Port}");
 
@@ -110,7 +150,8 @@ public sealed class BrokenConnectionTests
             await using var stream = new NetworkStream(socket, ownsSocket: false);
             var preface = new byte[24];
             await stream.ReadExactlyAsync(preface, _stop.Token);
-            await stream.WriteAsync(Frame(SettingsFrame, flags: 0), _stop.Token);
+            await WriteAsync(stream, Frame(SettingsFrame, flags: 0));
+            var chatter = _chatter ? ChatterAsync(stream) : Task.CompletedTask;
             var header = new byte[9];
             var acked = false;
             while (!_stop.IsCancellationRequested)
@@ -121,12 +162,49 @@ public sealed class BrokenConnectionTests
                 if (header[3] == SettingsFrame && (header[4] & 0x1) == 0 && !acked)
                 {
                     acked = true;
-                    await stream.WriteAsync(Frame(SettingsFrame, flags: 0x1), _stop.Token);
+                    await WriteAsync(stream, Frame(SettingsFrame, flags: 0x1));
                 }
                 else if (header[3] == PingFrame)
                 {
                     _sawPing = true;
                 }
+                else if (header[3] == HeadersFrame)
+                {
+                    Interlocked.Increment(ref _calls);
+                }
+            }
+            await chatter;
+        }
+
+        private async Task ChatterAsync(NetworkStream stream)
+        {
+            using var silent = CancellationTokenSource.CreateLinkedTokenSource(_stop.Token, _silent.Token);
+            using var timer = new PeriodicTimer(TimeSpan.FromMilliseconds(100));
+            try
+            {
+                while (await timer.WaitForNextTickAsync(silent.Token))
+                {
+                    // A PING of the peer's own (8 bytes of payload): the client reads it and acks it.
+                    byte[] ping = [0, 0, 8, PingFrame, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+                    await WriteAsync(stream, ping);
+                }
+            }
+            catch (OperationCanceledException)
+            {
+                // Fallen silent, or the test ended.
+            }
+        }
+
+        private async Task WriteAsync(NetworkStream stream, byte[] frame)
+        {
+            await _writing.WaitAsync(_stop.Token);
+            try
+            {
+                await stream.WriteAsync(frame, _stop.Token);
+            }
+            finally
+            {
+                _writing.Release();
             }
         }
 
@@ -145,6 +223,8 @@ public sealed class BrokenConnectionTests
                 // The client hung up or the test ended: the peer's job is done.
             }
             _stop.Dispose();
+            _silent.Dispose();
+            _writing.Dispose();
         }
     }
 }

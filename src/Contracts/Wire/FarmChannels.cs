@@ -14,16 +14,17 @@ public static class FarmChannels
 
     /// <summary>
     /// How long a connection with calls open may stay silent before a ping is sent, and how long
-    /// the ping may go unanswered: a frozen or cut-off peer fails the calls on that connection
-    /// within their sum plus SocketsHttpHandler's once-a-second check (2.5-4.5 s; neither may be
-    /// under 1 s), instead of TCP's minutes. The channel's <see cref="LivenessProbe"/> is faster (about
-    /// 2 s); the ping is the backstop for channels created without it. The delay is
-    /// short because a ping costs nothing on a busy connection (any frame received resets it)
-    /// and little on an idle one; the timeout is what a saturated node must answer within.
+    /// the ping may go unanswered. The channel's <see cref="LivenessProbe"/> leaves a frozen peer
+    /// within about 2 s; the ping is the backstop (channels created without the probe, a peer whose
+    /// health service answers but whose connection does not). Its timeout is long because a ping
+    /// is answered only after everything the peer has not read yet on that connection, and an
+    /// overloaded node can be seconds behind while it still sends: with 1.5 s, a node offered twice
+    /// what it could do had its clients' connections cut by their own pings, and their reconnects
+    /// made its backlog minutes. Neither may be under 1 s (SocketsHttpHandler refuses it).
     /// </summary>
     public static readonly TimeSpan KeepAlivePingDelay = TimeSpan.FromSeconds(1);
 
-    public static readonly TimeSpan KeepAlivePingTimeout = TimeSpan.FromSeconds(1.5);
+    public static readonly TimeSpan KeepAlivePingTimeout = TimeSpan.FromSeconds(10);
 
     public static readonly TimeSpan ConnectTimeout = TimeSpan.FromSeconds(5);
 

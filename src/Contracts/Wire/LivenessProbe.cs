@@ -1,4 +1,5 @@
 using System.Collections.Concurrent;
+using System.Diagnostics.Metrics;
 using System.Net.Http;
 using System.Net.Sockets;
 using Grpc.Core;
@@ -12,35 +13,47 @@ namespace Farm.Contracts;
 /// and checks once a second, so a caller on a frozen gateway sat there for 2.5-4.5 s, as long as the
 /// survivors take 3 s to take the frozen node's containers over. While the channel has connections,
 /// this asks the peer's gRPC health service every <see cref="Interval"/>; an answer of any kind
-/// (even an error) means the peer lives. One that does not come within <see cref="Timeout"/> aborts
-/// every connection of the channel, so the calls on them fail at once as broken connections and
-/// go elsewhere (the SDK's failover, a gateway's hold for the next owner). Sends are safe to repeat
-/// (send records) and receivers reopen, so a busy peer mistaken for frozen costs a reconnect.
+/// (even an error) means the peer lives. When none comes within <see cref="Timeout"/>, every
+/// connection of the channel that has also been silent that long (no byte read, none waiting in
+/// the socket) is aborted, so the calls on it fail at once as broken connections and go elsewhere
+/// (the SDK's failover, a gateway's hold for the next owner). A connection that still brings bytes
+/// is kept: an overloaded node answers its health check late but is not frozen, and cutting its
+/// clients off would only add their reconnects to its load (15,000 receivers reopening at once
+/// turned an overloaded node's backlog into minutes).
 /// </summary>
 internal sealed class LivenessProbe : DelegatingHandler
 {
     /// <summary>How often a live peer is asked.</summary>
     public static readonly TimeSpan Interval = TimeSpan.FromMilliseconds(500);
 
-    /// <summary>How long an answer may take: a node saturated for longer is taken for frozen.</summary>
+    /// <summary>How long an answer may take, and how long a connection must have been silent to be cut then.</summary>
     public static readonly TimeSpan Timeout = TimeSpan.FromSeconds(1.5);
+
+    private static readonly Counter<long> AbortCount = ConnectionMetrics.Meter.CreateCounter<long>(
+        "farm.client.connection.aborts", "{connection}", "Connections aborted because their peer did not answer a health check and sent nothing for 1.5 s (taken for frozen).");
 
     private static readonly Method<byte[], byte[]> HealthCheck = new(
         MethodType.Unary, "grpc.health.v1.Health", "Check",
         Marshallers.Create(static bytes => bytes, static bytes => bytes),
         Marshallers.Create(static bytes => bytes, static bytes => bytes));
 
-    private readonly ConcurrentDictionary<Socket, byte> _sockets = new();
+    private readonly ConcurrentDictionary<TrackedStream, byte> _connections = new();
     private readonly CancellationTokenSource _stop = new();
     private int _aborts;
 
     public LivenessProbe(SocketsHttpHandler inner) : base(inner) => inner.ConnectCallback = ConnectAsync;
 
-    /// <summary>How many times the probe found the peer silent and aborted its connections.</summary>
+    /// <summary>How many connections the probe found silent and aborted.</summary>
     public int Aborts => Volatile.Read(ref _aborts);
 
     /// <summary>Starts asking the peer behind <paramref name="channel"/> (the channel this handler serves).</summary>
-    public void Start(GrpcChannel channel) => _ = ProbeAsync(channel.CreateCallInvoker(), _stop.Token);
+    public void Start(GrpcChannel channel)
+    {
+        _target = channel.Target;
+        _ = ProbeAsync(channel.CreateCallInvoker(), _stop.Token);
+    }
+
+    private string _target = "";
 
     private async ValueTask<Stream> ConnectAsync(SocketsHttpConnectionContext context, CancellationToken cancellationToken)
     {
@@ -54,8 +67,9 @@ internal sealed class LivenessProbe : DelegatingHandler
             socket.Dispose();
             throw;
         }
-        _sockets[socket] = 0;
-        return new TrackedStream(socket, this);
+        var stream = new TrackedStream(socket, this);
+        _connections[stream] = 0;
+        return stream;
     }
 
     private async Task ProbeAsync(CallInvoker invoker, CancellationToken stopping)
@@ -65,7 +79,7 @@ internal sealed class LivenessProbe : DelegatingHandler
         {
             while (await timer.WaitForNextTickAsync(stopping).ConfigureAwait(false))
             {
-                if (_sockets.IsEmpty)
+                if (_connections.IsEmpty)
                 {
                     // Not connected: nothing to watch, and a probe would connect an idle channel.
                     continue;
@@ -77,7 +91,7 @@ internal sealed class LivenessProbe : DelegatingHandler
                 }
                 catch (RpcException e) when (e.StatusCode == StatusCode.DeadlineExceeded && !stopping.IsCancellationRequested)
                 {
-                    AbortConnections();
+                    AbortSilentConnections();
                 }
                 catch (RpcException)
                 {
@@ -91,25 +105,20 @@ internal sealed class LivenessProbe : DelegatingHandler
         }
     }
 
-    private void AbortConnections()
+    /// <summary>Aborts the connections that brought nothing for <see cref="Timeout"/>; the others are busy, not frozen.</summary>
+    private void AbortSilentConnections()
     {
-        Interlocked.Increment(ref _aborts);
-        foreach (var socket in _sockets.Keys)
+        var silentSince = Environment.TickCount64 - (long)Timeout.TotalMilliseconds;
+        foreach (var connection in _connections.Keys)
         {
-            _sockets.TryRemove(socket, out _);
-            try
+            if (!connection.SilentSince(silentSince))
             {
-                socket.Shutdown(SocketShutdown.Both);
+                continue;
             }
-            catch (SocketException)
-            {
-                // Already closed.
-            }
-            catch (ObjectDisposedException)
-            {
-                // Already closed.
-            }
-            socket.Dispose();
+            _connections.TryRemove(connection, out _);
+            Interlocked.Increment(ref _aborts);
+            AbortCount.Add(1, new KeyValuePair<string, object?>("server.address", _target));
+            connection.Abort();
         }
     }
 
@@ -123,12 +132,71 @@ internal sealed class LivenessProbe : DelegatingHandler
         base.Dispose(disposing);
     }
 
-    /// <summary>The connection's stream; forgets its socket when the handler closes it.</summary>
+    /// <summary>The connection's stream: notes when it last read a byte; forgets itself when the handler closes it.</summary>
     private sealed class TrackedStream(Socket socket, LivenessProbe owner) : NetworkStream(socket, ownsSocket: true)
     {
+        private long _lastRead = Environment.TickCount64;
+
+        /// <summary>Whether nothing was read since <paramref name="ticks"/> (Environment.TickCount64) and nothing waits to be.</summary>
+        public bool SilentSince(long ticks)
+        {
+            if (Volatile.Read(ref _lastRead) >= ticks)
+            {
+                return false;
+            }
+            try
+            {
+                // Bytes in the socket that this process has not got round to reading (it is the busy one).
+                return Socket.Available == 0;
+            }
+            catch (Exception e) when (e is SocketException or ObjectDisposedException)
+            {
+                return true;
+            }
+        }
+
+        public void Abort()
+        {
+            try
+            {
+                Socket.Shutdown(SocketShutdown.Both);
+            }
+            catch (Exception e) when (e is SocketException or ObjectDisposedException)
+            {
+                // Already closed.
+            }
+            Socket.Dispose();
+        }
+
+        [System.Runtime.CompilerServices.AsyncMethodBuilder(typeof(System.Runtime.CompilerServices.PoolingAsyncValueTaskMethodBuilder<>))]
+        public override async ValueTask<int> ReadAsync(Memory<byte> buffer, CancellationToken cancellationToken = default)
+        {
+            var read = await base.ReadAsync(buffer, cancellationToken).ConfigureAwait(false);
+            if (read > 0)
+            {
+                Volatile.Write(ref _lastRead, Environment.TickCount64);
+            }
+            return read;
+        }
+
+        public override Task<int> ReadAsync(byte[] buffer, int offset, int count, CancellationToken cancellationToken) =>
+            ReadAsync(buffer.AsMemory(offset, count), cancellationToken).AsTask();
+
+        public override int Read(Span<byte> buffer)
+        {
+            var read = base.Read(buffer);
+            if (read > 0)
+            {
+                Volatile.Write(ref _lastRead, Environment.TickCount64);
+            }
+            return read;
+        }
+
+        public override int Read(byte[] buffer, int offset, int count) => Read(buffer.AsSpan(offset, count));
+
         protected override void Dispose(bool disposing)
         {
-            owner._sockets.TryRemove(Socket, out _);
+            owner._connections.TryRemove(this, out _);
             base.Dispose(disposing);
         }
     }

@@ -28,7 +28,7 @@ internal static class NodeTelemetry
             .ConfigureResource(resource => resource.AddService("farm-node", serviceInstanceId: $"node-{nodeId}"))
             .WithMetrics(metrics =>
             {
-                metrics.AddMeter(BrokerMetrics.MeterName)
+                metrics.AddMeter(BrokerMetrics.MeterName, Farm.Contracts.ConnectionMetrics.MeterName)
                     .AddAspNetCoreInstrumentation()
                     .AddRuntimeInstrumentation()
                     .AddPrometheusExporter();
