@@ -394,9 +394,80 @@ public sealed partial class BrokerNode
         }
     }
 
-    /// <summary>Heartbeats and lease renewals, on the lease clock and nothing else in the way.</summary>
-    private Task RenewalLoopAsync(CancellationToken cancellationToken) =>
-        RunEveryIntervalAsync(_leaseClock, ct => RenewAsync(Farm, ct), e => LogHeartbeatFailed(_logger, e), cancellationToken);
+    /// <summary>
+    /// Heartbeats and lease renewals, on the lease clock and nothing else in the way. On the system
+    /// clock they run on a thread of their own, not the thread pool: an overloaded node's pool can
+    /// hold thousands of work items (seen: 9,500, seconds of queueing, with three nodes offered
+    /// eight times what two cores do), and a renewal queued behind them let leases lapse, so
+    /// containers moved between busy nodes over and over and nothing was served. A node slow to
+    /// serve is still a node; only one that cannot renew (frozen, cut off, dead) loses its
+    /// containers. A test's manual lease clock keeps the timer loop it drives.
+    /// </summary>
+    private Task RenewalLoopAsync(CancellationToken cancellationToken)
+    {
+        if (!ReferenceEquals(_leaseClock, TimeProvider.System))
+        {
+            return RunEveryIntervalAsync(_leaseClock, ct => RenewAsync(Farm, ct), e => LogHeartbeatFailed(_logger, e), cancellationToken);
+        }
+        var stopped = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var thread = new Thread(() =>
+        {
+            try
+            {
+                RenewOnThisThread(cancellationToken);
+                stopped.SetResult();
+            }
+            catch (Exception e)
+            {
+                stopped.SetException(e);
+            }
+        })
+        {
+            IsBackground = true,
+            Name = $"Farm node {NodeId} lease renewal",
+        };
+        thread.Start();
+        return stopped.Task;
+    }
+
+    /// <summary>
+    /// The renewal loop of <see cref="RenewalLoopAsync"/> on its own thread: every heartbeat interval
+    /// at a fixed rate (a late renewal does not push the next ones back; a missed tick is skipped, as
+    /// PeriodicTimer does). With SQLite the farm store completes on this thread; with PostgreSQL its
+    /// I/O completes on the pool, which only the network wait depends on.
+    /// </summary>
+    private void RenewOnThisThread(CancellationToken cancellationToken)
+    {
+        var interval = _nodeOptions.HeartbeatInterval;
+        var next = System.Diagnostics.Stopwatch.GetTimestamp();
+        while (true)
+        {
+            var now = System.Diagnostics.Stopwatch.GetTimestamp();
+            var intervalTicks = (long)(interval.TotalSeconds * System.Diagnostics.Stopwatch.Frequency);
+            next += intervalTicks;
+            if (next < now)
+            {
+                // Behind by more than a tick: the next renewal is one interval from now.
+                next = now + intervalTicks;
+            }
+            if (cancellationToken.WaitHandle.WaitOne(System.Diagnostics.Stopwatch.GetElapsedTime(now, next)))
+            {
+                return;
+            }
+            try
+            {
+                RenewAsync(Farm, cancellationToken).GetAwaiter().GetResult();
+            }
+            catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
+            {
+                return;
+            }
+            catch (Exception e)
+            {
+                LogHeartbeatFailed(_logger, e);
+            }
+        }
+    }
 
     /// <summary>Wakes the ownership loop before its next tick (the crash watch, a change due sooner).</summary>
     private readonly OwnershipWakeUp _wakeUp = new();

@@ -137,7 +137,8 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         // One pass now, so a node that is the farm's only one serves as soon as it says it is up.
         await AssignAsync(farm, cancellationToken).ConfigureAwait(false);
         _farm = farm;
-        _renewalLoop = Task.Run(() => RenewalLoopAsync(_stopping.Token), CancellationToken.None);
+        // Not through the pool: on the system clock the renewals get a thread of their own (RenewalLoopAsync).
+        _renewalLoop = RenewalLoopAsync(_stopping.Token);
         _ownershipLoop = Task.Run(() => OwnershipLoopAsync(_stopping.Token), CancellationToken.None);
         if (_nodeOptions.DetectCrashedProcesses)
         {
