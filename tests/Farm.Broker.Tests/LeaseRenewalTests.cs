@@ -32,8 +32,9 @@ public sealed class LeaseRenewalTests : IAsyncDisposable
         Assert.Equal(1, container.OwnerNode);
 
         // Every pool thread, and every one the pool adds meanwhile (about two a second), blocks until
-        // released: work queued on the pool, a timer's tick too, waits all that time.
-        using var release = new ManualResetEventSlim();
+        // released: work queued on the pool, a timer's tick too, waits all that time. Never disposed:
+        // the items still queued when the test ends wait on it (and return at once) after that.
+        var release = new ManualResetEventSlim();
         for (var i = 0; i < 500; i++)
         {
             ThreadPool.UnsafeQueueUserWorkItem(static state => ((ManualResetEventSlim)state!).Wait(), release);
