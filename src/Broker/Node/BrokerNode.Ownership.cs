@@ -1,3 +1,4 @@
+using System.Diagnostics;
 using Farm.Broker.Containers;
 using Farm.ContainerStore.FarmDatabase;
 using Microsoft.Extensions.Logging;
@@ -438,19 +439,18 @@ public sealed partial class BrokerNode
     /// </summary>
     private void RenewOnThisThread(CancellationToken cancellationToken)
     {
-        var interval = _nodeOptions.HeartbeatInterval;
-        var next = System.Diagnostics.Stopwatch.GetTimestamp();
+        var interval = (long)(_nodeOptions.HeartbeatInterval.TotalSeconds * Stopwatch.Frequency);
+        var next = Stopwatch.GetTimestamp();
         while (true)
         {
-            var now = System.Diagnostics.Stopwatch.GetTimestamp();
-            var intervalTicks = (long)(interval.TotalSeconds * System.Diagnostics.Stopwatch.Frequency);
-            next += intervalTicks;
+            var now = Stopwatch.GetTimestamp();
+            next += interval;
             if (next < now)
             {
                 // Behind by more than a tick: the next renewal is one interval from now.
-                next = now + intervalTicks;
+                next = now + interval;
             }
-            if (cancellationToken.WaitHandle.WaitOne(System.Diagnostics.Stopwatch.GetElapsedTime(now, next)))
+            if (cancellationToken.WaitHandle.WaitOne(Stopwatch.GetElapsedTime(now, next)))
             {
                 return;
             }

@@ -39,12 +39,11 @@ internal sealed class LivenessProbe : DelegatingHandler
 
     private readonly ConcurrentDictionary<TrackedStream, byte> _connections = new();
     private readonly CancellationTokenSource _stop = new();
-    private int _aborts;
+
+    /// <summary>The peer's address, as the abort metric names it.</summary>
+    private string _target = "";
 
     public LivenessProbe(SocketsHttpHandler inner) : base(inner) => inner.ConnectCallback = ConnectAsync;
-
-    /// <summary>How many connections the probe found silent and aborted.</summary>
-    public int Aborts => Volatile.Read(ref _aborts);
 
     /// <summary>Starts asking the peer behind <paramref name="channel"/> (the channel this handler serves).</summary>
     public void Start(GrpcChannel channel)
@@ -52,8 +51,6 @@ internal sealed class LivenessProbe : DelegatingHandler
         _target = channel.Target;
         _ = ProbeAsync(channel.CreateCallInvoker(), _stop.Token);
     }
-
-    private string _target = "";
 
     private async ValueTask<Stream> ConnectAsync(SocketsHttpConnectionContext context, CancellationToken cancellationToken)
     {
@@ -116,7 +113,6 @@ internal sealed class LivenessProbe : DelegatingHandler
                 continue;
             }
             _connections.TryRemove(connection, out _);
-            Interlocked.Increment(ref _aborts);
             AbortCount.Add(1, new KeyValuePair<string, object?>("server.address", _target));
             connection.Abort();
         }
