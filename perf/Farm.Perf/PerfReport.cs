@@ -59,6 +59,9 @@ internal sealed record Verification(
     long LeftInQueue,
     IReadOnlyList<string> Problems)
 {
+    /// <summary>Sends an overloaded farm refused with SERVICE_BUSY (nothing stored, the sender told): load shed, not a failed check.</summary>
+    public long SendsRefusedBusy { get; init; }
+
     /// <summary>Fan-out runs: subscriptions each message could reach (null for a queue).</summary>
     public int? Subscriptions { get; init; }
 

@@ -42,6 +42,14 @@ public sealed class BrokerOptions
     /// </summary>
     public long MaxWaitingCommitBytes { get; set; } = 64L * 1024 * 1024;
 
+    /// <summary>
+    /// Load shedding: while the node's work waits this long or longer in its thread pool
+    /// (<see cref="Overload.ThreadPoolLag"/>), new sends get SERVICE_BUSY, nothing stored, so an
+    /// overloaded node slows its senders down instead of falling so far behind that its clients take
+    /// its connections for dead (their liveness probe cuts one silent for 1.5 s). Zero: never shed.
+    /// </summary>
+    public TimeSpan ShedSendsAfter { get; set; } = TimeSpan.FromSeconds(1);
+
     /// <summary>Most messages handed out by one receive call or stream push.</summary>
     public int MaxMessagesPerReceive { get; set; } = 256;
 

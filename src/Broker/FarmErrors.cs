@@ -13,6 +13,13 @@ public sealed class BrokerException(FarmErrorCode code, string message, string? 
 
     /// <summary>For <see cref="FarmErrorCode.NotOwner"/>: the owner's address, when this node knows it.</summary>
     public string? Owner { get; } = owner;
+
+    /// <summary>
+    /// A SERVICE_BUSY of an overloaded node shedding load (RESOURCE_EXHAUSTED on the wire), as opposed
+    /// to one of an entity between owners (UNAVAILABLE): a gateway passes it on instead of holding the
+    /// call for the next owner, which would only add to the load.
+    /// </summary>
+    public bool Overloaded { get; init; }
 }
 
 /// <summary>The failures the broker and gateway answer with, worded once.</summary>
@@ -44,6 +51,9 @@ public static class FarmErrors
 
     /// <summary>The node cannot serve this now (starting, stopping, or handing the entity over); try again.</summary>
     public static BrokerException Busy(string message) => new(FarmErrorCode.ServiceBusy, message);
+
+    /// <summary>The node is too far behind its work to take more; nothing was done, try again after a pause.</summary>
+    public static BrokerException Overloaded(string message) => new(FarmErrorCode.ServiceBusy, message) { Overloaded = true };
 
     public static BrokerException NotOwner(string entity, string? owner) =>
         new(FarmErrorCode.NotOwner,

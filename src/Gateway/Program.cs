@@ -30,6 +30,9 @@ catch (ArgumentException e)
 builder.Logging.AddSimpleConsole(console => console.TimestampFormat = "HH:mm:ss.fff ");
 builder.Logging.AddFilter("Microsoft.AspNetCore", LogLevel.Warning);
 builder.Logging.AddFilter("Microsoft.Hosting", LogLevel.Warning);
+// gRPC logs every call that ends with an error status at Information: a client's NotFound, each
+// send refused while the node sheds load. Failures of the node itself are logged by FarmErrorInterceptor.
+builder.Logging.AddFilter("Grpc.AspNetCore.Server.ServerCallHandler", LogLevel.Warning);
 // A port that cannot be bound fails the host's start, which logs the whole exception; the catch
 // below says it in one line instead.
 builder.Logging.AddFilter("Microsoft.Extensions.Hosting.Internal.Host", LogLevel.Critical);

@@ -30,7 +30,14 @@ internal sealed class BrokerHarness : IAsyncDisposable
 
     public BrokerNode Node { get; private set; } = null!;
 
-    public BrokerOptions Options { get; } = new();
+    /// <summary>
+    /// Load shedding off: every test node in this process shares one thread pool, and a busy test
+    /// run must not make an unrelated test's send SERVICE_BUSY. The shedding tests turn it on.
+    /// </summary>
+    public BrokerOptions Options { get; } = new() { ShedSendsAfter = TimeSpan.Zero };
+
+    /// <summary>How far behind its work the next node started is (load shedding); the process's real thread-pool lag when null.</summary>
+    public Func<TimeSpan>? Lag { get; set; }
 
     /// <summary>
     /// Waits until <paramref name="condition"/> holds, moving the clock on one sweep at a time for
@@ -55,16 +62,17 @@ internal sealed class BrokerHarness : IAsyncDisposable
 
     public string DataDirectory => _directory;
 
-    public static async Task<BrokerHarness> StartAsync()
+    public static async Task<BrokerHarness> StartAsync(Action<BrokerHarness>? configure = null)
     {
         var harness = new BrokerHarness();
+        configure?.Invoke(harness);
         harness.Node = await harness.StartNodeAsync();
         return harness;
     }
 
     private async Task<BrokerNode> StartNodeAsync()
     {
-        var node = new BrokerNode(Provider, new NodeOptions { NodeId = 1, DataDirectory = _directory }, Options, Time, NullLogger<BrokerNode>.Instance);
+        var node = new BrokerNode(Provider, new NodeOptions { NodeId = 1, DataDirectory = _directory }, Options, Time, NullLogger<BrokerNode>.Instance, lag: Lag);
         await node.StartAsync("http://test", CancellationToken.None);
         return node;
     }

@@ -11,6 +11,9 @@ public class RetryTests
     [InlineData(StatusCode.Unavailable, null, true)]
     [InlineData(StatusCode.DeadlineExceeded, null, true)]
     [InlineData(StatusCode.Unavailable, "SERVICE_BUSY", true)]
+    // An overloaded node shedding sends: gRPC's "slow down" with the farm's SERVICE_BUSY.
+    [InlineData(StatusCode.ResourceExhausted, "SERVICE_BUSY", true)]
+    [InlineData(StatusCode.ResourceExhausted, "QUOTA_EXCEEDED", false)]
     [InlineData(StatusCode.Unavailable, "STORE_UNAVAILABLE", true)]
     [InlineData(StatusCode.FailedPrecondition, "NOT_OWNER", true)]
     [InlineData(StatusCode.Aborted, "STALE_EPOCH", true)]

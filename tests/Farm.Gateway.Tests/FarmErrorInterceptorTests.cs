@@ -40,6 +40,17 @@ public sealed class FarmErrorInterceptorTests
         Assert.Equal(code, parsed);
     }
 
+    /// <summary>An overloaded node's SERVICE_BUSY travels as RESOURCE_EXHAUSTED (gRPC's "slow down"), with the same trailer.</summary>
+    [Fact]
+    public async Task AnOverloadedNodesServiceBusy_IsResourceExhausted_WithTheServiceBusyTrailer()
+    {
+        var error = await Assert.ThrowsAsync<RpcException>(() => Call(() => throw FarmErrors.Overloaded("behind its work")));
+
+        Assert.Equal(StatusCode.ResourceExhausted, error.StatusCode);
+        Assert.Equal("SERVICE_BUSY", error.FarmError());
+        Assert.Equal("behind its work", error.Status.Detail);
+    }
+
     [Fact]
     public async Task NotOwner_NamesTheOwner_InTheFarmOwnerTrailer()
     {

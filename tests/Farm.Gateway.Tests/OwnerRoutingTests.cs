@@ -311,6 +311,59 @@ public sealed class OwnerRoutingTests : IDisposable
         Assert.Equal(1, _forwards);
     }
 
+    /// <summary>
+    /// An owner shedding load answers SERVICE_BUSY as RESOURCE_EXHAUSTED: passed on at once, not held
+    /// and forwarded again every OwnerPoll (that would add to the load of the node that asked for less).
+    /// </summary>
+    [Fact]
+    public async Task AnOverloadedOwnersServiceBusy_IsPassedOnAtOnce_NotHeld()
+    {
+        _directory.Set(servedHere: false, owner: Other);
+        _ownerAnswers = _ => Task.FromException<string>(Grpc.FarmErrorInterceptor.ToRpc(FarmErrors.Overloaded("behind its work")));
+
+        var error = await Assert.ThrowsAsync<RpcException>(() => RouteAsync());
+
+        Assert.Equal(StatusCode.ResourceExhausted, error.StatusCode);
+        Assert.Equal("SERVICE_BUSY", error.FarmError());
+        Assert.Equal(1, _forwards);
+        Assert.Equal(1, _directory.Lookups);
+    }
+
+    /// <summary>The same for this node's own: an entity served here while this node sheds load fails at once.</summary>
+    [Fact]
+    public async Task ThisNodesOverloadedServiceBusy_FailsAtOnce_NotHeld()
+    {
+        _directory.Set(servedHere: true, owner: Self);
+        var heres = 0;
+        _hereAnswers = () =>
+        {
+            heres++;
+            return Task.FromException<string>(FarmErrors.Overloaded("behind its work"));
+        };
+
+        var error = await Assert.ThrowsAsync<BrokerException>(() => RouteAsync());
+
+        Assert.True(error.Overloaded);
+        Assert.Equal(1, heres);
+        Assert.Equal(0, _forwards);
+    }
+
+    /// <summary>A SERVICE_BUSY of an entity being handed over (UNAVAILABLE) is still held for the next owner.</summary>
+    [Fact]
+    public async Task AMovingEntitysServiceBusy_IsStillHeld_UntilTheOwnerServes()
+    {
+        _directory.Set(servedHere: false, owner: Other);
+        _ownerAnswers = n => n == 1
+            ? Task.FromException<string>(Grpc.FarmErrorInterceptor.ToRpc(FarmErrors.Busy("handing the container over")))
+            : Task.FromResult("forwarded");
+
+        var routed = RouteAsync();
+        await AdvanceUntilAsync(routed);
+
+        Assert.Equal("forwarded", await routed);
+        Assert.Equal(2, _forwards);
+    }
+
     [Fact]
     public async Task WithoutHold_BetweenOwnersFailsAtOnce()
     {

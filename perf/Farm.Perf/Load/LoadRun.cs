@@ -201,6 +201,7 @@ internal static class LoadRun
             LeftInQueue: leftInEntity,
             Problems: problems)
         {
+            SendsRefusedBusy = state.SendsRefusedBusy,
             Subscriptions = fanout ? subscriptions : null,
             ExpectedDeliveries = fanout ? state.ExpectedDeliveries : null,
             Unexpected = fanout ? state.Unexpected : null,

@@ -58,6 +58,7 @@ internal sealed class RunState
     private long _unexpected;
     private long _outOfOrder;
     private long _sendErrors;
+    private long _sendsRefusedBusy;
     private long _settleErrors;
     private long _receiveErrors;
     private int _inWindow;
@@ -230,7 +231,26 @@ internal sealed class RunState
         }
     }
 
-    public void OnSendError(Exception e) => Report(ref _sendErrors, "send", e);
+    /// <summary>
+    /// A send that failed. One an overloaded farm refused (SERVICE_BUSY as RESOURCE_EXHAUSTED, after
+    /// the SDK's retries) is counted apart: nothing was stored and the sender was told so, which is
+    /// how a broker sheds load, not a delivery problem. Any other failure is an error.
+    /// </summary>
+    public void OnSendError(Exception e)
+    {
+        if (IsOverloadRefusal(e))
+        {
+            Report(ref _sendsRefusedBusy, "send refused (overloaded)", e);
+            return;
+        }
+        Report(ref _sendErrors, "send", e);
+    }
+
+    /// <summary>Sends an overloaded farm refused (see <see cref="OnSendError"/>).</summary>
+    public long SendsRefusedBusy => Interlocked.Read(ref _sendsRefusedBusy);
+
+    private static bool IsOverloadRefusal(Exception e) =>
+        e is FarmException { Reason: FarmFailureReason.ServiceBusy, InnerException: Grpc.Core.RpcException { StatusCode: Grpc.Core.StatusCode.ResourceExhausted } };
 
     public void OnSettleError(Exception e) => Report(ref _settleErrors, "complete", e);
 

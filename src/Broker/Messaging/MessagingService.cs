@@ -46,9 +46,16 @@ public sealed class MessagingService(BrokerNode node)
     /// (<see cref="RecentSends"/>): its repeats get the first try's sequence numbers. It is recorded
     /// with its answer in the commit that stores it, so a repeat that reaches another node after a
     /// failover (one the client marked as a repeat) finds the record and gets the same answer.
+    /// An overloaded node refuses it first (<see cref="Overload.SendShedding"/>), before it is recorded.
     /// </summary>
-    public Task<SendResponse> SendAsync(SendRequest request, CancellationToken cancellationToken) =>
-        request.ProducerId.Length == 0 ? StoreAsync(request, cancellationToken) : StoreOnceAsync(request, cancellationToken);
+    public Task<SendResponse> SendAsync(SendRequest request, CancellationToken cancellationToken)
+    {
+        node.SendShedding.ThrowIfBehind(request.Entity);
+        return request.ProducerId.Length == 0 ? StoreAsync(request, cancellationToken) : StoreOnceAsync(request, cancellationToken);
+    }
+
+    /// <summary>Refuses a send this node would pass on (it forwards it to the owner) while the node is overloaded.</summary>
+    public void ShedIfBehind(string entity) => node.SendShedding.ThrowIfBehind(entity);
 
     private Task<SendResponse> StoreOnceAsync(SendRequest request, CancellationToken cancellationToken) =>
         node.RecentSends.SendOnceAsync(request, () => StoreAsync(request, cancellationToken));

@@ -39,9 +39,10 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     /// Heartbeats, lease renewals and lease deadlines: the farm database judges leases by its real
     /// clock, so these run on real time (the default) even where a test drives <paramref name="time"/> by hand.
     /// </param>
+    /// <param name="lag">How far behind its work the node is (load shedding); the process's thread-pool lag when null.</param>
     public BrokerNode(
         IStoreProvider provider, NodeOptions nodeOptions, BrokerOptions brokerOptions, TimeProvider time, ILogger<BrokerNode> logger,
-        TimeProvider? leaseClock = null)
+        TimeProvider? leaseClock = null, Func<TimeSpan>? lag = null)
     {
         ArgumentOutOfRangeException.ThrowIfGreaterThanOrEqual(nodeOptions.LeaseSafetyMargin, nodeOptions.LeaseDuration);
         _provider = provider;
@@ -52,6 +53,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         RecentSends = new Messaging.RecentSends(time);
         _leaseClock = leaseClock ?? TimeProvider.System;
         _logger = logger;
+        SendShedding = new Overload.SendShedding(brokerOptions.ShedSendsAfter, logger, lag);
         _metrics = new Telemetry.NodeMetrics(this);
     }
 
@@ -70,6 +72,9 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     internal TimeProvider LeaseClock => _leaseClock;
 
     internal TimeProvider Time => _time;
+
+    /// <summary>Refuses new sends while the node is too far behind its work.</summary>
+    public Overload.SendShedding SendShedding { get; }
 
     /// <summary>The sends stored here a moment ago, so a client's repeat of one is not stored twice.</summary>
     internal Messaging.RecentSends RecentSends { get; }

@@ -38,6 +38,10 @@ internal sealed class NodeMetrics : IDisposable
             "Containers this node owns and serves.");
         _meter.CreateObservableGauge("farm.node.heartbeat.age", () => HeartbeatAge(node), "s",
             "Time since this node last wrote its heartbeat.");
+        _meter.CreateObservableGauge("farm.node.threadpool.lag", () => node.SendShedding.Lag.TotalSeconds, "s",
+            "How long work queued on this node's thread pool waits before it runs: how far behind its work the node is.");
+        _meter.CreateObservableCounter("farm.node.sends.shed", () => node.SendShedding.Shed, "{send}",
+            "Sends refused with SERVICE_BUSY, nothing stored, because the node was further behind its work than ShedSendsAfter.");
     }
 
     private void EntityCounter(BrokerNode node, string name, Func<EntityCounters, long> read, string description, string unit = "{message}") =>

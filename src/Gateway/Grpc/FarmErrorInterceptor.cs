@@ -86,7 +86,10 @@ internal sealed partial class FarmErrorInterceptor(ILogger<FarmErrorInterceptor>
         {
             trailers.Add(FarmMetadata.OwnerTrailer, e.Owner);
         }
-        return new RpcException(new Status(StatusOf(e.Code), e.Message), trailers);
+        // An overloaded node's SERVICE_BUSY: RESOURCE_EXHAUSTED, gRPC's "slow down", which a
+        // gateway passes on rather than holding it for another owner (CallFailures.IsBetweenOwners).
+        var status = e.Overloaded ? StatusCode.ResourceExhausted : StatusOf(e.Code);
+        return new RpcException(new Status(status, e.Message), trailers);
     }
 
     /// <summary>The gRPC status a failure travels under; the trailer says precisely what it is.</summary>

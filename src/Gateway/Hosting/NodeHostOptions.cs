@@ -10,7 +10,7 @@ namespace Farm.Gateway.Hosting;
 /// The node host's command line: <c>--node-id N --data DIR --port P [--host 127.0.0.1]
 /// [--store sqlite|postgres] [--farm-connection CS] [--forward-timeout SECONDS]
 /// [--metrics-port P] [--amqp-port P] [--message-cache-size-per-entity MB] [--message-cache-size-per-node MB]
-/// [--commit-delay-us MICROSECONDS] [--farm-cli PATH] [--dashboard-remote-control true] [--advertise-host NAME] [--drain-on-stop true]</c>.
+/// [--commit-delay-us MICROSECONDS] [--shed-sends-after-ms MS] [--farm-cli PATH] [--dashboard-remote-control true] [--advertise-host NAME] [--drain-on-stop true]</c>.
 /// The `farm` CLI starts nodes this way; each option may instead come from FARM_NAME in the
 /// environment (FARM_NODE_ID, FARM_FARM_CONNECTION, ...), which is how a container image sets them.
 /// </summary>
@@ -67,6 +67,10 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, 
         if (Get("commit-delay-us") is { } commitDelay)
         {
             broker.CommitDelay = TimeSpan.FromMicroseconds(ParseLong(commitDelay, "--commit-delay-us (microseconds)", min: 0, max: 100_000));
+        }
+        if (Get("shed-sends-after-ms") is { } shedAfter)
+        {
+            broker.ShedSendsAfter = TimeSpan.FromMilliseconds(ParseLong(shedAfter, "--shed-sends-after-ms (milliseconds; 0: never shed)", min: 0, max: 600_000));
         }
         var forwarding = new ForwardingOptions();
         if (Get("forward-timeout") is { } forwardTimeout)

@@ -31,10 +31,19 @@ internal static class CallFailures
 
     /// <summary>
     /// "Nothing was written, the entity is between owners": the owner moved, lost its epoch, is
-    /// stopping, or cannot be reached. Safe to try again.
+    /// stopping, or cannot be reached. Safe to try again. Not an overloaded node's SERVICE_BUSY: held
+    /// and tried again at once, it would only add to the load (the client backs off instead).
     /// </summary>
     public static bool IsBetweenOwners(Exception e) =>
-        CodeOf(e) is FarmErrorCode.NotOwner or FarmErrorCode.StaleEpoch or FarmErrorCode.ServiceBusy || IsUnreachable(e);
+        (CodeOf(e) is FarmErrorCode.NotOwner or FarmErrorCode.StaleEpoch or FarmErrorCode.ServiceBusy && !IsOverloaded(e)) || IsUnreachable(e);
+
+    /// <summary>An overloaded node shedding load (here, or the owner's answer: RESOURCE_EXHAUSTED with SERVICE_BUSY).</summary>
+    public static bool IsOverloaded(Exception e) => e switch
+    {
+        BrokerException broker => broker.Overloaded,
+        RpcException { StatusCode: StatusCode.ResourceExhausted } rpc => CodeOf(rpc) == FarmErrorCode.ServiceBusy,
+        _ => false,
+    };
 
     /// <summary>Unavailable as a client sees it: a transient failure here or at the owner.</summary>
     public static bool IsUnavailable(Exception e) =>

@@ -104,7 +104,7 @@ internal sealed partial class MessagingRouter
         try
         {
             return await routing.RouteAsync(new RoutedCall("Send", request.Entity), direct, deadline,
-                ct => local.SendAsync(tries.Next(), ct), (owner, o) => owner.Messaging.SendAsync(tries.Next(), o), sendToken?.Token ?? cancellationToken).ConfigureAwait(false);
+                ct => local.SendAsync(tries.Next(), ct), (owner, o) => ForwardSend(owner, tries.Next(), o), sendToken?.Token ?? cancellationToken).ConfigureAwait(false);
         }
         catch (Exception e) when (expiry?.IsCancellationRequested == true && !cancellationToken.IsCancellationRequested && e is not RpcException and not Broker.BrokerException)
         {

@@ -21,7 +21,17 @@ internal sealed partial class MessagingRouter(
     public override Task<SendResponse> Send(SendRequest r, ServerCallContext c)
     {
         var tries = RepeatableTries.Of(r);
-        return routing.RouteAsync(new RoutedCall("Send", r.Entity), c, ct => local.SendAsync(tries.Next(), ct), (owner, o) => owner.Messaging.SendAsync(tries.Next(), o));
+        return routing.RouteAsync(new RoutedCall("Send", r.Entity), c, ct => local.SendAsync(tries.Next(), ct), (owner, o) => ForwardSend(owner, tries.Next(), o));
+    }
+
+    /// <summary>
+    /// A send forwarded to its owner. An overloaded node refuses it here as the owner would its own
+    /// (SERVICE_BUSY, see <see cref="Broker.Overload.SendShedding"/>): forwarding is work too.
+    /// </summary>
+    private AsyncUnaryCall<SendResponse> ForwardSend(OwnerClients owner, SendRequest request, CallOptions options)
+    {
+        local.ShedIfBehind(request.Entity);
+        return owner.Messaging.SendAsync(request, options);
     }
 
     public override Task<ReceiveBatchResponse> ReceiveBatch(ReceiveBatchRequest r, ServerCallContext c) =>
