@@ -605,7 +605,7 @@ internal sealed partial class QueueEntity : ISendTarget
     {
         var received = new ReceivedMessage
         {
-            Message = m.ParseMessage(),
+            Message = m.MessageToDeliver(),
             SequenceNumber = m.SequenceNumber,
             EnqueuedTime = ToTimestamp(m.ScheduledAtMs is { } s && s > m.EnqueuedAtMs ? s : m.EnqueuedAtMs),
             DeliveryCount = m.DeliveryCount,

@@ -47,14 +47,25 @@ internal sealed class StoredMessage
 
     public bool IsLocked => LockToken is not null;
 
+    /// <summary>
+    /// The parse this message shares with others holding the same <see cref="Payload"/> (the other
+    /// subscriptions a topic message went to unchanged); null: its own.
+    /// </summary>
+    public SharedParse? SharedParse { get; set; }
+
     /// <summary>A fresh parsed copy of the message: the caller may change it.</summary>
     public Contracts.V1.Message ParseMessage() => Contracts.V1.Message.Parser.ParseFrom(Payload);
+
+    /// <summary>The message to hand a receiver: shared with the other holders of its payload when there are some, so read-only.</summary>
+    public Contracts.V1.Message MessageToDeliver() => SharedParse?.Get(Payload) ?? ParseMessage();
 
     /// <summary>Replaces the payload (a settlement modified properties); the caller adjusts its sub-queue's size.</summary>
     public void ReplacePayload(byte[] payload)
     {
         Payload = payload;
         PayloadSize = payload.Length;
+        // Its own now: the others' parse is of the old payload.
+        SharedParse = null;
     }
 
     public MessageUpdate ToUpdate(long entityId, byte[]? payload = null)

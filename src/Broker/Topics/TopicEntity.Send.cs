@@ -165,6 +165,12 @@ internal sealed partial class TopicEntity
         }
         var enqueuedAt = DateTimeOffset.FromUnixTimeMilliseconds(now);
         var ruleMessages = accepted.Select(a => new RuleMessage(a.Message, a.SequenceNumber, enqueuedAt) { Size = a.Payload.Length }).ToArray();
+        // The subscriptions that get a message unchanged share its payload, and its one parse when delivered.
+        var parses = new SharedParse[accepted.Count];
+        for (var m = 0; m < parses.Length; m++)
+        {
+            parses[m] = new SharedParse();
+        }
         if (parallel)
         {
             Parallel.For(0, subscriptions.Length, s => EvaluateOne(s));
@@ -234,6 +240,7 @@ internal sealed partial class TopicEntity
                 {
                     SequenceNumber = message.SequenceNumber,
                     Payload = ownPayload ?? message.Payload,
+                    SharedParse = ownPayload is null ? parses[m] : null,
                     EnqueuedAtMs = now,
                     PayloadSize = size,
                     SubQueue = deadLetter ? SubQueue.DeadLetter : SubQueue.Main,

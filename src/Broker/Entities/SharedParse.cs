@@ -1,0 +1,27 @@
+using Farm.Contracts.V1;
+
+namespace Farm.Broker.Entities;
+
+/// <summary>
+/// One parse of a payload that several messages hold (a topic message fanned out unchanged to its
+/// subscriptions): the first delivery parses it, every other delivery of it hands out the same
+/// <see cref="Message"/>. Shared read-only: it is only serialized (concurrently, which protobuf
+/// messages allow), never changed. A thousand subscriptions cost one parse, not a thousand.
+/// Lives as long as a message holding it does; nothing is parsed before the first delivery, so a
+/// backlog nobody received from holds no parsed copies.
+/// </summary>
+internal sealed class SharedParse
+{
+    private Message? _message;
+
+    /// <summary>The parsed <paramref name="payload"/> (the payload every holder shares); not to be changed.</summary>
+    public Message Get(byte[] payload)
+    {
+        if (Volatile.Read(ref _message) is { } parsed)
+        {
+            return parsed;
+        }
+        // Two first deliveries at once may both parse; one copy wins and the other is garbage.
+        return Interlocked.CompareExchange(ref _message, Message.Parser.ParseFrom(payload), null) ?? _message!;
+    }
+}
