@@ -22,10 +22,12 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
     private readonly SqliteRowStatement _update;
     private readonly SqliteRowStatement _updateDeliveryCount;
     private readonly SqliteRowStatement _delete;
-    private readonly SqliteCommand _upsertSequence;
-    private readonly SqliteCommand _upsertDuplicate;
+    // Once per entity, duplicate-detected message or named send of a batch: at 15,000 queues with a
+    // message each, as often as the rows (a send record and a sequence counter per message).
+    private readonly SqliteRowStatement _upsertSequence;
+    private readonly SqliteRowStatement _upsertDuplicate;
     private readonly SqliteCommand _pruneDuplicates;
-    private readonly SqliteCommand _insertSendRecord;
+    private readonly SqliteRowStatement _insertSendRecord;
     private readonly SqliteCommand _pruneSendRecords;
     private readonly SqliteCommand[] _all;
 
@@ -48,13 +50,13 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
             "$payload", "$payloadSize");
         _updateDeliveryCount = new SqliteRowStatement(connection, SqliteSql.ContainerDb.UpdateDeliveryCount, "$entity", "$sequence", "$deliveryCount");
         _delete = new SqliteRowStatement(connection, SqliteSql.ContainerDb.DeleteMessage, "$entity", "$sequence");
-        _upsertSequence = Prepare(SqliteSql.ContainerDb.UpsertSequence, "$entity", "$next");
-        _upsertDuplicate = Prepare(SqliteSql.ContainerDb.UpsertDuplicate, "$entity", "$messageId", "$expiresAt");
+        _upsertSequence = new SqliteRowStatement(connection, SqliteSql.ContainerDb.UpsertSequence, "$entity", "$next");
+        _upsertDuplicate = new SqliteRowStatement(connection, SqliteSql.ContainerDb.UpsertDuplicate, "$entity", "$messageId", "$expiresAt");
         _pruneDuplicates = Prepare(SqliteSql.ContainerDb.PruneDuplicates, "$before");
-        _insertSendRecord = Prepare(SqliteSql.ContainerDb.InsertSendRecord, "$producer", "$sendId", "$entity", "$sequences", "$at");
+        _insertSendRecord = new SqliteRowStatement(
+            connection, SqliteSql.ContainerDb.InsertSendRecord, "$producer", "$sendId", "$entity", "$sequences", "$at");
         _pruneSendRecords = Prepare(SqliteSql.ContainerDb.PruneSendRecords, "$before");
-        _all = [_readEpoch, _raiseEpoch, _purgeMessages, _purgeDuplicates, _purgeEntityState, _upsertSequence, _upsertDuplicate, _pruneDuplicates,
-            _insertSendRecord, _pruneSendRecords];
+        _all = [_readEpoch, _raiseEpoch, _purgeMessages, _purgeDuplicates, _purgeEntityState, _pruneDuplicates, _pruneSendRecords];
     }
 
     public bool RaiseEpoch(long newEpoch)
@@ -137,6 +139,9 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
         _update.Dispose();
         _updateDeliveryCount.Dispose();
         _delete.Dispose();
+        _upsertSequence.Dispose();
+        _upsertDuplicate.Dispose();
+        _insertSendRecord.Dispose();
         await _connection.DisposeAsync().ConfigureAwait(false);
     }
 
@@ -205,21 +210,19 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
             }
         }
 
-        var p = _upsertSequence.Parameters;
         foreach (var (entityId, next) in batch.SequenceCounters)
         {
-            p[0].Value = entityId;
-            p[1].Value = next;
-            _upsertSequence.ExecuteNonQuery();
+            _upsertSequence.Bind(0, entityId);
+            _upsertSequence.Bind(1, next);
+            _upsertSequence.Execute();
         }
 
-        p = _upsertDuplicate.Parameters;
         foreach (var d in batch.Duplicates)
         {
-            p[0].Value = d.EntityId;
-            p[1].Value = d.MessageId;
-            p[2].Value = d.ExpiresAtMs;
-            _upsertDuplicate.ExecuteNonQuery();
+            _upsertDuplicate.Bind(0, d.EntityId);
+            _upsertDuplicate.Bind(1, d.MessageId);
+            _upsertDuplicate.Bind(2, d.ExpiresAtMs);
+            _upsertDuplicate.Execute();
         }
 
         if (batch.PruneDuplicatesBeforeMs > 0)
@@ -228,15 +231,14 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
             _pruneDuplicates.ExecuteNonQuery();
         }
 
-        p = _insertSendRecord.Parameters;
         foreach (var send in batch.Sends)
         {
-            p[0].Value = send.ProducerId;
-            p[1].Value = send.SendId;
-            p[2].Value = send.EntityId;
-            p[3].Value = SendRecord.Pack(send.SequenceNumbers);
-            p[4].Value = send.AtMs;
-            _insertSendRecord.ExecuteNonQuery();
+            _insertSendRecord.Bind(0, send.ProducerId);
+            _insertSendRecord.Bind(1, send.SendId);
+            _insertSendRecord.Bind(2, send.EntityId);
+            _insertSendRecord.Bind(3, SendRecord.Pack(send.SequenceNumbers));
+            _insertSendRecord.Bind(4, send.AtMs);
+            _insertSendRecord.Execute();
         }
 
         if (batch.PruneSendsBeforeMs > 0)
