@@ -95,7 +95,7 @@ public sealed class PostgresFarmStoreTests : FarmStoreContract
 
     // --- node session locks (INodeSessionLock): how a PostgreSQL farm tells a crashed node at once ---
 
-    [Fact]
+    [PostgresFact]
     public async Task ANodesSessionLock_IsHeldWhileItsSessionLives_AndFreeOnceTheSessionEnds()
     {
         var store = await OpenAsync();
@@ -124,7 +124,7 @@ public sealed class PostgresFarmStoreTests : FarmStoreContract
         Assert.Null(await node3.TryHoldIfFreeAsync(2));
     }
 
-    [Fact]
+    [PostgresFact]
     public async Task ASessionTheServerEnded_IsReplaced_AndTheLockTakenAgainOnTheNextCheck()
     {
         var store = await OpenAsync();
@@ -145,7 +145,7 @@ public sealed class PostgresFarmStoreTests : FarmStoreContract
         Assert.False(await ProbeAsync(node3, 2));
     }
 
-    [Fact]
+    [PostgresFact]
     public async Task OnlyASessionHoldingItsOwnLock_ProbesOthers()
     {
         var store = await OpenAsync();
