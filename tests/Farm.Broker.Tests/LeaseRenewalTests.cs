@@ -1,5 +1,8 @@
 using Farm.Broker.Node;
+using Farm.ContainerStore;
+using Farm.ContainerStore.Postgres;
 using Farm.ContainerStore.Sqlite;
+using Npgsql;
 using Microsoft.Extensions.Logging.Abstractions;
 
 namespace Farm.Broker.Tests;
@@ -13,24 +16,76 @@ public sealed class StarvedThreadPoolCollection
 
 /// <summary>
 /// An overloaded node keeps its containers: its lease renewals do not wait behind the work queued on
-/// its thread pool. Real SQLite farm and container files, the real clock, a pool whose every thread
-/// is blocked for longer than a lease.
+/// its thread pool. Real farm and container databases (SQLite files; a PostgreSQL server where
+/// FARM_TEST_POSTGRES names one, as ./test.sh does), the real clock, a pool whose every thread is
+/// blocked for longer than a lease.
 /// </summary>
 [Collection(StarvedThreadPoolCollection.Name)]
 public sealed class LeaseRenewalTests : IAsyncDisposable
 {
     private readonly string _directory = Path.Combine(Path.GetTempPath(), "farm-lease-renewal-tests", Guid.NewGuid().ToString("N"));
+    private readonly List<string> _postgresDatabases = [];
     private BrokerNode? _node;
 
     [Fact]
     public async Task ANodeWhoseThreadPoolIsBlockedForLongerThanALease_KeepsRenewingItsLeases()
     {
         var options = new NodeOptions { NodeId = 1, DataDirectory = _directory };
-        _node = new BrokerNode(new SqliteStoreProvider(), options, new BrokerOptions(), TimeProvider.System, NullLogger<BrokerNode>.Instance);
+        await StartAsync(new SqliteStoreProvider(), options);
+        // The farm store's SQLite calls complete on the calling thread: reading the lease needs no pool thread.
+        AssertLeaseHeldWhilePoolIsBlocked(options, () => _node!.Farm.ListContainersAsync().GetAwaiter().GetResult().Single() is var c
+            ? (c.Id, c.OwnerNode, c.LeaseExpiresAt) : default);
+    }
+
+    /// <summary>
+    /// The same on PostgreSQL, where the async calls' I/O completes on the pool: renewals use the
+    /// store's blocking calls on their own thread. The test reads the lease with blocking calls on a
+    /// connection of its own.
+    /// </summary>
+    [PostgresFact]
+    public async Task OnPostgreSql_ANodeWhoseThreadPoolIsBlockedForLongerThanALease_KeepsRenewingItsLeases()
+    {
+        var admin = PostgresFactAttribute.AdminConnectionString ?? throw new InvalidOperationException(
+            $"{PostgresFactAttribute.Variable} is not set, but CI=true: ./test.sh starts PostgreSQL and exports it.");
+        var name = $"farm_lease_{Guid.NewGuid():N}"[..22];
+        await using (var connection = new NpgsqlConnection(admin))
+        {
+            await connection.OpenAsync();
+            await using var create = new NpgsqlCommand($"CREATE DATABASE \"{name}\"", connection);
+            await create.ExecuteNonQueryAsync();
+        }
+        _postgresDatabases.Add(admin);
+        _postgresDatabases.Add(name);
+        var farmConnection = new NpgsqlConnectionStringBuilder(admin) { Database = name }.ConnectionString;
+        var options = new NodeOptions { NodeId = 1, DataDirectory = _directory, Store = "postgres", FarmConnectionString = farmConnection };
+        await StartAsync(new PostgresStoreProvider(), options);
+
+        using var reader = new NpgsqlConnection(new NpgsqlConnectionStringBuilder(farmConnection) { Pooling = false }.ConnectionString);
+        reader.Open();
+        AssertLeaseHeldWhilePoolIsBlocked(options, () =>
+        {
+            using var read = new NpgsqlCommand("SELECT id, owner_node, lease_expires_at FROM containers", reader);
+            using var row = read.ExecuteReader();
+            Assert.True(row.Read());
+            return (row.GetInt64(0), row.IsDBNull(1) ? null : row.GetInt64(1), row.IsDBNull(2) ? null : new DateTimeOffset(row.GetDateTime(2), TimeSpan.Zero));
+        });
+    }
+
+    private async Task StartAsync(IStoreProvider provider, NodeOptions options)
+    {
+        _node = new BrokerNode(provider, options, new BrokerOptions(), TimeProvider.System, NullLogger<BrokerNode>.Instance);
         await _node.StartAsync("http://test-1", CancellationToken.None);
         var container = Assert.Single(await _node.Farm.ListContainersAsync());
         Assert.Equal(1, container.OwnerNode);
+    }
 
+    /// <summary>
+    /// Blocks every pool thread for twice a lease while reading the lease from this thread, then
+    /// asserts no reading found it lapsing and the node still serves its container.
+    /// </summary>
+    private void AssertLeaseHeldWhilePoolIsBlocked(NodeOptions options, Func<(long Id, long? OwnerNode, DateTimeOffset? LeaseExpiresAt)> readLease)
+    {
+        var containerId = readLease().Id;
         // Every pool thread, and every one the pool adds meanwhile (about two a second), blocks until
         // released: work queued on the pool, a timer's tick too, waits all that time. Never disposed:
         // the items still queued when the test ends wait on it (and return at once) after that.
@@ -42,7 +97,7 @@ public sealed class LeaseRenewalTests : IAsyncDisposable
         List<string> lapses;
         try
         {
-            lapses = WatchTheLease(_node, options);
+            lapses = WatchTheLease(options, readLease);
         }
         finally
         {
@@ -50,15 +105,14 @@ public sealed class LeaseRenewalTests : IAsyncDisposable
         }
 
         Assert.Empty(lapses);
-        Assert.True(_node.ServesContainer(container.Id), "the node stopped serving its container");
+        Assert.True(_node!.ServesContainer(containerId), "the node stopped serving its container");
     }
 
     /// <summary>
     /// Reads the container's lease from this thread for twice a lease and returns every reading that
-    /// found it lapsing. Blocking on purpose: the pool is blocked, and the farm store's SQLite calls
-    /// complete on the calling thread, so reading the lease needs no pool thread.
+    /// found it lapsing. Blocking on purpose: the pool is blocked.
     /// </summary>
-    private static List<string> WatchTheLease(BrokerNode node, NodeOptions options)
+    private static List<string> WatchTheLease(NodeOptions options, Func<(long Id, long? OwnerNode, DateTimeOffset? LeaseExpiresAt)> readLease)
     {
         var lapses = new List<string>();
         var watchUntil = DateTime.UtcNow + 2 * options.LeaseDuration;
@@ -66,7 +120,7 @@ public sealed class LeaseRenewalTests : IAsyncDisposable
         while (DateTime.UtcNow < watchUntil)
         {
             var now = DateTime.UtcNow;
-            var lease = node.Farm.ListContainersAsync().GetAwaiter().GetResult().Single();
+            var lease = readLease();
             // Renewed every heartbeat interval for a lease of LeaseDuration, its end is always well
             // ahead unless renewals stopped.
             if (lease.OwnerNode != 1 || lease.LeaseExpiresAt is not { } end || end - now < options.LeaseSafetyMargin)
@@ -84,6 +138,26 @@ public sealed class LeaseRenewalTests : IAsyncDisposable
         {
             await _node.DisposeAsync();
         }
+        if (_postgresDatabases is [var admin, var name])
+        {
+            // The farm database and the container databases named after it.
+            await using var connection = new NpgsqlConnection(admin);
+            await connection.OpenAsync();
+            var names = new List<string>();
+            await using (var list = new NpgsqlCommand("SELECT datname FROM pg_database WHERE starts_with(datname, $1)", connection) { Parameters = { new() { Value = name } } })
+            await using (var rows = await list.ExecuteReaderAsync())
+            {
+                while (await rows.ReadAsync())
+                {
+                    names.Add(rows.GetString(0));
+                }
+            }
+            foreach (var database in names)
+            {
+                await using var drop = new NpgsqlCommand($"DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)", connection);
+                await drop.ExecuteNonQueryAsync();
+            }
+        }
         try
         {
             Directory.Delete(_directory, recursive: true);
@@ -93,4 +167,20 @@ public sealed class LeaseRenewalTests : IAsyncDisposable
             // Best effort.
         }
     }
+}
+
+/// <summary>A test that needs the PostgreSQL server FARM_TEST_POSTGRES names: skipped without one, except on CI (where it then fails).</summary>
+public sealed class PostgresFactAttribute : FactAttribute
+{
+    public const string Variable = "FARM_TEST_POSTGRES";
+
+    public PostgresFactAttribute()
+    {
+        if (AdminConnectionString is null && !string.Equals(Environment.GetEnvironmentVariable("CI"), "true", StringComparison.OrdinalIgnoreCase))
+        {
+            Skip = $"{Variable} is not set: no PostgreSQL server to test against (./test.sh starts one).";
+        }
+    }
+
+    public static string? AdminConnectionString => Environment.GetEnvironmentVariable(Variable) is { Length: > 0 } value ? value : null;
 }

@@ -138,7 +138,8 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
         var heartbeats = 0;
         var provider = new InterceptedStoreProvider(new SqliteStoreProvider(), farmHook: (name, _, proceed) =>
         {
-            if (name == nameof(IFarmStore.HeartbeatAsync))
+            // The renewal thread (real lease clock) heartbeats with the blocking form.
+            if (name is nameof(IFarmStore.HeartbeatAsync) or nameof(IFarmStore.Heartbeat))
             {
                 Interlocked.Increment(ref heartbeats);
             }

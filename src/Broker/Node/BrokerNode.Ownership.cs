@@ -68,30 +68,63 @@ public sealed partial class BrokerNode
     {
         if (!await farm.HeartbeatAsync(NodeId, Environment.ProcessId, _address, cancellationToken).ConfigureAwait(false))
         {
-            // Another process registered this node id (started with the same --node-id while this
-            // one was frozen or cut off): that process is the node now. Stop serving, and stop.
-            LogReplaced(_logger, NodeId);
-            foreach (var host in _containers.Values)
-            {
-                OnContainerLost(host);
-            }
-            _replaced.TrySetResult();
-            await _stopping.CancelAsync().ConfigureAwait(false);
+            await OnReplacedAsync().ConfigureAwait(false);
             return;
         }
         Interlocked.Exchange(ref _lastHeartbeatTicks, _leaseClock.GetUtcNow().UtcTicks);
         foreach (var host in _containers.Values)
         {
             var startedAt = _leaseClock.GetUtcNow();
-            if (await farm.RenewContainerLeaseAsync(host.Id, NodeId, host.Epoch, _nodeOptions.LeaseDuration, cancellationToken).ConfigureAwait(false))
-            {
-                host.LeaseRenewed(startedAt);
-            }
-            else
-            {
-                // Taken over, or released by a hand-over running beside this loop.
-                OnContainerLost(host);
-            }
+            OnLeaseRenewal(host, startedAt, await farm.RenewContainerLeaseAsync(host.Id, NodeId, host.Epoch, _nodeOptions.LeaseDuration, cancellationToken).ConfigureAwait(false));
+        }
+    }
+
+    /// <summary>
+    /// <see cref="RenewAsync"/> on the renewal thread, with the farm store's blocking calls: with
+    /// PostgreSQL, whose async I/O completes on the thread pool, a renewal waited behind the pool's
+    /// queue as if it ran there (LeaseRenewalTests: its lease lapsed within a second of the pool
+    /// blocking).
+    /// </summary>
+    private void Renew(IFarmStore farm)
+    {
+        if (!farm.Heartbeat(NodeId, Environment.ProcessId, _address, _nodeOptions.LeaseDuration))
+        {
+            _ = OnReplacedAsync();
+            return;
+        }
+        Interlocked.Exchange(ref _lastHeartbeatTicks, _leaseClock.GetUtcNow().UtcTicks);
+        foreach (var host in _containers.Values)
+        {
+            var startedAt = _leaseClock.GetUtcNow();
+            OnLeaseRenewal(host, startedAt, farm.RenewContainerLease(host.Id, NodeId, host.Epoch, _nodeOptions.LeaseDuration));
+        }
+    }
+
+    /// <summary>
+    /// Another process registered this node id (started with the same --node-id while this one was
+    /// frozen or cut off): that process is the node now. Stop serving, and stop.
+    /// </summary>
+    private Task OnReplacedAsync()
+    {
+        LogReplaced(_logger, NodeId);
+        foreach (var host in _containers.Values)
+        {
+            OnContainerLost(host);
+        }
+        _replaced.TrySetResult();
+        return _stopping.CancelAsync();
+    }
+
+    private void OnLeaseRenewal(ContainerHost host, DateTimeOffset startedAt, bool renewed)
+    {
+        if (renewed)
+        {
+            host.LeaseRenewed(startedAt);
+        }
+        else
+        {
+            // Taken over, or released by a hand-over running beside this loop.
+            OnContainerLost(host);
         }
     }
 
@@ -434,8 +467,8 @@ public sealed partial class BrokerNode
     /// <summary>
     /// The renewal loop of <see cref="RenewalLoopAsync"/> on its own thread: every heartbeat interval
     /// at a fixed rate (a late renewal does not push the next ones back; a missed tick is skipped, as
-    /// PeriodicTimer does). With SQLite the farm store completes on this thread; with PostgreSQL its
-    /// I/O completes on the pool, which only the network wait depends on.
+    /// PeriodicTimer does), with the farm store's blocking calls, which with SQLite and PostgreSQL
+    /// alike run on this thread and need nothing from the pool.
     /// </summary>
     private void RenewOnThisThread(CancellationToken cancellationToken)
     {
@@ -456,7 +489,7 @@ public sealed partial class BrokerNode
             }
             try
             {
-                RenewAsync(Farm, cancellationToken).GetAwaiter().GetResult();
+                Renew(Farm);
             }
             catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
             {

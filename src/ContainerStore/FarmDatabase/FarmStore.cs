@@ -19,6 +19,18 @@ internal abstract class FarmStore(FarmSql sql) : IFarmStore
     /// <summary>Runs one operation on its own pooled connection, translating the dialect's failures; <paramref name="action"/> names it in errors.</summary>
     protected abstract Task<T> RunAsync<T>(string action, Func<DbConnection, Task<T>> operation, CancellationToken cancellationToken);
 
+    /// <summary>
+    /// The blocking form of <see cref="RunAsync{T}"/>, for a thread that must not wait on the thread
+    /// pool (lease renewals). By default the async form waited on, which never leaves the calling
+    /// thread where the dialect's calls complete inline (SQLite); a dialect whose I/O completes on
+    /// the pool (PostgreSQL) overrides it with blocking calls.
+    /// </summary>
+    protected virtual T Run<T>(string action, Func<DbConnection, T> operation) =>
+        RunAsync(action, connection => Task.FromResult(operation(connection)), CancellationToken.None).GetAwaiter().GetResult();
+
+    /// <summary>The command timeout of the blocking renewals: a renewal slower than a lease is of no use, and one stuck must not hold the renewal thread.</summary>
+    private static int RenewalTimeoutSeconds(TimeSpan leaseDuration) => Math.Max(1, (int)Math.Ceiling(leaseDuration.TotalSeconds));
+
     /// <summary>A transaction that holds the write lock from its first statement.</summary>
     protected abstract ValueTask<DbTransaction> BeginWriteAsync(DbConnection connection, CancellationToken cancellationToken);
 
@@ -62,6 +74,18 @@ internal abstract class FarmStore(FarmSql sql) : IFarmStore
             var known = await connection.ExecuteScalarAsync<long>(Command(Sql.CountNode, new { Id = nodeId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
             return known == 1 ? false : throw UnknownNode(nodeId);
         }, cancellationToken);
+
+    public bool Heartbeat(long nodeId, int processId, string address, TimeSpan timeout) =>
+        Run("record a heartbeat", connection =>
+        {
+            var seconds = RenewalTimeoutSeconds(timeout);
+            if (connection.Execute(new CommandDefinition(Sql.Heartbeat, new { Id = nodeId, ProcessId = processId, Address = address }, commandTimeout: seconds)) == 1)
+            {
+                return true;
+            }
+            var known = connection.ExecuteScalar<long>(new CommandDefinition(Sql.CountNode, new { Id = nodeId }, commandTimeout: seconds));
+            return known == 1 ? false : throw UnknownNode(nodeId);
+        });
 
     public Task SetNodeStateAsync(long nodeId, string state, CancellationToken cancellationToken = default)
     {
@@ -143,6 +167,15 @@ internal abstract class FarmStore(FarmSql sql) : IFarmStore
             new { Id = containerId, NodeId = nodeId, Epoch = epoch, LeaseMs = (long)leaseDuration.TotalMilliseconds },
             cancellationToken: cancellationToken)), cancellationToken).ConfigureAwait(false);
         return renewed == 1;
+    }
+
+    public bool RenewContainerLease(long containerId, long nodeId, long epoch, TimeSpan leaseDuration)
+    {
+        ArgumentOutOfRangeException.ThrowIfLessThanOrEqual(leaseDuration, TimeSpan.Zero);
+        return Run("renew a container's lease", connection => connection.Execute(new CommandDefinition(
+            Sql.RenewContainerLease,
+            new { Id = containerId, NodeId = nodeId, Epoch = epoch, LeaseMs = (long)leaseDuration.TotalMilliseconds },
+            commandTimeout: RenewalTimeoutSeconds(leaseDuration)))) == 1;
     }
 
     public Task<ContainerRecord?> TryAcquireContainerAsync(long containerId, long nodeId, TimeSpan leaseDuration, CancellationToken cancellationToken = default)

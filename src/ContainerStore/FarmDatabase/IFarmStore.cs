@@ -19,6 +19,13 @@ public interface IFarmStore : IAsyncDisposable
     /// </summary>
     Task<bool> HeartbeatAsync(long nodeId, int processId, string address, CancellationToken cancellationToken = default);
 
+    /// <summary>
+    /// <see cref="HeartbeatAsync"/> blocking the calling thread, never waiting on the thread pool:
+    /// for a node's lease-renewal thread, which must go on while the pool is seconds behind. Gives
+    /// up after about <paramref name="timeout"/> (a command timeout; at least a second).
+    /// </summary>
+    bool Heartbeat(long nodeId, int processId, string address, TimeSpan timeout);
+
     Task SetNodeStateAsync(long nodeId, string state, CancellationToken cancellationToken = default);
 
     /// <summary>
@@ -85,6 +92,9 @@ public interface IFarmStore : IAsyncDisposable
     /// it never takes a container, so a renewal racing a release cannot take it back.
     /// </summary>
     Task<bool> RenewContainerLeaseAsync(long containerId, long nodeId, long epoch, TimeSpan leaseDuration, CancellationToken cancellationToken = default);
+
+    /// <summary><see cref="RenewContainerLeaseAsync"/> blocking the calling thread, never waiting on the thread pool (see <see cref="Heartbeat"/>); gives up after about a lease.</summary>
+    bool RenewContainerLease(long containerId, long nodeId, long epoch, TimeSpan leaseDuration);
 
     /// <summary>Creates an entity; throws <see cref="EntityAlreadyExistsException"/> when the name (case-insensitive) is taken.</summary>
     Task<EntityRecord> CreateEntityAsync(string name, string kind, long containerId, string propertiesJson, CancellationToken cancellationToken = default);

@@ -90,6 +90,19 @@ internal sealed class PostgresDatabase : IAsyncDisposable
         }
     }
 
+    /// <summary>The blocking form of <see cref="OpenConnectionAsync"/>, for a thread that must not wait on the thread pool.</summary>
+    public NpgsqlConnection OpenConnection()
+    {
+        try
+        {
+            return _dataSource.OpenConnection();
+        }
+        catch (NpgsqlException e) when (IsUnavailable(e))
+        {
+            throw Unavailable("open", e);
+        }
+    }
+
     /// <summary>
     /// Opens a connection, creating the database first if it does not exist yet. Several nodes may
     /// race to create it: whoever loses finds it there, which is just as good.

@@ -65,6 +65,21 @@ internal sealed class PostgresFarmStore : FarmStore
     protected override bool IsForeignKeyViolation(DbException e) => e is PostgresException { SqlState: PostgresErrorCodes.ForeignKeyViolation };
 
     /// <summary>Runs one operation on its own pooled connection; database errors name the server and database.</summary>
+    /// <summary>Blocking calls: Npgsql's async I/O completes on the thread pool, which a renewal must not wait for.</summary>
+    protected override T Run<T>(string action, Func<DbConnection, T> operation)
+    {
+        ObjectDisposedException.ThrowIf(Volatile.Read(ref _disposed) != 0, this);
+        using var connection = _database.OpenConnection();
+        try
+        {
+            return operation(connection);
+        }
+        catch (NpgsqlException e)
+        {
+            throw _database.Failure(action, e);
+        }
+    }
+
     protected override async Task<T> RunAsync<T>(string action, Func<DbConnection, Task<T>> operation, CancellationToken cancellationToken)
     {
         ObjectDisposedException.ThrowIf(Volatile.Read(ref _disposed) != 0, this);

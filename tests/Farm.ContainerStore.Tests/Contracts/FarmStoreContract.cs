@@ -376,6 +376,40 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.Equal((1L, 1L), (unchanged!.OwnerNode, unchanged.Epoch));
     }
 
+    /// <summary>
+    /// A lease renews for its owner at its epoch only; the blocking form (a node's renewal thread, which
+    /// must not wait on the thread pool) answers as the async one does.
+    /// </summary>
+    [StoreFact]
+    public async Task RenewContainerLease_ExtendsTheOwnersLeaseAtItsEpoch_RefusesAnyOther_BlockingOrNot()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        var taken = await store.TryAcquireContainerAsync(container.Id, 1, ShortLease);
+
+        Assert.True(store.RenewContainerLease(container.Id, 1, taken!.Epoch, LongLease));
+        var renewed = Assert.Single(await store.ListContainersAsync(), c => c.Id == container.Id);
+        Assert.True(renewed.LeaseExpiresAt > taken.LeaseExpiresAt);
+        Assert.False(store.RenewContainerLease(container.Id, 2, taken.Epoch, LongLease));
+        Assert.False(store.RenewContainerLease(container.Id, 1, taken.Epoch + 1, LongLease));
+        Assert.True(await store.RenewContainerLeaseAsync(container.Id, 1, taken.Epoch, LongLease));
+        Assert.False(await store.RenewContainerLeaseAsync(container.Id, 2, taken.Epoch, LongLease));
+    }
+
+    [StoreFact]
+    public async Task Heartbeat_BlockingForm_AcceptsTheRegisteredProcess_RefusesAReplacedOne_AndThrowsForAnUnknownNode()
+    {
+        var store = await OpenAsync();
+        var timeout = TimeSpan.FromSeconds(3);
+        await store.RegisterNodeAsync(1, "http://a:1", 100);
+
+        Assert.True(store.Heartbeat(1, 100, "http://a:1", timeout));
+        await store.RegisterNodeAsync(1, "http://b:1", 200);
+        Assert.False(store.Heartbeat(1, 100, "http://a:1", timeout));
+        Assert.True(store.Heartbeat(1, 200, "http://b:1", timeout));
+        Assert.ThrowsAny<InvalidOperationException>(() => store.Heartbeat(99, 1, "http://a:1", timeout));
+    }
+
     [StoreFact]
     public async Task TryAcquire_ByTheOwner_RenewsWithoutRaisingEpoch()
     {
