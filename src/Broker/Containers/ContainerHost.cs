@@ -546,7 +546,9 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         await Database.DisposeAsync().ConfigureAwait(false);
     }
 
-    [LoggerMessage(Level = LogLevel.Information, Message = "Loaded {Entity} from container {ContainerId}: {Count} messages in memory in {Milliseconds:0} ms; the rest is counted while it serves")]
+    // Debug: a container of 15,000 queues logged 15,000 lines on each take, and the console
+    // logger's queue, once full, blocks the threads that log. "Took container ..." sums a take up.
+    [LoggerMessage(Level = LogLevel.Debug, Message = "Loaded {Entity} from container {ContainerId}: {Count} messages in memory in {Milliseconds:0} ms; the rest is counted while it serves")]
     private static partial void LogEntityLoaded(ILogger logger, string entity, long containerId, int count, double milliseconds);
 
     [LoggerMessage(Level = LogLevel.Information, Message = "Loaded topic {Entity} from container {ContainerId}: {Subscriptions} subscriptions")]
