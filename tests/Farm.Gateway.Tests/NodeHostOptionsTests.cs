@@ -1,0 +1,30 @@
+using Farm.Gateway.Hosting;
+using Microsoft.Extensions.Configuration;
+
+namespace Farm.Gateway.Tests;
+
+/// <summary>The node's load-shedding option on its command line: milliseconds, 0 to turn it off, a clear error otherwise.</summary>
+public sealed class NodeHostOptionsTests
+{
+    private static NodeHostOptions Parse(params string[] args) => NodeHostOptions.Parse(new ConfigurationBuilder().AddCommandLine(args).Build());
+
+    [Fact]
+    public void ShedSendsAfter_IsASecondByDefault_TakesMilliseconds_AndZeroTurnsItOff()
+    {
+        Assert.Equal(TimeSpan.FromSeconds(1), Parse().Broker.ShedSendsAfter);
+        Assert.Equal(TimeSpan.FromMilliseconds(250), Parse("--shed-sends-after-ms", "250").Broker.ShedSendsAfter);
+        Assert.Equal(TimeSpan.Zero, Parse("--shed-sends-after-ms", "0").Broker.ShedSendsAfter);
+    }
+
+    [Theory]
+    [InlineData("-1")]
+    [InlineData("soon")]
+    [InlineData("600001")]
+    public void ShedSendsAfter_OutOfRangeOrNotANumber_IsRefusedNamingTheOption(string value)
+    {
+        var error = Assert.Throws<ArgumentException>(() => Parse("--shed-sends-after-ms", value));
+
+        Assert.Contains("--shed-sends-after-ms", error.Message, StringComparison.Ordinal);
+        Assert.Contains(value, error.Message, StringComparison.Ordinal);
+    }
+}
