@@ -62,6 +62,9 @@ internal sealed record Verification(
     /// <summary>Sends an overloaded farm refused with SERVICE_BUSY (nothing stored, the sender told): load shed, not a failed check.</summary>
     public long SendsRefusedBusy { get; init; }
 
+    /// <summary>Receive links an overloaded farm refused (SERVICE_BUSY), surfaced to the processor after the SDK's retries.</summary>
+    public long ReceivesRefusedBusy { get; init; }
+
     /// <summary>Fan-out runs: subscriptions each message could reach (null for a queue).</summary>
     public int? Subscriptions { get; init; }
 

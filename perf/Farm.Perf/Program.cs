@@ -336,7 +336,7 @@ static async Task<int> RunManyQueuesAsync(PerfOptions options, string command, J
     }
 
     Console.WriteLine(string.Create(inv, $"  CPU in the window: nodes {report.Cpu.NodePercentOfMachine:0.0}% of the machine, load generator {report.Cpu.LoadGeneratorPercentOfMachine:0.0}%; targets: RSS < 1 GiB {(report.Targets.RssUnder1Gib ? "met" : "MISSED")}, p99 < 100 ms {(report.Targets.P99Under100Ms ? "met" : "MISSED")}, kept the offered rate {(report.Targets.KeptPace ? "yes" : "NO")}"));
-    Console.WriteLine(string.Create(inv, $"  sends refused by an overloaded node (SERVICE_BUSY, nothing stored, after the SDK's retries): {f.Verification.SendsRefusedBusy}; slots dropped by senders a second behind: {f.SendsBehindSchedule}"));
+    Console.WriteLine(string.Create(inv, $"  refused by an overloaded node (SERVICE_BUSY, after the SDK's retries): sends {f.Verification.SendsRefusedBusy}, receive links {f.Verification.ReceivesRefusedBusy}; slots dropped by senders a second behind: {f.SendsBehindSchedule}"));
     return FailIfUnverified("many-queues", [f.Verification]);
 }
 

@@ -75,6 +75,25 @@ public sealed class LoadSheddingTests
         Assert.Equal(0, farm.Node.SendShedding.Shed);
     }
 
+    /// <summary>A new receive link (the router asks before it serves or proxies one) is refused while behind, and taken once caught up.</summary>
+    [Fact]
+    public async Task ANewReceiveLink_IsRefusedWhileBehind_AndTakenOnceCaughtUp()
+    {
+        await using var farm = await StartAsync(TimeSpan.FromSeconds(1));
+        var service = new MessagingService(farm.Node);
+
+        _lag = TimeSpan.FromSeconds(3);
+        var refused = Assert.Throws<BrokerException>(() => service.ShedReceiveLinkIfBehind("orders"));
+        _lag = TimeSpan.Zero;
+        service.ShedReceiveLinkIfBehind("orders");
+
+        Assert.True(refused.Overloaded);
+        Assert.Equal("SERVICE_BUSY", FarmErrorNames.Of(refused.Code));
+        Assert.Contains("the receive link on 'orders' was not opened", refused.Message, StringComparison.Ordinal);
+        Assert.Equal(1, farm.Node.SendShedding.ReceiveLinksShed);
+        Assert.Equal(0, farm.Node.SendShedding.Shed);
+    }
+
     /// <summary>A send the node would forward to its owner is refused the same way (the router calls this before forwarding).</summary>
     [Fact]
     public async Task ASendThisNodeWouldForward_IsRefusedTheSameWay_WhileBehind()

@@ -28,6 +28,52 @@ public sealed class ReceiveSessionTests
     }
 
     /// <summary>
+    /// A link the node ends with a farm failure fails with its "farm-error" and "farm-owner" too, as
+    /// its Receive call would: an overloaded node's SERVICE_BUSY (RESOURCE_EXHAUSTED) is busy and
+    /// retried, not read by its status alone as QUOTA_EXCEEDED (which ended the receiver at once),
+    /// and a NOT_OWNER names the owner.
+    /// </summary>
+    [Fact]
+    public async Task ALinkEndedWithAFarmFailure_KeepsItsFarmErrorAndOwner()
+    {
+        var invoker = NewInvoker();
+        using var session = new ReceiveSession(new Messaging.MessagingClient(invoker), null);
+        using var busy = session.Receive(new CallOptions());
+        using var moved = session.Receive(new CallOptions());
+        await busy.RequestStream.WriteAsync(Open("busy"));
+        await moved.RequestStream.WriteAsync(Open("moved"));
+        var call = await invoker.NextCallAsync();
+        var idOf = (await FramesAsync(call, 2)).ToDictionary(f => f.Request.Open.Entity, f => f.Link);
+
+        await call.Answers.Writer.WriteAsync(new ReceiveSessionResponse
+        {
+            Links =
+            {
+                new LinkResponse
+                {
+                    Link = idOf["busy"], Ended = true,
+                    Failure = new CallFailure { StatusCode = (int)StatusCode.ResourceExhausted, Detail = "behind its work", ErrorCode = FarmErrorCode.ServiceBusy },
+                },
+                new LinkResponse
+                {
+                    Link = idOf["moved"], Ended = true,
+                    Failure = new CallFailure { StatusCode = (int)StatusCode.Unavailable, Detail = "moved", ErrorCode = FarmErrorCode.NotOwner, OwnerAddress = "http://10.0.0.2:5480" },
+                },
+            },
+        });
+
+        var busyEnd = await Assert.ThrowsAsync<RpcException>(() => busy.ResponseStream.MoveNext(CancellationToken.None).WaitAsync(Patience));
+        var movedEnd = await Assert.ThrowsAsync<RpcException>(() => moved.ResponseStream.MoveNext(CancellationToken.None).WaitAsync(Patience));
+
+        Assert.Equal(StatusCode.ResourceExhausted, busyEnd.StatusCode);
+        Assert.Equal(FarmFailureReason.ServiceBusy, FarmErrors.FromRpc(busyEnd, "busy").Reason);
+        Assert.True(FarmRetryPolicy.IsTransient(busyEnd));
+        Assert.Equal("SERVICE_BUSY", busy.GetTrailers().GetValue(FarmMetadata.ErrorTrailer));
+        Assert.Equal(FarmFailureReason.NotOwner, FarmErrors.FromRpc(movedEnd, "moved").Reason);
+        Assert.Equal("http://10.0.0.2:5480", movedEnd.FarmOwner());
+    }
+
+    /// <summary>
     /// Two receive links share one session call: each gets only its own responses, one the node
     /// ends with a failure fails with that status (as its Receive call would), the other goes on,
     /// and a link the receiver disposes is detached on the session.

@@ -202,6 +202,7 @@ internal static class LoadRun
             Problems: problems)
         {
             SendsRefusedBusy = state.SendsRefusedBusy,
+            ReceivesRefusedBusy = state.ReceivesRefusedBusy,
             Subscriptions = fanout ? subscriptions : null,
             ExpectedDeliveries = fanout ? state.ExpectedDeliveries : null,
             Unexpected = fanout ? state.Unexpected : null,

@@ -59,6 +59,7 @@ internal sealed class RunState
     private long _outOfOrder;
     private long _sendErrors;
     private long _sendsRefusedBusy;
+    private long _receivesRefusedBusy;
     private long _settleErrors;
     private long _receiveErrors;
     private int _inWindow;
@@ -254,7 +255,19 @@ internal sealed class RunState
 
     public void OnSettleError(Exception e) => Report(ref _settleErrors, "complete", e);
 
-    public void OnReceiveError(Exception e) => Report(ref _receiveErrors, "receive", e);
+    /// <summary>A receive that failed; one an overloaded farm refused (a new receive link, SERVICE_BUSY) is counted apart, as for sends.</summary>
+    public void OnReceiveError(Exception e)
+    {
+        if (IsOverloadRefusal(e))
+        {
+            Report(ref _receivesRefusedBusy, "receive refused (overloaded)", e);
+            return;
+        }
+        Report(ref _receiveErrors, "receive", e);
+    }
+
+    /// <summary>Receive links an overloaded farm refused, surfaced after the SDK's retries (see <see cref="OnReceiveError"/>).</summary>
+    public long ReceivesRefusedBusy => Interlocked.Read(ref _receivesRefusedBusy);
 
     private static void Report(ref long counter, string what, Exception e)
     {

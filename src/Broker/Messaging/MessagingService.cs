@@ -57,6 +57,9 @@ public sealed class MessagingService(BrokerNode node)
     /// <summary>Refuses a send this node would pass on (it forwards it to the owner) while the node is overloaded.</summary>
     public void ShedIfBehind(string entity) => node.SendShedding.ThrowIfBehind(entity);
 
+    /// <summary>Refuses a new receive link (served here or proxied to the owner) while the node is overloaded.</summary>
+    public void ShedReceiveLinkIfBehind(string entity) => node.SendShedding.ThrowIfBehindForReceiveLink(entity);
+
     private Task<SendResponse> StoreOnceAsync(SendRequest request, CancellationToken cancellationToken) =>
         node.RecentSends.SendOnceAsync(request, () => StoreAsync(request, cancellationToken));
 

@@ -42,6 +42,8 @@ internal sealed class NodeMetrics : IDisposable
             "How long work queued on this node's thread pool waits before it runs: how far behind its work the node is.");
         _meter.CreateObservableCounter("farm.node.sends.shed", () => node.SendShedding.Shed, "{send}",
             "Sends refused with SERVICE_BUSY, nothing stored, because the node was further behind its work than ShedSendsAfter.");
+        _meter.CreateObservableCounter("farm.node.receive_links.shed", () => node.SendShedding.ReceiveLinksShed, "{link}",
+            "New receive links refused with SERVICE_BUSY because the node was further behind its work than ShedSendsAfter.");
     }
 
     private void EntityCounter(BrokerNode node, string name, Func<EntityCounters, long> read, string description, string unit = "{message}") =>

@@ -36,7 +36,7 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
             return client.Receive(options);
         }
         var link = Current().Attach(options);
-        return new AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>(link, link, Task.FromResult(new Metadata()), link.GetStatus, () => [], link.Dispose);
+        return new AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>(link, link, Task.FromResult(new Metadata()), link.GetStatus, link.GetTrailers, link.Dispose);
     }
 
     /// <summary>The open session, opened if there is none.</summary>
@@ -222,6 +222,9 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
         private AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>? _fallback;
         private Task _fallbackReady = Task.CompletedTask;
         private Status? _status;
+        // The node's trailers with the failure that ended the link ("farm-error", "farm-owner"): a
+        // link's end is read as a Receive call's would be, SERVICE_BUSY as busy, not by status alone.
+        private Metadata _trailers = Metadata.Empty;
 
         public SessionLink(OpenSession session, long id, CallOptions options)
         {
@@ -239,6 +242,8 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
 
         public Status GetStatus() => _fallback?.GetStatus() ?? _status ?? throw new InvalidOperationException("The receive link has not ended.");
 
+        public Metadata GetTrailers() => _fallback?.GetTrailers() ?? _trailers;
+
         public Task WriteAsync(ReceiveRequest message) => WriteAsync(message, CancellationToken.None);
 
         public async Task WriteAsync(ReceiveRequest message, CancellationToken cancellationToken)
@@ -251,7 +256,7 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
                 {
                     if (_status is { } ended)
                     {
-                        throw new RpcException(ended);
+                        throw new RpcException(ended, _trailers);
                     }
                     _unanswered?.Add(message);
                 }
@@ -300,7 +305,7 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
                 if (Volatile.Read(ref _fallback) is null)
                 {
                     var status = _status ?? new Status(StatusCode.Unavailable, "The receive link ended.");
-                    return status.StatusCode == StatusCode.OK ? false : throw new RpcException(status);
+                    return status.StatusCode == StatusCode.OK ? false : throw new RpcException(status, _trailers);
                 }
             }
             // Moved onto a Receive call of its own (the node does not know sessions).
@@ -331,7 +336,11 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
         {
             lock (_gate)
             {
-                _status ??= error?.Status ?? Status.DefaultSuccess;
+                if (_status is null)
+                {
+                    _status = error?.Status ?? Status.DefaultSuccess;
+                    _trailers = error?.Trailers ?? Metadata.Empty;
+                }
             }
             _inbox.Writer.TryComplete();
             _cancelled.Dispose();

@@ -97,6 +97,7 @@ internal sealed partial class MessagingRouter(
             {
                 throw FarmErrors.Invalid(error!);
             }
+            local.ShedReceiveLinkIfBehind(open.Open.Entity);
             owner = direct ? null : await RemoteOwnerAsync(name, cancellationToken).ConfigureAwait(false);
         }
         catch
