@@ -56,6 +56,9 @@ public sealed class ContainerStyleNodeTests
             var mine = (await admin.GetContainersAsync()).Where(c => c.OwnerNode == 1).Select(c => c.Id).ToList();
             Signal(node1.Process.Id, "TERM");
             Assert.True(node1.Process.WaitForExit(Deadline), $"node 1 did not exit within {Deadline} of SIGTERM; its log: {node1.Log}");
+            // The timed wait returns at the exit, maybe before the last lines of its redirected
+            // output were read; this one waits for them (a clean-clone run missed the drain line).
+            node1.Process.WaitForExit();
             Assert.Equal(0, node1.Process.ExitCode);
             Assert.Contains("handing its", node1.Log, StringComparison.Ordinal);
 
