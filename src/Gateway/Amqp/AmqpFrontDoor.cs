@@ -55,7 +55,6 @@ internal sealed partial class AmqpFrontDoor : IRuntimeProvider, IHostedService, 
 
     public Task StartAsync(CancellationToken cancellationToken)
     {
-        Port = _options.Port != 0 ? _options.Port : FreePort(_host.Host);
         var settings = new AmqpSettings { RuntimeProvider = this };
         var sasl = new SaslTransportProvider();
         sasl.Versions.Add(new AmqpVersion(1, 0, 0));
@@ -66,15 +65,27 @@ internal sealed partial class AmqpFrontDoor : IRuntimeProvider, IHostedService, 
         var amqp = new AmqpTransportProvider();
         amqp.Versions.Add(new AmqpVersion(1, 0, 0));
         settings.TransportProviders.Add(amqp);
-        var tcp = new TcpTransportSettings { Host = _host.Host, Port = Port };
-        try
+        // A port picked here (--amqp-port 0) is free when picked, but another process may bind it
+        // before this listener does (seen in a clean-clone test run): then pick another.
+        for (var attempt = 1; ; attempt++)
         {
-            _listener = new AmqpTransportListener([tcp.CreateListener()], settings);
-            _listener.Listen(OnAcceptTransport);
-        }
-        catch (SocketException e)
-        {
-            throw new ListenerBindException($"cannot listen for AMQP on {_host.Host}:{Port} (--amqp-port): {e.Message}", e);
+            Port = _options.Port != 0 ? _options.Port : FreePort(_host.Host);
+            var tcp = new TcpTransportSettings { Host = _host.Host, Port = Port };
+            try
+            {
+                _listener = new AmqpTransportListener([tcp.CreateListener()], settings);
+                _listener.Listen(OnAcceptTransport);
+                break;
+            }
+            catch (SocketException e) when (_options.Port == 0 && e.SocketErrorCode == SocketError.AddressAlreadyInUse && attempt < 5)
+            {
+                _listener?.Close();
+                _listener = null;
+            }
+            catch (SocketException e)
+            {
+                throw new ListenerBindException($"cannot listen for AMQP on {_host.Host}:{Port} (--amqp-port): {e.Message}", e);
+            }
         }
         _settings = settings;
         // Registered with the node (before it starts, which every hosted service's start precedes),
