@@ -237,15 +237,7 @@ internal sealed class RunState
     /// the SDK's retries) is counted apart: nothing was stored and the sender was told so, which is
     /// how a broker sheds load, not a delivery problem. Any other failure is an error.
     /// </summary>
-    public void OnSendError(Exception e)
-    {
-        if (IsOverloadRefusal(e))
-        {
-            Report(ref _sendsRefusedBusy, "send refused (overloaded)", e);
-            return;
-        }
-        Report(ref _sendErrors, "send", e);
-    }
+    public void OnSendError(Exception e) => ReportFailure(ref _sendErrors, ref _sendsRefusedBusy, "send", e);
 
     /// <summary>Sends an overloaded farm refused (see <see cref="OnSendError"/>).</summary>
     public long SendsRefusedBusy => Interlocked.Read(ref _sendsRefusedBusy);
@@ -256,18 +248,23 @@ internal sealed class RunState
     public void OnSettleError(Exception e) => Report(ref _settleErrors, "complete", e);
 
     /// <summary>A receive that failed; one an overloaded farm refused (a new receive link, SERVICE_BUSY) is counted apart, as for sends.</summary>
-    public void OnReceiveError(Exception e)
-    {
-        if (IsOverloadRefusal(e))
-        {
-            Report(ref _receivesRefusedBusy, "receive refused (overloaded)", e);
-            return;
-        }
-        Report(ref _receiveErrors, "receive", e);
-    }
+    public void OnReceiveError(Exception e) => ReportFailure(ref _receiveErrors, ref _receivesRefusedBusy, "receive", e);
 
     /// <summary>Receive links an overloaded farm refused, surfaced after the SDK's retries (see <see cref="OnReceiveError"/>).</summary>
     public long ReceivesRefusedBusy => Interlocked.Read(ref _receivesRefusedBusy);
+
+    /// <summary>Counts a failure as an error, or apart when an overloaded farm refused it.</summary>
+    private static void ReportFailure(ref long errors, ref long refused, string what, Exception e)
+    {
+        if (IsOverloadRefusal(e))
+        {
+            Report(ref refused, what + " refused (overloaded)", e);
+        }
+        else
+        {
+            Report(ref errors, what, e);
+        }
+    }
 
     private static void Report(ref long counter, string what, Exception e)
     {
