@@ -103,6 +103,8 @@ internal sealed partial record PerfOptions
           --queues 15000      queues to create and load
           --rate-per-queue 1  messages/s sent to each queue, spread evenly over the second
           --nodes 1           1, or 3 (2 containers per node, the queues spread over them)
+          --containers-per-node N  containers each node owns, each with its own commit loop
+                              (default 1 on one node, 2 on three)
           --senders 4         sender clients, each covering a slice of the queues
           --clients 8         FarmClients the processors are spread over
           --create-concurrency 16  create calls in flight (after the first 200, made one by one)
@@ -122,7 +124,7 @@ internal sealed partial record PerfOptions
 
     private static readonly HashSet<string> DeepBacklogOptions = ["--messages", "--shallow", "--drain", "--size", "--senders", "--batch", "--receivers", "--prefetch", "--out"];
 
-    private static readonly HashSet<string> ManyQueuesOptions = ["--queues", "--rate-per-queue", "--nodes", "--senders", "--clients", "--create-concurrency", "--warmup", "--duration", "--size", "--out"];
+    private static readonly HashSet<string> ManyQueuesOptions = ["--queues", "--rate-per-queue", "--nodes", "--containers-per-node", "--senders", "--clients", "--create-concurrency", "--warmup", "--duration", "--size", "--out"];
 
     private static readonly HashSet<string> ChainOptions = ["--queues", "--rates", "--concurrency", "--warmup", "--run-warmup", "--duration", "--size", "--out"];
 
@@ -271,6 +273,9 @@ internal sealed partial record PerfOptions
     /// <summary>many-queues: nodes of its own farm (1 or 3).</summary>
     public int Nodes { get; init; } = 1;
 
+    /// <summary>many-queues: containers each node owns (each has its own commit loop); null: 1 on one node, 2 on three.</summary>
+    public int? ContainersPerNode { get; init; }
+
     /// <summary>many-queues: FarmClients the per-queue processors are spread over.</summary>
     public int ReceiverClients { get; init; } = 8;
 
@@ -409,6 +414,7 @@ internal sealed partial record PerfOptions
                 "--queues" => options with { Queues = ParseInt(name, value, 1, 100_000) },
                 "--rate-per-queue" => options with { RatePerQueue = ParseRate(name, value) },
                 "--nodes" => options with { Nodes = value is "1" or "3" ? int.Parse(value, CultureInfo.InvariantCulture) : throw new ArgumentException($"--nodes must be 1 or 3; got '{value}'") },
+                "--containers-per-node" => options with { ContainersPerNode = ParseInt(name, value, 1, 64) },
                 "--clients" => options with { ReceiverClients = ParseInt(name, value, 1, 1000) },
                 "--create-concurrency" => options with { CreateConcurrency = ParseInt(name, value, 1, 1000) },
                 "--rates" => options with { Rates = [.. value.Split(',', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries).Select(r => ParseRate(name, r))] },

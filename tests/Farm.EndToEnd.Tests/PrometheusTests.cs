@@ -70,6 +70,10 @@ public sealed class PrometheusTests(ITestOutputHelper output)
         Assert.Equal(7, sent);
         Assert.Null(await prometheus.QueryAsync("""sum(farm_messages_sent_total{messaging_destination_name="other"})"""));
         await WaitForAsync(prometheus, """sum(farm_entity_messages{messaging_destination_name="scraped",farm_message_state="active"})""", v => v == 7, "7 active messages in 'scraped'");
+
+        // Commit durations are seconds in buckets that can tell them apart: those sends' commits
+        // land under 100 ms (OpenTelemetry's default buckets, meant for milliseconds, have no 0.1).
+        await WaitForAsync(prometheus, """sum(farm_container_commit_duration_seconds_bucket{le="0.1"})""", v => v >= 1, "commits counted in the 0.1 s bucket");
     }
 
     private static async Task<double> WaitForAsync(PrometheusServer prometheus, string query, Func<double, bool> done, string what)

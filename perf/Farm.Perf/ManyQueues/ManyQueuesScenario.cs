@@ -17,7 +17,8 @@ namespace Farm.Perf.ManyQueues;
 /// </summary>
 internal sealed class ManyQueuesScenario(PerfOptions options)
 {
-    public const int ContainersPerNode = 2;
+    /// <summary>Containers per node: one on one node (the farm's first), two on three, unless --containers-per-node says.</summary>
+    private int ContainersPerNode => options.ContainersPerNode ?? (options.Nodes == 1 ? 1 : 2);
 
     /// <summary>Queues created one call at a time first: the rate one by one.</summary>
     private const int SerialQueues = 200;
@@ -146,11 +147,11 @@ internal sealed class ManyQueuesScenario(PerfOptions options)
             Command: command);
     }
 
-    /// <summary>One node: its one container. Three: 2 containers per node, balanced, so the queues spread over the nodes.</summary>
+    /// <summary>One node: its one container. Three: 2 containers per node (or --containers-per-node), balanced, so the queues spread over them.</summary>
     private async Task<int> PrepareContainersAsync(LocalFarm farm, FarmAdministrationClient admin, CancellationToken cancellationToken)
     {
         var existing = (await admin.GetContainersAsync(cancellationToken).ConfigureAwait(false)).Count;
-        if (options.Nodes == 1)
+        if (options.Nodes == 1 && ContainersPerNode <= existing)
         {
             return existing;
         }

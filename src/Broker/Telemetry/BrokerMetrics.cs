@@ -19,8 +19,17 @@ public static class BrokerMetrics
     internal static readonly Meter Meter = new(MeterName);
 
     private static readonly Counter<long> DeadLettered = Meter.CreateCounter<long>("farm.messages.dead_lettered", "{message}", "Messages moved to the dead-letter queue, by reason.");
-    private static readonly Histogram<int> CommitBatchSize = Meter.CreateHistogram<int>("farm.container.commit.batch_size", "{change}", "Changes written per container commit.");
-    private static readonly Histogram<double> CommitDuration = Meter.CreateHistogram<double>("farm.container.commit.duration", "s", "Time to write one commit batch to the container's database.");
+    private static readonly Histogram<int> CommitBatchSize = Meter.CreateHistogram<int>(
+        "farm.container.commit.batch_size", "{operation}", "Operations (a send, a settlement, ...) written per container commit.",
+        tags: null, advice: new InstrumentAdvice<int> { HistogramBucketBoundaries = [1, 2, 5, 10, 25, 50, 100, 250, 500, 1000, 2000, 4096] });
+
+    /// <summary>
+    /// Seconds, with buckets from 0.1 ms (an fsync on a fast disk) to 10 s: OpenTelemetry's default
+    /// buckets (0, 5, 10, 25, ... 10,000) are meant for milliseconds and would put every commit in one.
+    /// </summary>
+    private static readonly Histogram<double> CommitDuration = Meter.CreateHistogram<double>(
+        "farm.container.commit.duration", "s", "Time to write one commit batch to the container's database.",
+        tags: null, advice: new InstrumentAdvice<double> { HistogramBucketBoundaries = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] });
     private static readonly Counter<long> Moves = Meter.CreateCounter<long>("farm.container.takes", "{take}", "Containers this node took over (start, failover, planned move).");
 
     internal static void RecordDeadLettered(string entity, string reason)

@@ -17,8 +17,19 @@ internal static class FarmTelemetry
     private static readonly Counter<long> SentMessages = Meter.CreateCounter<long>("messaging.client.sent.messages", "{message}", "Messages sent.");
     private static readonly Counter<long> ConsumedMessages = Meter.CreateCounter<long>("messaging.client.consumed.messages", "{message}", "Messages received.");
     private static readonly Counter<long> Retries = Meter.CreateCounter<long>("farm.client.retries", "{retry}", "Operations retried after a transient failure.");
-    private static readonly Histogram<double> OperationDuration = Meter.CreateHistogram<double>("messaging.client.operation.duration", "s", "Duration of messaging operations.");
-    private static readonly Histogram<double> ProcessDuration = Meter.CreateHistogram<double>("messaging.process.duration", "s", "Duration of a processor's message handler.");
+    /// <summary>
+    /// The bucket boundaries OpenTelemetry's messaging conventions advise for these durations, in
+    /// seconds (the SDK's defaults, 0 to 10,000, are meant for milliseconds).
+    /// </summary>
+    internal static readonly IReadOnlyList<double> DurationBuckets = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
+
+    private static readonly Histogram<double> OperationDuration = Meter.CreateHistogram<double>(
+        "messaging.client.operation.duration", "s", "Duration of messaging operations.",
+        tags: null, advice: new InstrumentAdvice<double> { HistogramBucketBoundaries = DurationBuckets });
+
+    private static readonly Histogram<double> ProcessDuration = Meter.CreateHistogram<double>(
+        "messaging.process.duration", "s", "Duration of a processor's message handler.",
+        tags: null, advice: new InstrumentAdvice<double> { HistogramBucketBoundaries = DurationBuckets });
 
     /// <summary>Starts an activity for an operation, or null when nobody listens.</summary>
     public static Activity? StartOperation(string operation, string entityPath, ActivityKind kind = ActivityKind.Client)
