@@ -4,6 +4,7 @@ using Farm.Contracts;
 using Farm.Contracts.V1;
 using Farm.Gateway.Grpc;
 using Grpc.Core;
+using Microsoft.Extensions.Logging;
 using Microsoft.Extensions.Logging.Abstractions;
 
 namespace Farm.Gateway.Tests;
@@ -119,5 +120,52 @@ public sealed class FarmErrorInterceptorTests
         var error = await Assert.ThrowsAsync<RpcException>(() => Call(() => throw new OperationCanceledException(expired.Token), context));
 
         Assert.Equal(StatusCode.DeadlineExceeded, error.StatusCode);
+    }
+
+    /// <summary>
+    /// A client that resets its stream (or whose connection goes) breaks the call's reads and writes
+    /// with an IOException: the call ends as cut off (UNAVAILABLE), and nothing is logged as an
+    /// error. An overloaded node whose clients gave up logged a stack trace per call for it.
+    /// </summary>
+    [Theory]
+    [InlineData("io")]
+    [InlineData("cancelled")]
+    public async Task AStreamThatBrokeUnderTheCall_IsACutOff_NotALoggedFailure(string how)
+    {
+        var logger = new RecordingLogger();
+        var interceptor = new FarmErrorInterceptor(logger);
+        Exception broken = how == "io" ? new IOException("The client reset the request stream.") : new OperationCanceledException();
+
+        var error = await Assert.ThrowsAsync<RpcException>(() =>
+            interceptor.UnaryServerHandler<string, string>("request", new TestCallContext(), (_, _) => throw broken));
+
+        Assert.Equal(StatusCode.Unavailable, error.StatusCode);
+        Assert.Contains("cut off", error.Status.Detail);
+        Assert.DoesNotContain(logger.Levels, level => level >= LogLevel.Warning);
+    }
+
+    [Fact]
+    public async Task AnUnknownFailure_IsInternal_AndLoggedAsAnError()
+    {
+        var logger = new RecordingLogger();
+        var interceptor = new FarmErrorInterceptor(logger);
+
+        var error = await Assert.ThrowsAsync<RpcException>(() =>
+            interceptor.UnaryServerHandler<string, string>("request", new TestCallContext(), (_, _) => throw new InvalidOperationException("a bug")));
+
+        Assert.Equal(StatusCode.Internal, error.StatusCode);
+        Assert.Contains(LogLevel.Error, logger.Levels);
+    }
+
+    private sealed class RecordingLogger : ILogger<FarmErrorInterceptor>
+    {
+        public List<LogLevel> Levels { get; } = [];
+
+        public IDisposable? BeginScope<TState>(TState state) where TState : notnull => null;
+
+        public bool IsEnabled(LogLevel logLevel) => true;
+
+        public void Log<TState>(LogLevel logLevel, EventId eventId, TState state, Exception? exception, Func<TState, Exception?, string> formatter) =>
+            Levels.Add(logLevel);
     }
 }

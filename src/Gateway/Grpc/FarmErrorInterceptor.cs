@@ -54,7 +54,7 @@ internal sealed partial class FarmErrorInterceptor(ILogger<FarmErrorInterceptor>
             case OperationCanceledException when context.Deadline <= DateTime.UtcNow:
                 // The caller's deadline passed (said here, not left to a rethrow the server may call UNKNOWN).
                 return new RpcException(new Status(StatusCode.DeadlineExceeded, "The deadline passed before the call completed."));
-            case var _ when context.CancellationToken.IsCancellationRequested:
+            case var _ when context.CancellationToken.IsCancellationRequested || IsStreamBroken(e):
                 return CutOff("call", e);
             default:
                 LogHandlerFailed(logger, context.Method, e);
@@ -68,6 +68,14 @@ internal sealed partial class FarmErrorInterceptor(ILogger<FarmErrorInterceptor>
     /// </summary>
     public static RpcException CutOff(string what, Exception e) =>
         new(new Status(StatusCode.Unavailable, $"The {what} was cut off: the node is stopping or the caller went away ({e.GetType().Name})."));
+
+    /// <summary>
+    /// The call's own stream broke under it: the client reset it or its connection went
+    /// (Kestrel's IOException on a read or write), or a write to it was cancelled with it. Such a
+    /// call ends as cut off, without an error log: an overloaded node whose clients give up on it
+    /// would otherwise log a stack trace per call, and fall further behind doing it.
+    /// </summary>
+    public static bool IsStreamBroken(Exception e) => e is IOException or OperationCanceledException;
 
     /// <summary>The status of a failure the broker names (its own, or a container closed under the call); null for any other.</summary>
     public static RpcException? Known(Exception e) => e switch

@@ -118,8 +118,10 @@ internal sealed partial class MessagingRouter
         var status = e as RpcException ?? FarmErrorInterceptor.Known(e);
         if (status is null)
         {
-            if (cancellationToken.IsCancellationRequested)
+            if (cancellationToken.IsCancellationRequested || FarmErrorInterceptor.IsStreamBroken(e))
             {
+                // Cut off with its call, or the stream it answers on broke (the client reset it, its
+                // connection went): nobody to read an error, or the caller tries again. Not a failure of ours.
                 status = FarmErrorInterceptor.CutOff(what, e);
             }
             else
