@@ -70,12 +70,12 @@ internal sealed partial class FarmErrorInterceptor(ILogger<FarmErrorInterceptor>
         new(new Status(StatusCode.Unavailable, $"The {what} was cut off: the node is stopping or the caller went away ({e.GetType().Name})."));
 
     /// <summary>
-    /// The call's own stream broke under it: the client reset it or its connection went
-    /// (Kestrel's IOException on a read or write), or a write to it was cancelled with it. Such a
-    /// call ends as cut off, without an error log: an overloaded node whose clients give up on it
-    /// would otherwise log a stack trace per call, and fall further behind doing it.
+    /// The call's own stream broke under it: the client reset it or its connection went (Kestrel's
+    /// IOException on a read or write, which can come before the call's token says so). Such a call
+    /// ends as cut off, without an error log: nobody reads its status, and an overloaded node whose
+    /// clients give up on it would otherwise log a stack trace per call, and fall further behind.
     /// </summary>
-    public static bool IsStreamBroken(Exception e) => e is IOException or OperationCanceledException;
+    public static bool IsStreamBroken(Exception e) => e is IOException;
 
     /// <summary>The status of a failure the broker names (its own, or a container closed under the call); null for any other.</summary>
     public static RpcException? Known(Exception e) => e switch

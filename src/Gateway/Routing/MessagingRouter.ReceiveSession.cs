@@ -62,6 +62,11 @@ internal sealed partial class MessagingRouter
         {
             await ReceiveLinkAsync(link.ReadRequestsAsync(), link, direct, link.Cancellation).ConfigureAwait(false);
         }
+        catch (Exception) when (!link.Detached && session.StreamBroken)
+        {
+            // The session's stream broke (the client reset it, its connection went): no link's end
+            // can reach the client, and each link's failure is that one, not one of its own.
+        }
         catch (Exception e) when (!link.Detached)
         {
             failure = FailureOf(e, "receive link", link.Cancellation);

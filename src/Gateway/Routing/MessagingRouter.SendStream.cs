@@ -121,7 +121,7 @@ internal sealed partial class MessagingRouter
             if (cancellationToken.IsCancellationRequested || FarmErrorInterceptor.IsStreamBroken(e))
             {
                 // Cut off with its call, or the stream it answers on broke (the client reset it, its
-                // connection went): nobody to read an error, or the caller tries again. Not a failure of ours.
+                // connection went): nobody reads an error. Not a failure of ours.
                 status = FarmErrorInterceptor.CutOff(what, e);
             }
             else

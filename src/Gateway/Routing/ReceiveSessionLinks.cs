@@ -44,6 +44,9 @@ internal sealed class ReceiveSessionLinks : IDisposable
         _frames = new FrameBatcher<LinkResponse>(WriteBatchAsync, SizeOf, MaxResponseBytes);
     }
 
+    /// <summary>A write to the session's response stream failed: the stream is gone, nothing more reaches the client.</summary>
+    public bool StreamBroken => _frames.Failure is not null;
+
     /// <summary>Cancelled when the session should stop reading: the call ended, or the node is stopping with no link left.</summary>
     public CancellationToken Ending => _ending.Token;
 
