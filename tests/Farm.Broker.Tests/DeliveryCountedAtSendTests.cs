@@ -95,38 +95,6 @@ public sealed class DeliveryCountedAtSendTests
     }
 
     [Fact]
-    public async Task AMessageSentBeforeItsReceiverWaits_IsCountedByItsInsert_WhenTheReceiverWaitsByItsCommit()
-    {
-        await using var farm = await BrokerHarness.StartAsync();
-        var queue = await farm.CreateQueueAsync("counted-at-commit");
-        using var counted = new CountedAtSend("counted-at-commit");
-        Assert.True(farm.Node.TryGetContainer(1, out var host));
-        var commitsBefore = host.Commits.CommitCount;
-
-        // Nobody waits when it is sent; its commit waits on the (fake) clock, and a receiver comes meanwhile.
-        farm.Options.CommitDelay = TimeSpan.FromMilliseconds(5);
-        var send = queue.SendAsync([BrokerHarness.Text("one", "m-1")]);
-        var receive = await WaitingReceiveAsync(queue, maxMessages: 1);
-        Assert.False(send.IsCompleted);
-        await Eventually.UntilAsync(() =>
-        {
-            farm.Time.Advance(TimeSpan.FromMilliseconds(5));
-            return send.IsCompleted && receive.IsCompleted;
-        }, Patience, "the delayed commit and the delivery");
-        farm.Options.CommitDelay = TimeSpan.Zero;
-
-        var delivered = Assert.Single(await receive);
-        Assert.Equal("m-1", delivered.Message.MessageId);
-        Assert.Equal(1, delivered.DeliveryCount);
-        // Counted by the insert: the delivery wrote nothing of its own, and the count survives a crash.
-        Assert.Equal(1, counted.Count);
-        Assert.Equal(1, host.Commits.CommitCount - commitsBefore);
-        await farm.RestartAsync();
-        var again = Assert.Single(await (await farm.QueueAsync("counted-at-commit")).ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
-        Assert.Equal(2, again.DeliveryCount);
-    }
-
-    [Fact]
     public async Task MessagesCountedAtSend_AbandonedAndTakenAgain_AreCountedByWrites_AndACrashKeepsTheCount()
     {
         await using var farm = await BrokerHarness.StartAsync();

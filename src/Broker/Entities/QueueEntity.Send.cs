@@ -191,39 +191,6 @@ internal sealed partial class QueueEntity
     }
 
     /// <summary>
-    /// As its commit is written, counts as delivered those of a send's messages that receivers wait
-    /// for now but did not when it was sent (<see cref="PreCountBudgetLocked"/>, same rules): under
-    /// load a queue's next message is sent while the last one still waits for its commit, and by the
-    /// time its own commit is written the receiver is waiting again. Each one counted here saves a
-    /// write of its delivery count, which a node behind its work can least afford. Runs on the commit
-    /// loop, before the messages are visible to anyone; returns how many it counted.
-    /// </summary>
-    private int CountAheadAtCommit(List<MessageRecord> records, List<StoredMessage> stored)
-    {
-        lock (_gate)
-        {
-            if (_unloaded is not null || _deleted)
-            {
-                return 0;
-            }
-            var budget = PreCountBudgetLocked(Settings);
-            var counted = 0;
-            // TrySend adds a message to both lists in one step: the same index is the same message.
-            for (var i = 0; i < stored.Count && counted < budget; i++)
-            {
-                if (stored[i].State == StoredMessageState.Active && !stored[i].DurableCountAhead)
-                {
-                    stored[i].DurableCountAhead = true;
-                    records[i] = records[i] with { DeliveryCount = 1 };
-                    counted++;
-                }
-            }
-            _preCountedSending += counted;
-            return counted;
-        }
-    }
-
-    /// <summary>
     /// For a topic's fan-out to this subscription: how many of up to <paramref name="wanted"/>
     /// messages it may store counted as delivered (see <see cref="PreCountBudgetLocked"/>), held
     /// until <see cref="EndCountedDeliveries"/> gives them back (what the fan-out did not use at
@@ -288,8 +255,6 @@ internal sealed partial class QueueEntity
         return _commits.CommitAsync(
             batch =>
             {
-                // Shared with onCommitted and onFailed below (one closure): they give back these too.
-                preCounted += CountAheadAtCommit(records, stored);
                 batch.Inserts.AddRange(records);
                 batch.SequenceCounters[Id] = Math.Max(batch.SequenceCounters.GetValueOrDefault(Id), nextSequence);
                 batch.Duplicates.AddRange(duplicates);
