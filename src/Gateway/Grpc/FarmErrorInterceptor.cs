@@ -54,8 +54,12 @@ internal sealed partial class FarmErrorInterceptor(ILogger<FarmErrorInterceptor>
             case OperationCanceledException when context.Deadline <= DateTime.UtcNow:
                 // The caller's deadline passed (said here, not left to a rethrow the server may call UNKNOWN).
                 return new RpcException(new Status(StatusCode.DeadlineExceeded, "The deadline passed before the call completed."));
-            case var _ when context.CancellationToken.IsCancellationRequested || IsStreamBroken(e):
+            case var _ when context.CancellationToken.IsCancellationRequested:
                 return CutOff("call", e);
+            case var _ when IsStreamBroken(e):
+                // The status is what it always was; only the error log goes (see IsStreamBroken).
+                LogStreamBroken(logger, context.Method, e.Message);
+                return new RpcException(new Status(StatusCode.Internal, e.Message));
             default:
                 LogHandlerFailed(logger, context.Method, e);
                 return new RpcException(new Status(StatusCode.Internal, e.Message));
@@ -71,9 +75,9 @@ internal sealed partial class FarmErrorInterceptor(ILogger<FarmErrorInterceptor>
 
     /// <summary>
     /// The call's own stream broke under it: the client reset it or its connection went (Kestrel's
-    /// IOException on a read or write, which can come before the call's token says so). Such a call
-    /// ends as cut off, without an error log: nobody reads its status, and an overloaded node whose
-    /// clients give up on it would otherwise log a stack trace per call, and fall further behind.
+    /// IOException on a read or write, which can come before the call's token says so). Logged at
+    /// Debug, not as an error with its stack trace: nobody reads the status, and an overloaded node
+    /// whose clients give up on it logged one per call, falling further behind doing it.
     /// </summary>
     public static bool IsStreamBroken(Exception e) => e is IOException;
 
@@ -114,6 +118,9 @@ internal sealed partial class FarmErrorInterceptor(ILogger<FarmErrorInterceptor>
         FarmErrorCode.NotOwner or FarmErrorCode.StaleEpoch or FarmErrorCode.ServiceBusy or FarmErrorCode.StoreUnavailable => StatusCode.Unavailable,
         _ => StatusCode.Unknown,
     };
+
+    [LoggerMessage(Level = LogLevel.Debug, Message = "{Method} ended: its stream broke ({Why})")]
+    private static partial void LogStreamBroken(ILogger logger, string method, string why);
 
     [LoggerMessage(Level = LogLevel.Error, Message = "{Method} failed")]
     private static partial void LogHandlerFailed(ILogger logger, string method, Exception exception);

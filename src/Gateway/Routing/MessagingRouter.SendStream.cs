@@ -118,15 +118,18 @@ internal sealed partial class MessagingRouter
         var status = e as RpcException ?? FarmErrorInterceptor.Known(e);
         if (status is null)
         {
-            if (cancellationToken.IsCancellationRequested || FarmErrorInterceptor.IsStreamBroken(e))
+            if (cancellationToken.IsCancellationRequested)
             {
-                // Cut off with its call, or the stream it answers on broke (the client reset it, its
-                // connection went): nobody reads an error. Not a failure of ours.
                 status = FarmErrorInterceptor.CutOff(what, e);
             }
             else
             {
-                LogStreamedOperationFailed(logger, what, e);
+                // A stream that broke under it (the client reset it, its connection went) is not
+                // logged as an error: nobody reads the answer (see FarmErrorInterceptor.IsStreamBroken).
+                if (!FarmErrorInterceptor.IsStreamBroken(e))
+                {
+                    LogStreamedOperationFailed(logger, what, e);
+                }
                 status = new RpcException(new Status(StatusCode.Internal, e.Message));
             }
         }
