@@ -121,6 +121,42 @@ public sealed class RepeatedSettlementTests
     }
 
     [Fact]
+    public void ACommittedSettlement_KeepsASharedOutcome_NotItsCallsOwn()
+    {
+        var settled = new SettledLocks();
+        var token = Guid.NewGuid();
+        var other = Guid.NewGuid();
+        var callsOwn = new TaskCompletionSource<BrokerException?>().Task;
+        var done = Task.FromResult<BrokerException?>(null);
+        settled.Add(token, Disposition.Complete, callsOwn, lockedUntilMs: 60_000, now: 0);
+        settled.Add(other, Disposition.Complete, callsOwn, lockedUntilMs: 60_000, now: 0);
+
+        settled.Committed(token, callsOwn, done);
+        // Another call's outcome is left alone: only the entry this call made changes.
+        settled.Committed(other, Task.FromResult<BrokerException?>(null), done);
+
+        Assert.Same(done, settled.Find(token)!.Value.Outcome);
+        Assert.Equal(Disposition.Complete, settled.Find(token)!.Value.Disposition);
+        Assert.Same(callsOwn, settled.Find(other)!.Value.Outcome);
+    }
+
+    [Fact]
+    public async Task ARepeatAfterTheCommit_IsAnsweredFromTheSharedOutcome()
+    {
+        await using var farm = await BrokerHarness.StartAsync();
+        var queue = await farm.CreateQueueAsync("shared-outcome");
+        await queue.SendAsync([BrokerHarness.Text("one", "m-1"), BrokerHarness.Text("two", "m-2")]);
+        var messages = await queue.ReceiveAsync(false, ReceiveMode.PeekLock, 2, TimeSpan.Zero, default);
+
+        var first = await queue.SettleAsync(false, [.. messages.Select(m => Settle(m, Disposition.Complete))]);
+        var again = await queue.SettleAsync(false, [.. messages.Select(m => Settle(m, Disposition.Complete))], repeat: true);
+
+        Assert.All(first, r => Assert.Equal(FarmErrorCode.Unspecified, r.ErrorCode));
+        Assert.All(again, r => Assert.Equal(FarmErrorCode.Unspecified, r.ErrorCode));
+        Assert.Equal(0, queue.GetCounts().Active);
+    }
+
+    [Fact]
     public void TheTokensKept_AreBoundedPerEntity_OldestFirst()
     {
         var settled = new SettledLocks();

@@ -139,6 +139,10 @@ internal sealed partial class QueueEntity
                     onCommitted: () => writes.ForEach(w => w.OnCommitted()),
                     onFailed: e => writes.ForEach(w => w.OnFailed(e))).ConfigureAwait(false);
                 committed = true;
+                lock (_gate)
+                {
+                    remembered?.ForEach(token => _settledLocks.Committed(token, outcome.Task, Done));
+                }
             }
             catch (BrokerException e)
             {

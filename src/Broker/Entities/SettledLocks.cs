@@ -37,6 +37,20 @@ internal sealed class SettledLocks
 
     public Settled? Find(Guid token) => _byToken.TryGetValue(token, out var settled) ? settled : null;
 
+    /// <summary>
+    /// The commit of <paramref name="token"/>'s settlement succeeded: its entry keeps the shared
+    /// <paramref name="done"/> from now on instead of that call's own outcome task, which can then die
+    /// young. Kept for the retention, one task per settle call was about 80,000 live objects at
+    /// 8,000 completes a second, promoted to the older generations for nothing.
+    /// </summary>
+    public void Committed(Guid token, Task<BrokerException?> outcome, Task<BrokerException?> done)
+    {
+        if (_byToken.TryGetValue(token, out var settled) && ReferenceEquals(settled.Outcome, outcome))
+        {
+            _byToken[token] = settled with { Outcome = done };
+        }
+    }
+
     /// <summary>A settlement whose commit failed was not done: a repeat must not be told it was.</summary>
     public void Forget(Guid token) => _byToken.Remove(token);
 
