@@ -21,7 +21,7 @@ internal static class FarmTelemetry
     /// The bucket boundaries OpenTelemetry's messaging conventions advise for these durations, in
     /// seconds (the SDK's defaults, 0 to 10,000, are meant for milliseconds).
     /// </summary>
-    internal static readonly IReadOnlyList<double> DurationBuckets = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
+    private static readonly IReadOnlyList<double> DurationBuckets = [0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10];
 
     private static readonly Histogram<double> OperationDuration = Meter.CreateHistogram<double>(
         "messaging.client.operation.duration", "s", "Duration of messaging operations.",

@@ -56,12 +56,16 @@ internal sealed partial class FarmErrorInterceptor(ILogger<FarmErrorInterceptor>
                 return new RpcException(new Status(StatusCode.DeadlineExceeded, "The deadline passed before the call completed."));
             case var _ when context.CancellationToken.IsCancellationRequested:
                 return CutOff("call", e);
-            case var _ when IsStreamBroken(e):
-                // The status is what it always was; only the error log goes (see IsStreamBroken).
-                LogStreamBroken(logger, context.Method, e.Message);
-                return new RpcException(new Status(StatusCode.Internal, e.Message));
             default:
-                LogHandlerFailed(logger, context.Method, e);
+                // A stream that broke under the call ends the same way; only its log is quieter.
+                if (IsStreamBroken(e))
+                {
+                    LogStreamBroken(logger, context.Method, e.Message);
+                }
+                else
+                {
+                    LogHandlerFailed(logger, context.Method, e);
+                }
                 return new RpcException(new Status(StatusCode.Internal, e.Message));
         }
     }
