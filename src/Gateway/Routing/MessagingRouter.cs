@@ -106,109 +106,14 @@ internal sealed partial class MessagingRouter(
             throw;
         }
 
-        var started = time.GetTimestamp();
-        AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse> call;
-        while (true)
+        if (owner is null)
         {
-            if (owner is null)
-            {
-                // This node serves it (or the call was sent here directly).
-                LogReceiveStream(logger, open.Open.Entity, "here", open.Open.Credit);
-                await local.ReceiveAsync(Prepend(open, incoming), responses, cancellationToken).ConfigureAwait(false);
-                return;
-            }
-            LogReceiveStream(logger, open.Open.Entity, "proxy to " + owner, open.Open.Credit);
-            call = channels.Get(owner).Messaging.Receive(new CallOptions(FarmMetadata.DirectHeaders(), cancellationToken: cancellationToken));
-            try
-            {
-                // A dead owner shows here, before any credit went up: safe to wait for the takeover and try again.
-                await call.RequestStream.WriteAsync(open, cancellationToken).ConfigureAwait(false);
-                break;
-            }
-            catch (RpcException e) when ((CallFailures.IsBetweenOwners(e) || e.IsBrokenConnection() || (e.StatusCode == StatusCode.Cancelled && !cancellationToken.IsCancellationRequested))
-                && time.GetElapsedTime(started) < options.OwnerWait)
-            {
-                call.Dispose();
-                await Task.Delay(options.OwnerPoll, time, cancellationToken).ConfigureAwait(false);
-                owner = await RemoteOwnerAsync(name, cancellationToken).ConfigureAwait(false);
-            }
-            catch
-            {
-                call.Dispose();
-                await MessagingService.DisposeQuietlyAsync(incoming).ConfigureAwait(false);
-                throw;
-            }
+            // This node serves it (or the call was sent here directly).
+            LogReceiveStream(logger, open.Open.Entity, "here", open.Open.Credit);
+            await local.ReceiveAsync(Prepend(open, incoming), responses, cancellationToken).ConfigureAwait(false);
+            return;
         }
-
-        using var ownerCall = call;
-        // Set once this node stops and handed the stream's credit back: the owner's "drained" answers
-        // that drain, which the client never sent, so it is not passed on.
-        var handingBack = 0;
-        // Credit flows up in the background; this call ends with the owner's stream, without waiting for it.
-        _ = Task.Run(async () =>
-        {
-            // A signal rather than Task.Delay on the token: the registration goes with the stream.
-            var stoppingSignal = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
-            using var stoppingRegistration = lifetime.ApplicationStopping.Register(() => stoppingSignal.TrySetResult());
-            var stopping = stoppingSignal.Task;
-            try
-            {
-                while (true)
-                {
-                    var next = incoming.MoveNextAsync().AsTask();
-                    if (await Task.WhenAny(next, stopping).ConfigureAwait(false) == stopping)
-                    {
-                        // This node is stopping (drained, or shut down) while the stream runs through it: end
-                        // it cleanly rather than be cut off by the shutdown with answers in flight. The owner
-                        // takes the credit back, answers the settlements it already took, and ends the stream;
-                        // whatever the client sends from now on is not passed on (it makes its settlements
-                        // by Settle calls, and reopens its stream through another gateway).
-                        Interlocked.Exchange(ref handingBack, 1);
-                        await call.RequestStream.WriteAsync(new ReceiveRequest { Drain = new ReceiveDrain() }, cancellationToken).ConfigureAwait(false);
-                        await call.RequestStream.CompleteAsync().ConfigureAwait(false);
-                        while (await next.ConfigureAwait(false))
-                        {
-                            next = incoming.MoveNextAsync().AsTask();
-                        }
-                        return;
-                    }
-                    if (!await next.ConfigureAwait(false))
-                    {
-                        break;
-                    }
-                    await call.RequestStream.WriteAsync(incoming.Current, cancellationToken).ConfigureAwait(false);
-                }
-                await call.RequestStream.CompleteAsync().ConfigureAwait(false);
-            }
-            catch (Exception)
-            {
-                // Either side ended the call.
-            }
-            finally
-            {
-                await MessagingService.DisposeQuietlyAsync(incoming).ConfigureAwait(false);
-            }
-        }, CancellationToken.None);
-        try
-        {
-            await foreach (var response in call.ResponseStream.ReadAllAsync(cancellationToken).ConfigureAwait(false))
-            {
-                if (response.Drained && Volatile.Read(ref handingBack) == 1)
-                {
-                    response.Drained = false;
-                    if (response.Messages.Count == 0 && response.Settled is null && !response.SettlesOnStream)
-                    {
-                        continue;
-                    }
-                }
-                await responses.WriteAsync(response, cancellationToken).ConfigureAwait(false);
-            }
-        }
-        catch (RpcException e) when (!cancellationToken.IsCancellationRequested && e.FarmError() is null && e.StatusCode != StatusCode.Unavailable)
-        {
-            // The owner's stream broke under us (it died or was cut off): the client reopens, maybe elsewhere.
-            throw new RpcException(new Status(StatusCode.Unavailable, $"The receive stream from the owner {owner} of '{open.Open.Entity}' broke: {e.Status.Detail}"));
-        }
+        await ProxyReceiveLinkAsync(open, name, owner, incoming, responses, cancellationToken).ConfigureAwait(false);
     }
 
     /// <summary>Names the broker that serves an entity, for clients in redirect mode.</summary>
