@@ -46,12 +46,18 @@ internal static class ReportWriter
             return File.Exists(path) ? JsonNode.Parse(File.ReadAllText(path)) : null;
         }
         var machine = Load("machine.json");
-        // The best RabbitMQ configuration measured: classic (single-queue.json) or quorum
-        // (SINGLE_QUEUE_ARGS="--peer-queue-type quorum --out perf/results/single-queue-quorum.json").
-        var single = new[] { Load("single-queue.json"), Load("single-queue-quorum.json") }
-            .Where(r => r?["peer"]?["msgs_per_sec"] is not null)
-            .OrderByDescending(r => Number(r!["peer"]!["msgs_per_sec"]))
-            .FirstOrDefault() ?? Load("single-queue.json");
+        // The best RabbitMQ configuration measured beside this Farm: classic (single-queue.json) or
+        // quorum (single-queue-quorum.json; perf/run.sh single-queue runs both, one after the other).
+        // A quorum result from another hour is left out: the machine's speed drifts by 2x between
+        // hours, and a peer measured then says nothing about the Farm measured now.
+        var classic = Load("single-queue.json");
+        var quorum = Load("single-queue-quorum.json");
+        if (classic is not null && quorum is not null && !SameRun(classic, quorum))
+        {
+            quorum = null;
+        }
+        var peers = new[] { classic, quorum }.Where(r => r?["peer"]?["msgs_per_sec"] is not null).ToList();
+        var single = peers.OrderByDescending(r => Number(r!["peer"]!["msgs_per_sec"])).FirstOrDefault() ?? classic;
         var topics = Load("topics.json");
         var failover = Load("failover.json");
         var redirect = Load("failover-redirect.json");
@@ -85,8 +91,10 @@ internal static class ReportWriter
         if (single?["peer"]?["name"]?.ToString()?.Contains("rabbit", StringComparison.OrdinalIgnoreCase) == true)
         {
             var ratio = Number(single["ratio_farm_to_peer"]);
+            var others = string.Concat(peers.Where(r => r != single).Select(r =>
+                $" (against {r!["peer"]?["name"]}, measured right {(Timestamp(r) < Timestamp(single) ? "before" : "after")}: Farm {Text(r["farm"]?["msgs_per_sec"])} msg/s, {r["peer"]?["name"]} {Text(r["peer"]?["msgs_per_sec"])} msg/s, {Format(Number(r["ratio_farm_to_peer"]))}x)"));
             Row(md, "single queue at least 2x the best RabbitMQ configuration, same run",
-                $"Farm {Text(single["farm"]?["msgs_per_sec"])} msg/s, {single["peer"]?["name"]} {Text(single["peer"]?["msgs_per_sec"])} msg/s: {Format(ratio)}x",
+                $"Farm {Text(single["farm"]?["msgs_per_sec"])} msg/s, {single["peer"]?["name"]} {Text(single["peer"]?["msgs_per_sec"])} msg/s: {Format(ratio)}x{others}",
                 ratio >= 2, single["timestamp"]);
             HalfRateRow(md, latency, single);
         }
@@ -209,6 +217,12 @@ internal static class ReportWriter
 
     private static string ShortDate(JsonNode? when) =>
         when?.ToString() is { Length: >= 10 } text && DateTime.TryParse(text, Inv, DateTimeStyles.AdjustToUniversal, out var at) ? at.ToString("yyyy-MM-dd", Inv) : "-";
+
+    private static DateTimeOffset Timestamp(JsonNode? result) =>
+        DateTimeOffset.TryParse(result?["timestamp"]?.ToString(), Inv, DateTimeStyles.AssumeUniversal, out var at) ? at : DateTimeOffset.MinValue;
+
+    /// <summary>Whether two results come from one perf/run.sh run (within an hour of each other).</summary>
+    private static bool SameRun(JsonNode a, JsonNode b) => (Timestamp(a) - Timestamp(b)).Duration() < TimeSpan.FromHours(1);
 
     private static double Number(JsonNode? node) =>
         node is JsonValue value && value.TryGetValue<double>(out var number) ? number : double.NaN;
