@@ -10,7 +10,7 @@ namespace Farm.EndToEnd.Tests;
 
 /// <summary>
 /// A node that proxies a peek-lock receive link to the entity's owner, and whose client goes
-/// (cancels, its connection breaks, it detaches the link) while the owner's messages are on their
+/// (detaches the link, cancels it, its connection breaks) while the owner's messages are on their
 /// way, gives those messages back to the owner as never delivered: they are available again at
 /// once, their delivery not counted. Before, they stayed locked for nobody until their
 /// LockDuration ran out (a minute by default) and came again counted. Real node processes; the
@@ -25,13 +25,14 @@ public sealed class ProxiedLinkHandBackTests
     private static readonly TimeSpan BackWithin = TimeSpan.FromSeconds(20);
 
     /// <summary>
-    /// <paramref name="overASession"/>: the link is one of a ReceiveSession call (what the SDK
-    /// opens), not a Receive call of its own; the session's call is reset.
+    /// The link is one of a ReceiveSession call (what the SDK opens) and the client detaches it.
+    /// A reset call or a broken connection takes the same path, but Kestrel reports a reset a
+    /// moment after the fact (the stream's cancellation is queued to the thread pool, and writes
+    /// in between look finished), so which of the proxy's last writes count as delivered is a
+    /// race a test cannot pin down; a detach is seen at once.
     /// </summary>
-    [Theory]
-    [InlineData(false)]
-    [InlineData(true)]
-    public async Task AProxiedLinkWhoseClientWent_GivesTheOwnersMessagesBack_Uncounted(bool overASession)
+    [Fact]
+    public async Task AProxiedLinkTheClientDetached_GivesTheOwnersMessagesBack_Uncounted()
     {
         const string queue = "handed-back";
         const int count = 10;
@@ -58,19 +59,8 @@ public sealed class ProxiedLinkHandBackTests
         using var cut = new CancellationTokenSource();
         var messaging = new Contracts.V1.Messaging.MessagingClient(channel);
         var open = new ReceiveRequest { Open = new ReceiveOpen { Entity = queue, Mode = ReceiveMode.PeekLock, Credit = count + 1 } };
-        IDisposable call;
-        if (overASession)
-        {
-            var session = messaging.ReceiveSession(cancellationToken: cut.Token);
-            await session.RequestStream.WriteAsync(new ReceiveSessionRequest { Links = { new LinkRequest { Link = 1, Request = open } } });
-            call = session;
-        }
-        else
-        {
-            var receive = messaging.Receive(cancellationToken: cut.Token);
-            await receive.RequestStream.WriteAsync(open);
-            call = receive;
-        }
+        using var session = messaging.ReceiveSession(cancellationToken: cut.Token);
+        await session.RequestStream.WriteAsync(new ReceiveSessionRequest { Links = { new LinkRequest { Link = 1, Request = open } } });
         await Eventually.UntilAsync(async () => (await peeker.PeekMessagesAsync(1, fromSequenceNumber: 0)) is [{ DeliveryCount: 1 }],
             Patience, "the owner to lock the big message for the proxied link");
 
@@ -87,18 +77,18 @@ public sealed class ProxiedLinkHandBackTests
         }, Patience, "the owner to lock every small message for the proxied link");
         await peeker.DisposeAsync();
 
-        // The client goes: its call is reset.
-        await cut.CancelAsync();
-        call.Dispose();
+        // The client is done with the link: it detaches it (the session stays, still unread).
+        await session.RequestStream.WriteAsync(new ReceiveSessionRequest { Links = { new LinkRequest { Link = 1, Detach = true } } });
 
         var next = client.CreateReceiver(queue, new FarmReceiverOptions { ReceiveMode = FarmReceiveMode.ReceiveAndDelete });
+        var expected = Enumerable.Range(0, count).Select(i => $"m{i}").Append("big").ToList();
         var got = new Dictionary<string, int>();
         using var deadline = new CancellationTokenSource(BackWithin);
-        while (Enumerable.Range(0, count).Any(i => !got.ContainsKey($"m{i}")) && !deadline.IsCancellationRequested)
+        while (expected.Any(id => !got.ContainsKey(id)) && !deadline.IsCancellationRequested)
         {
             try
             {
-                foreach (var message in await next.ReceiveMessagesAsync(count, TimeSpan.FromSeconds(1), deadline.Token))
+                foreach (var message in await next.ReceiveMessagesAsync(count + 1, TimeSpan.FromSeconds(1), deadline.Token))
                 {
                     Assert.True(got.TryAdd(message.MessageId!, message.DeliveryCount), $"{message.MessageId} came twice");
                 }
@@ -109,10 +99,9 @@ public sealed class ProxiedLinkHandBackTests
             }
         }
         await next.DisposeAsync();
-        var missing = Enumerable.Range(0, count).Select(i => $"m{i}").Where(id => !got.ContainsKey(id)).ToList();
-        Assert.True(missing.Count == 0, $"{missing.Count} of {count} messages the proxy held stayed locked for the client that went: {string.Join(", ", missing)}");
-        // Given back as never delivered: the only delivery counted is this one. (The big message may
-        // be the client's: a write that a reset cuts short can look finished, as on the owner itself.)
+        var missing = expected.Where(id => !got.ContainsKey(id)).ToList();
+        Assert.True(missing.Count == 0, $"{missing.Count} of {count + 1} messages the proxy held stayed locked for the link that went: {string.Join(", ", missing)}");
+        // Given back as never delivered: the only delivery counted is this one.
         Assert.All(got, pair => Assert.True(pair.Value == 1, $"{pair.Key} came with delivery count {pair.Value}"));
     }
 }

@@ -132,7 +132,15 @@ internal sealed partial class MessagingRouter
                 }
                 await call.RequestStream.WriteAsync(incoming.Current, ownerToken).ConfigureAwait(false);
             }
-            await call.RequestStream.CompleteAsync().ConfigureAwait(false);
+            if (link.IsClientGone && link.PeekLock)
+            {
+                // Detached: the owner stops sending, and what it sent before is given back.
+                await DrainOwnerAsync(call, ownerToken).ConfigureAwait(false);
+            }
+            else
+            {
+                await call.RequestStream.CompleteAsync().ConfigureAwait(false);
+            }
         }
         catch (Exception) when (clientBroke && link.PeekLock)
         {

@@ -244,9 +244,11 @@ internal sealed class ReceiveSessionLinks : IDisposable
             }
             if (frame.Detach)
             {
+                // Cancelled before its requests end: whoever reads them learns the client went, not
+                // that it half-closed (a proxied link then gives back what the owner sent it).
                 Volatile.Write(ref _detached, 1);
-                _requests.Writer.TryComplete();
                 CancelQuietly(_cancel);
+                _requests.Writer.TryComplete();
             }
         }
 
@@ -259,7 +261,12 @@ internal sealed class ReceiveSessionLinks : IDisposable
             return this;
         }
 
-        public Task WriteAsync(ReceiveResponse message, CancellationToken cancellationToken) => session.WriteAsync(Id, message);
+        /// <summary>
+        /// Returns once the frame is on the session's stream, or throws once the link is cancelled
+        /// (detached, or the session's links cut) while it waits: a frame of a detached link that
+        /// goes out later is dropped by the client, so what it carries counts as not delivered.
+        /// </summary>
+        public Task WriteAsync(ReceiveResponse message, CancellationToken cancellationToken) => session.WriteAsync(Id, message).WaitAsync(Cancellation);
 
         /// <summary>The run is over: its requests end and its token goes with it.</summary>
         public void Close()
