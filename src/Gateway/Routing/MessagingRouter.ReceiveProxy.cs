@@ -67,8 +67,7 @@ internal sealed partial class MessagingRouter
             if (next is null)
             {
                 // The entity came here meanwhile.
-                LogReceiveStream(logger, open.Open.Entity, "here", open.Open.Credit);
-                await local.ReceiveAsync(Prepend(open, incoming), responses, cancellationToken).ConfigureAwait(false);
+                await ServeHereAsync(open, incoming, responses, cancellationToken).ConfigureAwait(false);
                 return;
             }
             owner = next;
@@ -184,7 +183,7 @@ internal sealed partial class MessagingRouter
         {
             await foreach (var response in link.Call.ResponseStream.ReadAllAsync(link.OwnerToken).ConfigureAwait(false))
             {
-                if (link.IsClientGone || clientFailure is not null)
+                if (link.IsClientGone)
                 {
                     link.CollectLocks(response, undelivered);
                     continue;
@@ -212,12 +211,12 @@ internal sealed partial class MessagingRouter
                 }
             }
         }
-        catch (RpcException e) when (clientFailure is null && !link.IsClientGone && e.FarmError() is null && e.StatusCode != StatusCode.Unavailable)
+        catch (RpcException e) when (!link.IsClientGone && e.FarmError() is null && e.StatusCode != StatusCode.Unavailable)
         {
             // The owner's stream broke under us (it died or was cut off): the client reopens, maybe elsewhere.
             throw new RpcException(new Status(StatusCode.Unavailable, $"The receive stream from the owner {owner} of '{entity}' broke: {e.Status.Detail}"));
         }
-        catch (Exception) when (clientFailure is not null || link.IsClientGone)
+        catch (Exception) when (link.IsClientGone)
         {
             // The owner's stream was cut after the hand-back wait, or broke: what was collected still goes back.
         }

@@ -109,11 +109,17 @@ internal sealed partial class MessagingRouter(
         if (owner is null)
         {
             // This node serves it (or the call was sent here directly).
-            LogReceiveStream(logger, open.Open.Entity, "here", open.Open.Credit);
-            await local.ReceiveAsync(Prepend(open, incoming), responses, cancellationToken).ConfigureAwait(false);
+            await ServeHereAsync(open, incoming, responses, cancellationToken).ConfigureAwait(false);
             return;
         }
         await ProxyReceiveLinkAsync(open, name, owner, incoming, responses, cancellationToken).ConfigureAwait(false);
+    }
+
+    /// <summary>Runs a receive link on this node's broker: the open request again, then the rest.</summary>
+    private Task ServeHereAsync(ReceiveRequest open, IAsyncEnumerator<ReceiveRequest> incoming, IResponseStream<ReceiveResponse> responses, CancellationToken cancellationToken)
+    {
+        LogReceiveStream(logger, open.Open.Entity, "here", open.Open.Credit);
+        return local.ReceiveAsync(Prepend(open, incoming), responses, cancellationToken);
     }
 
     /// <summary>Names the broker that serves an entity, for clients in redirect mode.</summary>
