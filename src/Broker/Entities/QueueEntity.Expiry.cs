@@ -97,7 +97,7 @@ internal sealed partial class QueueEntity
                 if (deadLetter && row.Payload is not null)
                 {
                     batch.Updates.Add(new MessageUpdate(Id, row.SequenceNumber, SubQueue.DeadLetter, StoredMessageState.Active,
-                        row.DeliveryCount, TtlExpired, TtlExpiredDescription, null, null));
+                        row.DeliveryCountUnder(_main.DeliveredThrough), TtlExpired, TtlExpiredDescription, null, null));
                 }
                 else
                 {
@@ -116,7 +116,7 @@ internal sealed partial class QueueEntity
                     Counters.AddExpired();
                     if (deadLetter && row.Payload is not null)
                     {
-                        var message = StoredMessage.FromRecord(row);
+                        var message = StoredMessage.FromRecord(row, _main.DeliveredThrough);
                         message.SubQueue = SubQueue.DeadLetter;
                         message.DeadLetterReason = TtlExpired;
                         message.DeadLetterDescription = TtlExpiredDescription;

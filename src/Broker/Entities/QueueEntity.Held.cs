@@ -165,7 +165,7 @@ internal sealed partial class QueueEntity
                     dangling.Add(new MessageKey(Id, row.SequenceNumber));
                     continue;
                 }
-                KeepScheduledLocked(StoredMessage.FromRecord(row));
+                KeepScheduledLocked(StoredMessage.FromRecord(row, _main.DeliveredThrough));
             }
             if (rows.Count == 0 || _scheduledStoredCount <= 0)
             {
@@ -322,7 +322,7 @@ internal sealed partial class QueueEntity
                 {
                     if (row is { SubQueue: SubQueue.Main, State: StoredMessageState.Deferred, Payload: not null } && !_main.Messages.ContainsKey(row.SequenceNumber))
                     {
-                        var message = StoredMessage.FromRecord(row);
+                        var message = StoredMessage.FromRecord(row, _main.DeliveredThrough);
                         _main.Add(message);
                         _deferredStoredCount--;
                         _deferredStoredBytes -= row.PayloadSize;

@@ -131,7 +131,7 @@ internal sealed partial class QueueEntity
                     dangling.Add(new MessageKey(Id, row.SequenceNumber));
                     continue;
                 }
-                var message = StoredMessage.FromRecord(row);
+                var message = StoredMessage.FromRecord(row, _main.DeliveredThrough);
                 sub.Add(message);
                 sub.Available.Add(message.SequenceNumber);
                 if (message.ExpiresAtMs is { } expires && sub.Kind == SubQueue.Main)
@@ -247,7 +247,7 @@ internal sealed partial class QueueEntity
         {
             foreach (var row in rows)
             {
-                var message = sub.Messages.GetValueOrDefault(row.SequenceNumber) ?? (row.Payload is null ? null : StoredMessage.FromRecord(row));
+                var message = sub.Messages.GetValueOrDefault(row.SequenceNumber) ?? (row.Payload is null ? null : StoredMessage.FromRecord(row, _main.DeliveredThrough));
                 if (message is null)
                 {
                     continue;

@@ -75,6 +75,11 @@ internal sealed partial class QueueEntity
         var settings = Settings;
         var swept = Arrivals.None;
         var toCount = new List<StoredMessage>();
+        // The highest first delivery the entity's delivery mark counts instead of a row write (0: none).
+        var mark = 0L;
+        var markCounted = 0;
+        var marking = peekLock && CountsByMark(sub, settings);
+        Task? delivery = null;
         lock (_gate)
         {
             ThrowIfNotServing();
@@ -111,6 +116,13 @@ internal sealed partial class QueueEntity
                         // The send stored this delivery's count already.
                         message.DurableCountAhead = false;
                     }
+                    else if (marking && message.DeliveryCount == 1 && message.ScheduledAtMs is null)
+                    {
+                        // Taken lowest first: every message below it was delivered or is counted
+                        // otherwise, so the mark raised to it counts this delivery (CountsByMark).
+                        mark = Math.Max(mark, message.SequenceNumber);
+                        markCounted++;
+                    }
                     else
                     {
                         toCount.Add(message);
@@ -125,6 +137,12 @@ internal sealed partial class QueueEntity
                 result.Add(ToReceived(message, peekLock));
             }
             MaybeRefillLocked(sub);
+            if (taken.Count > 0 && (!peekLock || toCount.Count > 0 || mark > 0))
+            {
+                // Queued under the lock, so deliveries commit in the order they took their messages:
+                // a later receive's mark is never durable before the deliveries below it.
+                delivery = CommitDeliveryAsync(sub, taken, peekLock ? toCount : null, mark);
+            }
         }
         Flush(background);
         // What this receiver's sweep freed may be for the other sub-queue's receivers (or for its peers).
@@ -134,32 +152,67 @@ internal sealed partial class QueueEntity
             return result;
         }
 
-        if (!peekLock || toCount.Count > 0)
+        if (delivery is not null)
         {
-            await CommitDeliveryAsync(sub, taken, peekLock ? toCount : null).ConfigureAwait(false);
+            await delivery.ConfigureAwait(false);
         }
         var counters = CountersOf(deadLetter);
         counters.AddReceived(result.Count);
-        if (peekLock && toCount.Count < taken.Count)
+        if (peekLock && toCount.Count + markCounted < taken.Count)
         {
-            counters.AddCountedAtSend(taken.Count - toCount.Count);
+            counters.AddCountedAtSend(taken.Count - toCount.Count - markCounted);
+        }
+        if (markCounted > 0)
+        {
+            counters.AddCountedByMark(markCounted);
         }
         return result;
     }
+
+    /// <summary>
+    /// Whether this sub-queue's peek-lock receives count first deliveries with the entity's delivery
+    /// mark (one small write per receive) instead of a write of each message's row. The main queue
+    /// only: receives take its available messages lowest first, and the messages below the lowest
+    /// available one are delivered, scheduled (never marked: they come due out of order, so they
+    /// write their count), deferred (delivered), settling, or read back with the mark applied. The
+    /// price, as for counting at send: a message given back undelivered, or reinstated from the
+    /// dead-letter queue, below the mark reads as delivered once more after a crash. So never where
+    /// one delivery is all a message gets (MaxDeliveryCount 1): it would be dead-lettered unseen.
+    /// </summary>
+    private static bool CountsByMark(SubQueueState sub, QueueSettings settings) =>
+        sub.Kind == SubQueue.Main && settings.MaxDeliveryCount > 1;
 
     /// <summary>
     /// Makes a delivery durable: the raised delivery counts (peek-lock; those the send stored
     /// already need no write), or the deletes (receive-and-delete, which leave memory once
     /// committed). A failed write puts the messages back.
     /// </summary>
-    private Task CommitDeliveryAsync(SubQueueState sub, List<StoredMessage> taken, List<StoredMessage>? toCount)
+    private Task CommitDeliveryAsync(SubQueueState sub, List<StoredMessage> taken, List<StoredMessage>? toCount, long mark = 0)
     {
         if (toCount is not null)
         {
             var updates = toCount.Select(m => m.ToDeliveryCountUpdate(Id)).ToList();
-            return _commits.CommitAsync(batch => batch.Updates.AddRange(updates), onFailed: _ => ReleaseAfterFailedDelivery(taken));
+            return _commits.CommitAsync(
+                batch =>
+                {
+                    batch.Updates.AddRange(updates);
+                    if (mark > 0)
+                    {
+                        batch.DeliveryMarks[Id] = Math.Max(batch.DeliveryMarks.GetValueOrDefault(Id), mark);
+                    }
+                },
+                onCommitted: mark > 0 ? () => RaiseDeliveredThrough(sub, mark) : null,
+                onFailed: _ => ReleaseAfterFailedDelivery(taken));
         }
         return DeleteTakenAsync(sub, taken, onFailed: () => ReleaseAfterFailedDelivery(taken));
+    }
+
+    private void RaiseDeliveredThrough(SubQueueState sub, long mark)
+    {
+        lock (_gate)
+        {
+            sub.DeliveredThrough = Math.Max(sub.DeliveredThrough, mark);
+        }
     }
 
     /// <summary>What a message adds to a receive response: its payload plus room for what the broker adds (lock, times, dead-letter fields).</summary>

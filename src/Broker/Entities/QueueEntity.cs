@@ -203,6 +203,7 @@ internal sealed partial class QueueEntity : ISendTarget
                 }
             }
             _nextSequence = Math.Max(load.NextSequenceNumber, 1);
+            _main.DeliveredThrough = load.DeliveredThrough;
             Interlocked.Exchange(ref _storedAloneCount, load.StoredAlone.Count);
             Interlocked.Exchange(ref _storedAloneBytes, load.StoredAlone.Bytes);
             LoadHeldLocked(load.Held);
@@ -213,7 +214,7 @@ internal sealed partial class QueueEntity : ISendTarget
                     dangling.Add(new MessageKey(Id, record.SequenceNumber));
                     continue;
                 }
-                var message = StoredMessage.FromRecord(record);
+                var message = StoredMessage.FromRecord(record, _main.DeliveredThrough);
                 _nextSequence = Math.Max(_nextSequence, message.SequenceNumber + 1);
                 if (message.SubQueue == SubQueue.DeadLetter)
                 {

@@ -81,8 +81,12 @@ internal sealed class StoredMessage
     /// <summary>The update of a delivery: only the delivery count changed since the row was last written.</summary>
     public MessageUpdate ToDeliveryCountUpdate(long entityId) => ToUpdate(entityId) with { DeliveryCountOnly = true };
 
-    /// <summary>A subscription's row comes with its topic's copy (IContainerDatabase reads it along).</summary>
-    public static StoredMessage FromRecord(MessageRecord record) => new()
+    /// <summary>
+    /// A subscription's row comes with its topic's copy (IContainerDatabase reads it along). Its
+    /// delivery count is read with the entity's delivery mark (<paramref name="deliveredThrough"/>,
+    /// <see cref="SubQueueState.DeliveredThrough"/>).
+    /// </summary>
+    public static StoredMessage FromRecord(MessageRecord record, long deliveredThrough) => new()
     {
         SequenceNumber = record.SequenceNumber,
         Payload = record.Payload ?? [],
@@ -90,7 +94,7 @@ internal sealed class StoredMessage
         PayloadSize = record.PayloadSize,
         SubQueue = record.SubQueue,
         State = record.State,
-        DeliveryCount = record.DeliveryCount,
+        DeliveryCount = record.DeliveryCountUnder(deliveredThrough),
         ScheduledAtMs = record.ScheduledAtMs,
         ExpiresAtMs = record.ExpiresAtMs,
         DeadLetterReason = record.DeadLetterReason,

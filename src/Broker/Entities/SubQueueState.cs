@@ -46,6 +46,14 @@ internal sealed class SubQueueState(SubQueue kind, MessageCacheBudget nodeCache)
     public int WaitingPeekLockCredit { get; set; }
 
     /// <summary>
+    /// The entity's durable delivery mark (the main queue's; 0 on the dead-letter queue, which has
+    /// none): every message at or below it that was never scheduled was delivered at least once, so
+    /// a row read back from the database with a count of 0 there reads as 1
+    /// (<see cref="MessageRecord.DeliveryCountUnder"/>). Raised once a receive's mark committed.
+    /// </summary>
+    public long DeliveredThrough { get; set; }
+
+    /// <summary>
     /// Whether a stored-only message with this sequence number is one <see cref="StoredCount"/>
     /// holds: not in the part of a taken-over tail still to count (that count will find it).
     /// </summary>

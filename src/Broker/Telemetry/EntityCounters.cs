@@ -14,6 +14,7 @@ internal sealed class EntityCounters(string path)
     private long _sent;
     private long _received;
     private long _countedAtSend;
+    private long _countedByMark;
     private long _completed;
     private long _abandoned;
     private long _expired;
@@ -27,6 +28,8 @@ internal sealed class EntityCounters(string path)
     public long Received => Volatile.Read(ref _received);
 
     public long CountedAtSend => Volatile.Read(ref _countedAtSend);
+
+    public long CountedByMark => Volatile.Read(ref _countedByMark);
 
     public long Completed => Volatile.Read(ref _completed);
 
@@ -44,6 +47,8 @@ internal sealed class EntityCounters(string path)
     public void AddReceived(int count) => Interlocked.Add(ref _received, count);
 
     public void AddCountedAtSend(int count) => Interlocked.Add(ref _countedAtSend, count);
+
+    public void AddCountedByMark(int count) => Interlocked.Add(ref _countedByMark, count);
 
     public void AddCompleted() => Interlocked.Increment(ref _completed);
 

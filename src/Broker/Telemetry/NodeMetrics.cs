@@ -24,6 +24,8 @@ internal sealed class NodeMetrics : IDisposable
         EntityCounter(node, "farm.messages.expired", c => c.Expired, "Messages whose time to live ran out.");
         EntityCounter(node, "farm.messages.delivered_counted_at_send", c => c.CountedAtSend,
             "Peek-lock deliveries whose delivery count the send already stored (a receiver was waiting): no write of their own.", "{message}");
+        EntityCounter(node, "farm.messages.delivered_counted_by_mark", c => c.CountedByMark,
+            "Peek-lock first deliveries counted by the entity's delivery mark (one write per receive) instead of a write of their own.", "{message}");
         EntityCounter(node, "farm.receive.credit_grants", c => c.CreditGrants,
             "Credit frames received on receive streams (a receiver's prefetch refills; the SDK sends one per half a prefetch taken).", "{grant}");
         _meter.CreateObservableGauge("farm.entity.messages", () => EntityMessages(node), "{message}",

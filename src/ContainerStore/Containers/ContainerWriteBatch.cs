@@ -2,7 +2,7 @@ namespace Farm.ContainerStore.Containers;
 
 /// <summary>
 /// Everything one group commit writes to a container database, applied in one transaction in
-/// this order: inserts, updates, deletes, sequence counters (never lowered), duplicate history,
+/// this order: inserts, updates, deletes, sequence counters and delivery marks (never lowered), duplicate history,
 /// send records, pruning, and purges last, so nothing written for an entity deleted in the same batch survives it.
 /// Every update and delete must find its row, or the transaction fails with
 /// <see cref="MissingRowException"/>; only rows of an entity purged in the same batch, or by an
@@ -19,6 +19,14 @@ public sealed class ContainerWriteBatch
     /// <summary>Entity id -> the next sequence number it will hand out.</summary>
     public Dictionary<long, long> SequenceCounters { get; } = [];
 
+    /// <summary>
+    /// Entity id -> its delivery mark (never lowered): every message of its main queue at or below
+    /// it that was never scheduled has been delivered at least once. A peek-lock receive that takes
+    /// messages in sequence order for their first delivery writes this instead of each row's count
+    /// (<see cref="MessageRecord.DeliveryCountUnder"/> reads a row's count with it).
+    /// </summary>
+    public Dictionary<long, long> DeliveryMarks { get; } = [];
+
     public List<DuplicateRecord> Duplicates { get; } = [];
 
     /// <summary>Duplicate history older than this (Unix ms) may be dropped; 0 keeps everything.</summary>
@@ -32,7 +40,7 @@ public sealed class ContainerWriteBatch
 
     public bool IsEmpty =>
         PurgedEntities.Count == 0 && Inserts.Count == 0 && Updates.Count == 0 && Deletes.Count == 0
-        && SequenceCounters.Count == 0 && Duplicates.Count == 0 && PruneDuplicatesBeforeMs == 0
+        && SequenceCounters.Count == 0 && DeliveryMarks.Count == 0 && Duplicates.Count == 0 && PruneDuplicatesBeforeMs == 0
         && Sends.Count == 0 && PruneSendsBeforeMs == 0;
 
     public void Clear()
@@ -42,6 +50,7 @@ public sealed class ContainerWriteBatch
         Updates.Clear();
         Deletes.Clear();
         SequenceCounters.Clear();
+        DeliveryMarks.Clear();
         Duplicates.Clear();
         PruneDuplicatesBeforeMs = 0;
         Sends.Clear();

@@ -45,6 +45,27 @@ public sealed record MessageRecord
     /// (a message only this subscription got). Its topic counts such rows towards its size.
     /// </summary>
     public bool StoredAlone { get; init; }
+
+    /// <summary>
+    /// What an update stores for a delivery count of 0 (<see cref="MessageUpdate.StoredDeliveryCount"/>):
+    /// a delivery taken back (given back undelivered, a count written back, a dead letter reinstated)
+    /// must read as 0 even at or below the entity's delivery mark. An insert stores 0.
+    /// </summary>
+    public const int UncountedBelowMark = -1;
+
+    /// <summary>
+    /// The delivery count this row stands for, given its entity's delivery mark
+    /// (<see cref="EntityLoad.DeliveredThrough"/>): a message of the main queue at or below the mark
+    /// that was never scheduled was delivered at least once, though its row may still say 0 (the
+    /// mark counted that first delivery instead of a write of the row). <see cref="DeliveryCount"/>
+    /// is the column as stored.
+    /// </summary>
+    public int DeliveryCountUnder(long deliveredThrough) => DeliveryCount switch
+    {
+        UncountedBelowMark => 0,
+        0 when SubQueue == SubQueue.Main && ScheduledAtMs is null && SequenceNumber <= deliveredThrough => 1,
+        var count => count,
+    };
 }
 
 /// <summary>Changes the mutable columns of a stored message. Payload null keeps the stored payload.</summary>
@@ -66,6 +87,9 @@ public sealed record MessageUpdate(
     /// alone, where the full update rewrites an entry in each index over sub_queue and state.
     /// </summary>
     public bool DeliveryCountOnly { get; init; }
+
+    /// <summary>The delivery_count column to write: a count of 0 is stored as <see cref="MessageRecord.UncountedBelowMark"/>.</summary>
+    public int StoredDeliveryCount => DeliveryCount == 0 ? MessageRecord.UncountedBelowMark : DeliveryCount;
 }
 
 public readonly record struct MessageKey(long EntityId, long SequenceNumber);
@@ -76,6 +100,10 @@ public sealed record DuplicateRecord(long EntityId, string MessageId, long Expir
 /// <summary>What the broker needs to serve an entity after loading its container.</summary>
 /// <param name="Tails">For a load of the head only: per sub-queue, the active messages left in the database.</param>
 /// <param name="DuplicateHistoryComplete">False when the load read only the newest ids of the window: older ones are in the database only.</param>
+/// <param name="DeliveredThrough">
+/// The entity's delivery mark (<see cref="ContainerWriteBatch.DeliveryMarks"/>): the rows are as
+/// stored, <see cref="MessageRecord.DeliveryCountUnder"/> reads their counts with it.
+/// </param>
 public sealed record EntityLoad(
     long EntityId,
     long NextSequenceNumber,
@@ -84,7 +112,8 @@ public sealed record EntityLoad(
     IReadOnlyList<StoredTail>? Tails = null,
     bool DuplicateHistoryComplete = true,
     HeldTail? Held = null,
-    StoredAloneTally StoredAlone = default);
+    StoredAloneTally StoredAlone = default,
+    long DeliveredThrough = 0);
 
 /// <summary>
 /// A subscription's rows that are their message's only stored form (see <see cref="MessageRecord.StoredAlone"/>):

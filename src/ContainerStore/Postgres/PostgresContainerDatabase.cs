@@ -135,6 +135,7 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
             };
 
             long? next = null;
+            long mark = 0;
             var messages = new List<MessageRecord>();
             var duplicates = new List<DuplicateRecord>();
             await using (var reader = await batch.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false))
@@ -142,6 +143,7 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
                 if (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
                 {
                     next = reader.GetInt64(0);
+                    mark = reader.GetInt64(1);
                 }
 
                 await reader.NextResultAsync(cancellationToken).ConfigureAwait(false);
@@ -160,7 +162,7 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
             await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
 
             // Sequence numbers start at 1 for an entity that never had a counter written.
-            return new EntityLoad(entityId, next ?? 1, OrderBySubQueue(messages), duplicates);
+            return new EntityLoad(entityId, next ?? 1, OrderBySubQueue(messages), duplicates, DeliveredThrough: mark);
         }, cancellationToken);
 
     public Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, long copiesOf = 0, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default) =>
@@ -168,10 +170,16 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
         {
             // One snapshot for the counter, held messages, heads, tails and history.
             await using var transaction = await connection.BeginTransactionAsync(IsolationLevel.RepeatableRead, cancellationToken).ConfigureAwait(false);
-            long? next;
+            long? next = null;
+            long mark = 0;
             await using (var command = new NpgsqlCommand(PostgresSql.ContainerDb.ReadNextSequence, connection, transaction) { Parameters = { Parameter(entityId) } })
+            await using (var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false))
             {
-                next = await command.ExecuteScalarAsync(cancellationToken).ConfigureAwait(false) is long value ? value : null;
+                if (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
+                {
+                    next = reader.GetInt64(0);
+                    mark = reader.GetInt64(1);
+                }
             }
             // The first scheduled messages to come due and some deferred ones, each up to the cache's bytes; the rest are counted.
             var scheduled = await ReadMessagesAsync(
@@ -220,7 +228,7 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
                 alone = new StoredAloneTally(reader.GetInt64(0), reader.GetInt64(1));
             }
             await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
-            return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails, duplicates.Count < maxDuplicates, heldTail, alone);
+            return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails, duplicates.Count < maxDuplicates, heldTail, alone, mark);
         }, cancellationToken);
 
     public Task<(long Count, long Bytes)> CountActiveAsync(long entityId, SubQueue subQueue, long afterSequence, long throughSequence, CancellationToken cancellationToken = default) =>

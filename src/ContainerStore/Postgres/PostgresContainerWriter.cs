@@ -66,6 +66,14 @@ internal static class PostgresContainerWriter
                 Parameter(batch.SequenceCounters.Keys.ToArray()), Parameter(batch.SequenceCounters.Values.ToArray()));
         }
 
+        // A deleted entity's state row goes (or went) with it and must not come back.
+        var marks = batch.DeliveryMarks.Where(m => !MayBeMissing(m.Key)).ToList();
+        if (marks.Count > 0)
+        {
+            Add(commands, PostgresSql.ContainerDb.UpsertDeliveryMarks,
+                Parameter(marks.Select(m => m.Key).ToArray()), Parameter(marks.Select(m => m.Value).ToArray()));
+        }
+
         if (batch.Duplicates.Count > 0)
         {
             AddDuplicates(commands, batch.Duplicates);
@@ -183,7 +191,7 @@ internal static class PostgresContainerWriter
             sequence[i] = u.SequenceNumber;
             subQueue[i] = (int)u.SubQueue;
             state[i] = (int)u.State;
-            deliveryCount[i] = u.DeliveryCount;
+            deliveryCount[i] = u.StoredDeliveryCount;
             dlReason[i] = u.DeadLetterReason;
             dlDescription[i] = u.DeadLetterDescription;
             dlSource[i] = u.DeadLetterSource;

@@ -393,7 +393,8 @@ internal static class PostgresSql
             SELECT EXISTS (SELECT 1 FROM raised) OR (SELECT epoch FROM owner WHERE id = 1) = $1
             """;
 
-        public const string ReadNextSequence = "SELECT next_sequence FROM entity_state WHERE entity_id = $1";
+        /// <summary>The counter first (what a scalar read takes), then the delivery mark.</summary>
+        public const string ReadNextSequence = "SELECT next_sequence, delivered_through FROM entity_state WHERE entity_id = $1";
 
         /// <summary>
         /// Column order is fixed: <see cref="PostgresContainerDatabase"/> reads by ordinal. Ordered by
@@ -623,6 +624,16 @@ internal static class PostgresSql
             INSERT INTO entity_state (entity_id, next_sequence)
             SELECT * FROM unnest($1::bigint[], $2::bigint[])
             ON CONFLICT (entity_id) DO UPDATE SET next_sequence = GREATEST(entity_state.next_sequence, excluded.next_sequence)
+            """;
+
+        /// <summary>
+        /// Never backwards. A subscription has no counter of its own (its sequence numbers are its
+        /// topic's): its first mark makes its row, with the counter every entity starts from.
+        /// </summary>
+        public const string UpsertDeliveryMarks = """
+            INSERT INTO entity_state (entity_id, next_sequence, delivered_through)
+            SELECT m.entity_id, 1, m.through FROM unnest($1::bigint[], $2::bigint[]) AS m (entity_id, through)
+            ON CONFLICT (entity_id) DO UPDATE SET delivered_through = GREATEST(entity_state.delivered_through, excluded.delivered_through)
             """;
 
         /// <summary>The rows must name each (entity, MessageId) at most once: ON CONFLICT cannot touch a row twice.</summary>

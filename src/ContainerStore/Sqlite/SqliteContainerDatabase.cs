@@ -87,10 +87,11 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
 
             var duplicates = await connection.QueryAsync<DuplicateRecord>(new CommandDefinition(
                 SqliteSql.ContainerDb.LoadDuplicates, new { EntityId = entityId, NowMs = nowMs }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            var mark = await ReadDeliveryMarkAsync(connection, transaction, entityId, cancellationToken).ConfigureAwait(false);
             transaction.Commit();
 
             // Sequence numbers start at 1 for an entity that never had a counter written.
-            return new EntityLoad(entityId, next ?? 1, OrderBySubQueue(messages), duplicates.AsList());
+            return new EntityLoad(entityId, next ?? 1, OrderBySubQueue(messages), duplicates.AsList(), DeliveredThrough: mark);
         }, cancellationToken);
 
     public Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, long copiesOf = 0, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default) =>
@@ -128,9 +129,10 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             var duplicates = await LoadDuplicatesAsync(connection, transaction, entityId, nowMs, maxDuplicates, cancellationToken).ConfigureAwait(false);
             var alone = copiesOf == 0 ? default : await connection.QuerySingleAsync<(long Count, long Bytes)>(new CommandDefinition(
                 SqliteSql.ContainerDb.CountStoredAlone, new { EntityId = entityId, CopiesOf = copiesOf }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            var mark = await ReadDeliveryMarkAsync(connection, transaction, entityId, cancellationToken).ConfigureAwait(false);
             transaction.Commit();
             return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails, duplicates.Count < maxDuplicates, heldTail,
-                new StoredAloneTally(alone.Count, alone.Bytes));
+                new StoredAloneTally(alone.Count, alone.Bytes), mark);
         }, cancellationToken);
 
     public Task<EntityLoad> LoadEntityStateAsync(long entityId, long nowMs, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default) =>
@@ -145,6 +147,11 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             transaction.Commit();
             return new EntityLoad(entityId, Math.Max(next ?? 1, stored + 1), [], duplicates, DuplicateHistoryComplete: duplicates.Count < maxDuplicates);
         }, cancellationToken);
+
+    /// <summary>The entity's delivery mark; 0 (none) for an entity without a state row.</summary>
+    private static async Task<long> ReadDeliveryMarkAsync(SqliteConnection connection, SqliteTransaction transaction, long entityId, CancellationToken cancellationToken) =>
+        await connection.ExecuteScalarAsync<long?>(new CommandDefinition(
+            SqliteSql.ContainerDb.ReadDeliveryMark, new { EntityId = entityId }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false) ?? 0;
 
     /// <summary>The whole window, or its newest <paramref name="maxDuplicates"/> ids.</summary>
     private static async Task<List<DuplicateRecord>> LoadDuplicatesAsync(

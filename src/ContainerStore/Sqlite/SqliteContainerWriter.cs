@@ -25,6 +25,7 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
     // Once per entity, duplicate-detected message or named send of a batch: at 15,000 queues with a
     // message each, as often as the rows (a send record and a sequence counter per message).
     private readonly SqliteRowStatement _upsertSequence;
+    private readonly SqliteRowStatement _upsertDeliveryMark;
     private readonly SqliteRowStatement _upsertDuplicate;
     private readonly SqliteCommand _pruneDuplicates;
     private readonly SqliteRowStatement _insertSendRecord;
@@ -51,6 +52,7 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
         _updateDeliveryCount = new SqliteRowStatement(connection, SqliteSql.ContainerDb.UpdateDeliveryCount, "$entity", "$sequence", "$deliveryCount");
         _delete = new SqliteRowStatement(connection, SqliteSql.ContainerDb.DeleteMessage, "$entity", "$sequence");
         _upsertSequence = new SqliteRowStatement(connection, SqliteSql.ContainerDb.UpsertSequence, "$entity", "$next");
+        _upsertDeliveryMark = new SqliteRowStatement(connection, SqliteSql.ContainerDb.UpsertDeliveryMark, "$entity", "$through");
         _upsertDuplicate = new SqliteRowStatement(connection, SqliteSql.ContainerDb.UpsertDuplicate, "$entity", "$messageId", "$expiresAt");
         _pruneDuplicates = Prepare(SqliteSql.ContainerDb.PruneDuplicates, "$before");
         _insertSendRecord = new SqliteRowStatement(
@@ -140,6 +142,7 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
         _updateDeliveryCount.Dispose();
         _delete.Dispose();
         _upsertSequence.Dispose();
+        _upsertDeliveryMark.Dispose();
         _upsertDuplicate.Dispose();
         _insertSendRecord.Dispose();
         await _connection.DisposeAsync().ConfigureAwait(false);
@@ -176,7 +179,7 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
             {
                 _updateDeliveryCount.Bind(0, u.EntityId);
                 _updateDeliveryCount.Bind(1, u.SequenceNumber);
-                _updateDeliveryCount.Bind(2, (long)u.DeliveryCount);
+                _updateDeliveryCount.Bind(2, (long)u.StoredDeliveryCount);
                 if (_updateDeliveryCount.Execute() == 0 && !MayBeMissing(u.EntityId))
                 {
                     throw MissingRowException.For("update", new MessageKey(u.EntityId, u.SequenceNumber));
@@ -188,7 +191,7 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
             _update.Bind(1, u.SequenceNumber);
             _update.Bind(2, (long)u.SubQueue);
             _update.Bind(3, (long)u.State);
-            _update.Bind(4, (long)u.DeliveryCount);
+            _update.Bind(4, (long)u.StoredDeliveryCount);
             _update.Bind(5, u.DeadLetterReason);
             _update.Bind(6, u.DeadLetterDescription);
             _update.Bind(7, u.DeadLetterSource);
@@ -215,6 +218,18 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
             _upsertSequence.Bind(0, entityId);
             _upsertSequence.Bind(1, next);
             _upsertSequence.Execute();
+        }
+
+        foreach (var (entityId, through) in batch.DeliveryMarks)
+        {
+            if (MayBeMissing(entityId))
+            {
+                // Deleted: its state row goes (or went) with it and must not come back.
+                continue;
+            }
+            _upsertDeliveryMark.Bind(0, entityId);
+            _upsertDeliveryMark.Bind(1, through);
+            _upsertDeliveryMark.Execute();
         }
 
         foreach (var d in batch.Duplicates)

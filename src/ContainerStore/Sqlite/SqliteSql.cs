@@ -311,6 +311,8 @@ internal static class SqliteSql
 
         public const string ReadNextSequence = "SELECT next_sequence FROM entity_state WHERE entity_id = @EntityId";
 
+        public const string ReadDeliveryMark = "SELECT delivered_through FROM entity_state WHERE entity_id = @EntityId";
+
         /// <summary>
         /// Column order is fixed: <see cref="SqliteMessageReader"/> reads by ordinal. Ordered by the
         /// primary key only: ordering by sub-queue here would make SQLite sort every row, payloads and
@@ -529,6 +531,15 @@ internal static class SqliteSql
         public const string UpsertSequence = """
             INSERT INTO entity_state (entity_id, next_sequence) VALUES ($entity, $next)
             ON CONFLICT (entity_id) DO UPDATE SET next_sequence = MAX(next_sequence, excluded.next_sequence)
+            """;
+
+        /// <summary>
+        /// Never backwards. A subscription has no counter of its own (its sequence numbers are its
+        /// topic's): its first mark makes its row, with the counter every entity starts from.
+        /// </summary>
+        public const string UpsertDeliveryMark = """
+            INSERT INTO entity_state (entity_id, next_sequence, delivered_through) VALUES ($entity, 1, $through)
+            ON CONFLICT (entity_id) DO UPDATE SET delivered_through = MAX(delivered_through, excluded.delivered_through)
             """;
 
         /// <summary>A repeat stored twice on one node cannot happen (RecentSends), but a record must never fail a commit: the first stays.</summary>

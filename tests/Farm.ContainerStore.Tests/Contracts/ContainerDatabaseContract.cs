@@ -160,6 +160,57 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
     }
 
     [StoreFact]
+    public async Task Commit_DeliveryMark_NeverGoesBackwards_LoadsWithTheRows_AndGoesWithAPurge()
+    {
+        var database = await OpenOwnedAsync(epoch: 1);
+        Assert.Equal(0, (await database.LoadEntityAsync(Entity, 0)).DeliveredThrough);
+        // A subscription has no counter: its first mark makes its state row with the counter a new entity starts from.
+        await CommitAsync(database, 1, b =>
+        {
+            b.Inserts.AddRange([Message(Entity, 1), Message(Entity, 2), Message(OtherEntity, 1)]);
+            b.DeliveryMarks[Entity] = 2;
+        });
+        await CommitAsync(database, 1, b => b.DeliveryMarks[Entity] = 1);
+        await CommitAsync(database, 1, b =>
+        {
+            b.SequenceCounters[OtherEntity] = 5;
+            b.DeliveryMarks[OtherEntity] = 1;
+        });
+
+        var reopened = await ReopenAsync(database);
+        var load = await reopened.LoadEntityAsync(Entity, 0);
+        Assert.Equal(2, load.DeliveredThrough);
+        Assert.Equal(1, load.NextSequenceNumber);
+        // The rows are as stored; the mark is what reads them.
+        Assert.All(load.Messages, m => Assert.Equal(0, m.DeliveryCount));
+        Assert.All(load.Messages, m => Assert.Equal(1, m.DeliveryCountUnder(load.DeliveredThrough)));
+        var head = await reopened.LoadEntityHeadAsync(Entity, 0, cacheBytes: 1 << 20);
+        Assert.Equal(2, head.DeliveredThrough);
+        var other = await reopened.LoadEntityHeadAsync(OtherEntity, 0, cacheBytes: 1 << 20);
+        Assert.Equal((1L, 5L), (other.DeliveredThrough, other.NextSequenceNumber));
+
+        // A mark written for an entity deleted in the same batch, or before, does not bring its state back.
+        await CommitAsync(reopened, 1, b =>
+        {
+            b.PurgedEntities.Add(Entity);
+            b.DeliveryMarks[Entity] = 9;
+        });
+        await CommitAsync(reopened, 1, b => b.DeliveryMarks[Entity] = 10);
+        Assert.Equal(0, (await (await ReopenAsync(reopened)).LoadEntityAsync(Entity, 0)).DeliveredThrough);
+    }
+
+    [StoreFact]
+    public void DeliveryCountUnder_CountsOnlyNeverScheduledMainQueueRowsAtOrBelowTheMark()
+    {
+        var plain = Message(Entity, 5);
+        Assert.Equal(1, plain.DeliveryCountUnder(5));
+        Assert.Equal(0, plain.DeliveryCountUnder(4));
+        Assert.Equal(3, (plain with { DeliveryCount = 3 }).DeliveryCountUnder(5));
+        Assert.Equal(0, (plain with { ScheduledAtMs = 1_000 }).DeliveryCountUnder(5));
+        Assert.Equal(0, (plain with { SubQueue = SubQueue.DeadLetter }).DeliveryCountUnder(5));
+    }
+
+    [StoreFact]
     public async Task Commit_SequenceCounter_NeverGoesBackwards()
     {
         // Two sends' commits can land out of order (numbers taken under the entity's lock, commits
