@@ -128,12 +128,12 @@ public sealed class RepeatedSettlementTests
         var other = Guid.NewGuid();
         var callsOwn = new TaskCompletionSource<BrokerException?>().Task;
         var done = Task.FromResult<BrokerException?>(null);
-        settled.Add(token, Disposition.Complete, callsOwn, lockedUntilMs: 60_000, now: 0);
-        settled.Add(other, Disposition.Complete, callsOwn, lockedUntilMs: 60_000, now: 0);
+        var tokenStamp = settled.Add(token, Disposition.Complete, callsOwn, lockedUntilMs: 60_000, now: 0);
+        var otherStamp = settled.Add(other, Disposition.Complete, callsOwn, lockedUntilMs: 60_000, now: 0);
 
-        settled.Committed(token, callsOwn, done);
+        settled.Committed(tokenStamp, callsOwn, done);
         // Another call's outcome is left alone: only the entry this call made changes.
-        settled.Committed(other, Task.FromResult<BrokerException?>(null), done);
+        settled.Committed(otherStamp, Task.FromResult<BrokerException?>(null), done);
 
         Assert.Same(done, settled.Find(token)!.Value.Outcome);
         Assert.Equal(Disposition.Complete, settled.Find(token)!.Value.Disposition);
@@ -168,8 +168,40 @@ public sealed class RepeatedSettlementTests
 
         Assert.Equal(SettledLocks.Capacity, settled.Count);
         Assert.Null(settled.Find(tokens[0]));
+        Assert.Null(settled.Find(tokens[9]));
+        Assert.NotNull(settled.Find(tokens[10]));
         Assert.NotNull(settled.Find(tokens[^1]));
         settled.Prune(now: (long)SettledLocks.Retention.TotalMilliseconds);
         Assert.Equal(0, settled.Count);
+        Assert.Null(settled.Find(tokens[^1]));
+    }
+
+    [Fact]
+    public void AForgottenSettlement_IsNotFound_AndAStampOverwrittenSinceChangesNothing()
+    {
+        var settled = new SettledLocks();
+        var done = Task.FromResult<BrokerException?>(null);
+        var callsOwn = new TaskCompletionSource<BrokerException?>().Task;
+        var first = Guid.NewGuid();
+        var firstStamp = settled.Add(first, Disposition.Complete, callsOwn, lockedUntilMs: 60_000, now: 0);
+        var second = Guid.NewGuid();
+        var secondStamp = settled.Add(second, Disposition.Abandon, callsOwn, lockedUntilMs: 60_000, now: 0);
+
+        settled.Forget(firstStamp);
+        Assert.Null(settled.Find(first));
+        Assert.Equal(Disposition.Abandon, settled.Find(second)!.Value.Disposition);
+
+        // Pushed out by a full ring: its commit and its forgetting, come late, leave alone the
+        // settlement now in its place (the last one added).
+        var later = Enumerable.Range(0, SettledLocks.Capacity).Select(_ => Guid.NewGuid()).ToList();
+        foreach (var token in later)
+        {
+            settled.Add(token, Disposition.Complete, callsOwn, lockedUntilMs: 60_000, now: 0);
+        }
+        settled.Committed(secondStamp, callsOwn, done);
+        settled.Forget(secondStamp);
+        Assert.Null(settled.Find(second));
+        Assert.Equal(SettledLocks.Capacity, settled.Count);
+        Assert.Same(callsOwn, settled.Find(later[^1])!.Value.Outcome);
     }
 }

@@ -24,7 +24,8 @@ internal sealed partial class QueueEntity
         List<(int Index, Task<BrokerException?> Outcome)>? repeats = null;
         // This call's own commit, for repeats of its settlements that come while it runs.
         var outcome = new TaskCompletionSource<BrokerException?>(TaskCreationOptions.RunContinuationsAsynchronously);
-        List<Guid>? remembered = null;
+        // The stamps of this call's settlements kept in _settledLocks, for its commit's outcome.
+        List<long>? remembered = null;
         lock (_gate)
         {
             ThrowIfDeleted();
@@ -117,10 +118,10 @@ internal sealed partial class QueueEntity
                     writeIndexes.Add(i);
                 }
                 // Remembered, so the same settlement sent again is answered as this one is.
-                _settledLocks.Add(token, settlement.Disposition, wrote ? outcome.Task : Done, lockedUntil, now);
+                var stamp = _settledLocks.Add(token, settlement.Disposition, wrote ? outcome.Task : Done, lockedUntil, now);
                 if (wrote)
                 {
-                    (remembered ??= []).Add(token);
+                    (remembered ??= []).Add(stamp);
                 }
             }
         }
@@ -141,7 +142,7 @@ internal sealed partial class QueueEntity
                 committed = true;
                 lock (_gate)
                 {
-                    remembered?.ForEach(token => _settledLocks.Committed(token, outcome.Task, Done));
+                    remembered?.ForEach(stamp => _settledLocks.Committed(stamp, outcome.Task, Done));
                 }
             }
             catch (BrokerException e)
