@@ -13,7 +13,7 @@ internal sealed partial record PerfOptions
 
         sweeps (one node started once, or a 3-node farm for routing; each point a fresh queue; see perf/README.md):
                Farm.Perf settlement|batch-sizes|prefetch|concurrency|latency|routing [options]
-          --warmup 20s        one warm-up at the start, not counted (the node's JIT)
+          --warmup 20s        warm-up at the start, per load compared, not counted (the node's JIT)
           --run-warmup 3s     load before each point's window, not counted
           --duration 10s      each point's measured window
           --size --senders --inflight --batch --receivers --prefetch --concurrency

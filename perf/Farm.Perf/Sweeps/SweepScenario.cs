@@ -74,16 +74,21 @@ internal sealed class SweepScenario(PerfOptions options)
         }
     }
 
-    /// <summary>Runs each warm-up load in turn, splitting --warmup between them.</summary>
-    public static async Task<SweepWarmup> WarmUpAsync(PointRun run, IReadOnlyList<PointPlan> plans, TimeSpan total, CancellationToken cancellationToken)
+    /// <summary>
+    /// Runs each warm-up load in turn, each for --warmup: the code paths of the loads compared differ
+    /// (a peek-lock's settle path, a proxy's forwarding), and each needs the JIT time a single-queue
+    /// run gets. Split between them, the second load of `settlement` was still warming during its
+    /// first measured rounds (its rate rose round after round while receive-and-delete stayed flat).
+    /// </summary>
+    public static async Task<SweepWarmup> WarmUpAsync(PointRun run, IReadOnlyList<PointPlan> plans, TimeSpan eachLoad, CancellationToken cancellationToken)
     {
         var verifications = new List<Verification>();
         foreach (var plan in plans)
         {
-            verifications.Add(await run.WarmUpAsync(plan, total / plans.Count, cancellationToken).ConfigureAwait(false));
+            verifications.Add(await run.WarmUpAsync(plan, eachLoad, cancellationToken).ConfigureAwait(false));
         }
 
-        return new SweepWarmup(total.TotalSeconds, verifications);
+        return new SweepWarmup(eachLoad.TotalSeconds * plans.Count, verifications);
     }
 
     private sealed record Sweep(IReadOnlyList<PointPlan> Warmups, IReadOnlyList<PointPlan> Points);
