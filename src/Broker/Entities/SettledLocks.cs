@@ -27,9 +27,9 @@ internal sealed class SettledLocks
     /// <summary>How a token was settled, and the commit that did it (its error, or null once done).</summary>
     public readonly record struct Settled(Disposition Disposition, Task<BrokerException?> Outcome);
 
+    /// <summary>An entry's stamp is not kept: the one of [_oldest, _next) that maps to its place.</summary>
     private struct Entry
     {
-        public long Stamp;
         public Guid Token;
         public long ForgetAtMs;
         public Disposition Disposition;
@@ -65,7 +65,6 @@ internal sealed class SettledLocks
         var stamp = _next++;
         _ring[stamp & (_ring.Length - 1)] = new Entry
         {
-            Stamp = stamp,
             Token = token,
             ForgetAtMs = Math.Min(lockedUntilMs, now + (long)Retention.TotalMilliseconds),
             Disposition = disposition,
@@ -126,15 +125,8 @@ internal sealed class SettledLocks
     }
 
     /// <summary>Where the entry of <paramref name="stamp"/> is, if it is still kept.</summary>
-    private int? Kept(long stamp)
-    {
-        if (_ring is null || stamp < _oldest || stamp >= _next)
-        {
-            return null;
-        }
-        var index = (int)(stamp & (_ring.Length - 1));
-        return _ring[index].Stamp == stamp ? index : null;
-    }
+    private int? Kept(long stamp) =>
+        _ring is null || stamp < _oldest || stamp >= _next ? null : (int)(stamp & (_ring.Length - 1));
 
     /// <summary>Doubles the ring; each entry moves to its stamp's place in the larger one.</summary>
     private void Grow()

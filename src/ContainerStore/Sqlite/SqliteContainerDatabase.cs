@@ -69,8 +69,7 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
         {
             // One read transaction: the counter, messages and history come from the same snapshot.
             using var transaction = connection.BeginTransaction(deferred: true);
-            var next = await connection.ExecuteScalarAsync<long?>(new CommandDefinition(
-                SqliteSql.ContainerDb.ReadNextSequence, new { EntityId = entityId }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            var (next, mark) = await ReadEntityStateAsync(connection, transaction, entityId, cancellationToken).ConfigureAwait(false);
 
             var messages = new List<MessageRecord>();
             using (var command = connection.CreateCommand())
@@ -87,7 +86,6 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
 
             var duplicates = await connection.QueryAsync<DuplicateRecord>(new CommandDefinition(
                 SqliteSql.ContainerDb.LoadDuplicates, new { EntityId = entityId, NowMs = nowMs }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
-            var mark = await ReadDeliveryMarkAsync(connection, transaction, entityId, cancellationToken).ConfigureAwait(false);
             transaction.Commit();
 
             // Sequence numbers start at 1 for an entity that never had a counter written.
@@ -99,8 +97,7 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
         {
             // One read transaction: counter, held messages, heads, tails and history from one snapshot.
             using var transaction = connection.BeginTransaction(deferred: true);
-            var next = await connection.ExecuteScalarAsync<long?>(new CommandDefinition(
-                SqliteSql.ContainerDb.ReadNextSequence, new { EntityId = entityId }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            var (next, mark) = await ReadEntityStateAsync(connection, transaction, entityId, cancellationToken).ConfigureAwait(false);
             // The first scheduled messages to come due and some deferred ones, each up to the cache's bytes; the rest are counted.
             var scheduled = await ReadScheduledRowsAsync(connection, transaction, entityId, copiesOf, long.MinValue, long.MinValue, int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
             var deferred = await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.ReadDeferred, int.MaxValue, cacheBytes, cancellationToken,
@@ -129,7 +126,6 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             var duplicates = await LoadDuplicatesAsync(connection, transaction, entityId, nowMs, maxDuplicates, cancellationToken).ConfigureAwait(false);
             var alone = copiesOf == 0 ? default : await connection.QuerySingleAsync<(long Count, long Bytes)>(new CommandDefinition(
                 SqliteSql.ContainerDb.CountStoredAlone, new { EntityId = entityId, CopiesOf = copiesOf }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
-            var mark = await ReadDeliveryMarkAsync(connection, transaction, entityId, cancellationToken).ConfigureAwait(false);
             transaction.Commit();
             return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails, duplicates.Count < maxDuplicates, heldTail,
                 new StoredAloneTally(alone.Count, alone.Bytes), mark);
@@ -148,10 +144,17 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             return new EntityLoad(entityId, Math.Max(next ?? 1, stored + 1), [], duplicates, DuplicateHistoryComplete: duplicates.Count < maxDuplicates);
         }, cancellationToken);
 
-    /// <summary>The entity's delivery mark; 0 (none) for an entity without a state row.</summary>
-    private static async Task<long> ReadDeliveryMarkAsync(SqliteConnection connection, SqliteTransaction transaction, long entityId, CancellationToken cancellationToken) =>
-        await connection.ExecuteScalarAsync<long?>(new CommandDefinition(
-            SqliteSql.ContainerDb.ReadDeliveryMark, new { EntityId = entityId }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false) ?? 0;
+    /// <summary>The entity's sequence counter (null: never written) and delivery mark (0: none), in one read.</summary>
+    private static async Task<(long? Next, long DeliveredThrough)> ReadEntityStateAsync(
+        SqliteConnection connection, SqliteTransaction transaction, long entityId, CancellationToken cancellationToken)
+    {
+        using var command = connection.CreateCommand();
+        command.Transaction = transaction;
+        command.CommandText = SqliteSql.ContainerDb.ReadEntityState;
+        command.Parameters.AddWithValue("@EntityId", entityId);
+        using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
+        return reader.Read() ? (reader.GetInt64(0), reader.GetInt64(1)) : (null, 0);
+    }
 
     /// <summary>The whole window, or its newest <paramref name="maxDuplicates"/> ids.</summary>
     private static async Task<List<DuplicateRecord>> LoadDuplicatesAsync(

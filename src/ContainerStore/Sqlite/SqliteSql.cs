@@ -311,7 +311,8 @@ internal static class SqliteSql
 
         public const string ReadNextSequence = "SELECT next_sequence FROM entity_state WHERE entity_id = @EntityId";
 
-        public const string ReadDeliveryMark = "SELECT delivered_through FROM entity_state WHERE entity_id = @EntityId";
+        /// <summary>What a load needs of the entity's state row: its counter and its delivery mark.</summary>
+        public const string ReadEntityState = "SELECT next_sequence, delivered_through FROM entity_state WHERE entity_id = @EntityId";
 
         /// <summary>
         /// Column order is fixed: <see cref="SqliteMessageReader"/> reads by ordinal. Ordered by the
