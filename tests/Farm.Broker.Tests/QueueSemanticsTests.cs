@@ -205,6 +205,21 @@ public sealed class QueueSemanticsTests : IAsyncLifetime
     }
 
     [Fact]
+    public async Task OneReceive_OverExpiredMessages_GivesEachDeliveryItsOwnBody()
+    {
+        // The bodies are parsed after the take, outside the entity's lock: each must stay with its own sequence number.
+        var queue = await _farm.CreateQueueAsync("q");
+        var sent = await queue.SendAsync([
+            BrokerHarness.Text("a"), BrokerHarness.Text("gone 1", ttl: TimeSpan.FromSeconds(5)), BrokerHarness.Text("b"),
+            BrokerHarness.Text("gone 2", ttl: TimeSpan.FromSeconds(5)), BrokerHarness.Text("gone 3", ttl: TimeSpan.FromSeconds(5)), BrokerHarness.Text("c")]);
+
+        _farm.Time.Advance(TimeSpan.FromSeconds(6));
+        var received = await queue.ReceiveAsync(false, ReceiveMode.PeekLock, 10, TimeSpan.Zero, default);
+
+        Assert.Equal([(sent[0], "a"), (sent[2], "b"), (sent[5], "c")], received.Select(m => (m.SequenceNumber, Body(m))));
+    }
+
+    [Fact]
     public async Task TimeToLive_Expiry_DeadLetters_WhenDeadLetteringOnExpirationIsOn()
     {
         var queue = await _farm.CreateQueueAsync("q", new QueueSettings { DeadLetteringOnMessageExpiration = true, DefaultMessageTimeToLive = TimeSpan.FromSeconds(10) });

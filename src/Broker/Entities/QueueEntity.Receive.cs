@@ -75,6 +75,8 @@ internal sealed partial class QueueEntity
         var settings = Settings;
         var swept = Arrivals.None;
         var toCount = new List<StoredMessage>();
+        // Each delivery's payload as taken under the lock: parsed into its message after the lock is released.
+        var payloads = new List<(byte[] Payload, SharedParse? Shared)>();
         // The highest first delivery the entity's delivery mark counts instead of a row write (0: none).
         var mark = 0L;
         var markCounted = 0;
@@ -134,7 +136,8 @@ internal sealed partial class QueueEntity
                 }
                 taken.Add(message);
                 bytes += ResponseSizeOf(message);
-                result.Add(ToReceived(message, peekLock));
+                result.Add(ToReceivedWithoutMessage(message, peekLock));
+                payloads.Add((message.Payload, message.SharedParse));
             }
             MaybeRefillLocked(sub);
             if (taken.Count > 0 && (!peekLock || toCount.Count > 0 || mark > 0))
@@ -150,6 +153,11 @@ internal sealed partial class QueueEntity
         if (taken.Count == 0)
         {
             return result;
+        }
+        // Parsed here, not under the lock: sends, settlements and the other receivers wait on it.
+        for (var i = 0; i < result.Count; i++)
+        {
+            result[i].Message = StoredMessage.ToDeliver(payloads[i].Payload, payloads[i].Shared);
         }
 
         if (delivery is not null)

@@ -604,9 +604,19 @@ internal sealed partial class QueueEntity : ISendTarget
 
     private ReceivedMessage ToReceived(StoredMessage m, bool withLock)
     {
+        var received = ToReceivedWithoutMessage(m, withLock);
+        received.Message = m.MessageToDeliver();
+        return received;
+    }
+
+    /// <summary>
+    /// A delivery's broker properties, read under the entity's lock; its message is parsed from the
+    /// payload afterwards (<see cref="StoredMessage.ToDeliver"/>), outside the lock.
+    /// </summary>
+    private ReceivedMessage ToReceivedWithoutMessage(StoredMessage m, bool withLock)
+    {
         var received = new ReceivedMessage
         {
-            Message = m.MessageToDeliver(),
             SequenceNumber = m.SequenceNumber,
             EnqueuedTime = ToTimestamp(m.ScheduledAtMs is { } s && s > m.EnqueuedAtMs ? s : m.EnqueuedAtMs),
             DeliveryCount = m.DeliveryCount,

@@ -36,7 +36,7 @@ public sealed class FarmReceivedMessage
 
     public DateTimeOffset? ScheduledEnqueueTime { get; internal init; }
 
-    public IReadOnlyDictionary<string, object?> ApplicationProperties { get; internal init; } = new Dictionary<string, object?>();
+    public IReadOnlyDictionary<string, object?> ApplicationProperties { get; internal init; } = ReceivedApplicationProperties.Empty;
 
     public long SequenceNumber { get; internal init; }
 

@@ -49,11 +49,10 @@ internal static class MessageMapper
     public static FarmReceivedMessage FromProto(ReceivedMessage received, string entityPath, bool settleable)
     {
         var message = received.Message ?? new Message();
-        var properties = new Dictionary<string, object?>(message.ApplicationProperties.Count, StringComparer.Ordinal);
-        foreach (var (key, value) in message.ApplicationProperties)
-        {
-            properties[key] = PropertyValues.FromProto(value);
-        }
+        // Converted when asked for, not per message received.
+        var properties = message.ApplicationProperties.Count == 0
+            ? ReceivedApplicationProperties.Empty
+            : new ReceivedApplicationProperties(message.ApplicationProperties);
 
         return new FarmReceivedMessage
         {
