@@ -47,7 +47,7 @@ internal sealed partial class QueueEntity
     {
         message.Settling = true;
         _main.Available.Remove(message.SequenceNumber);
-        var payload = modified?.ToByteArray();
+        var payload = modified?.ToPayload();
         var update = new MessageUpdate(Id, message.SequenceNumber, SubQueue.DeadLetter, StoredMessageState.Active,
             message.DeliveryCount, reason, description, null, payload);
         changes.Add(new PendingChange(

@@ -235,7 +235,7 @@ internal sealed partial class QueueEntity
     /// <summary>Writes a new state and/or payload for a message that stays in its sub-queue.</summary>
     private void ModifyLocked(StoredMessage message, Message? modified, StoredMessageState state, List<PendingChange> writes)
     {
-        var payload = modified?.ToByteArray();
+        var payload = modified?.ToPayload();
         var previousState = message.State;
         message.State = state;
         if (payload is not null)
@@ -277,7 +277,7 @@ internal sealed partial class QueueEntity
         _locks.Remove(message.LockToken!.Value);
         message.LockToken = null;
         message.Settling = true;
-        var payload = modified.ToByteArray();
+        var payload = modified.ToPayload();
         var update = message.ToUpdate(Id, payload);
         writes.Add(new PendingChange(
             batch => batch.Updates.Add(update),

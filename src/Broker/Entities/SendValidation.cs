@@ -20,7 +20,7 @@ internal static class SendValidation
             {
                 throw FarmErrors.Invalid($"Message {i}: TimeToLive must be positive; got {ttl.ToTimeSpan()}.");
             }
-            payloads[i] = messages[i].ToByteArray();
+            payloads[i] = messages[i].ToPayload();
             if (payloads[i].Length > options.MaxMessageSizeBytes)
             {
                 throw FarmErrors.SizeExceeded(

@@ -216,7 +216,7 @@ internal sealed partial class TopicEntity
                 {
                     continue;
                 }
-                var ownPayload = ReferenceEquals(stored, message.Message) ? null : stored.ToByteArray();
+                var ownPayload = ReferenceEquals(stored, message.Message) ? null : stored.ToPayload();
                 var size = ownPayload?.Length ?? message.Payload.Length;
                 var deadLetter = failure is not null;
                 long? expiresAt = null;
