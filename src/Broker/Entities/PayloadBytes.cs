@@ -1,8 +1,9 @@
+using Farm.Contracts.V1;
 using Google.Protobuf;
 
 namespace Farm.Broker.Entities;
 
-/// <summary>A message's stored form (the payload column).</summary>
+/// <summary>A message's stored form (the payload column), both ways.</summary>
 internal static class PayloadBytes
 {
     /// <summary>
@@ -15,4 +16,7 @@ internal static class PayloadBytes
         message.WriteTo(payload.AsSpan());
         return payload;
     }
+
+    /// <summary>A fresh message parsed from a payload; from a span, as parsing a byte[] makes a CodedInputStream first.</summary>
+    public static Message ToMessage(byte[] payload) => Message.Parser.ParseFrom(payload.AsSpan());
 }

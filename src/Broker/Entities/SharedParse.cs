@@ -22,6 +22,6 @@ internal sealed class SharedParse
             return parsed;
         }
         // Two first deliveries at once may both parse; one copy wins and the other is garbage.
-        return Interlocked.CompareExchange(ref _message, Message.Parser.ParseFrom(payload.AsSpan()), null) ?? _message!;
+        return Interlocked.CompareExchange(ref _message, PayloadBytes.ToMessage(payload), null) ?? _message!;
     }
 }

@@ -54,7 +54,7 @@ internal sealed class StoredMessage
     public SharedParse? SharedParse { get; set; }
 
     /// <summary>A fresh parsed copy of the message: the caller may change it.</summary>
-    public Contracts.V1.Message ParseMessage() => Parse(Payload);
+    public Contracts.V1.Message ParseMessage() => PayloadBytes.ToMessage(Payload);
 
     /// <summary>The message to hand a receiver: shared with the other holders of its payload when there are some, so read-only.</summary>
     public Contracts.V1.Message MessageToDeliver() => ToDeliver(Payload, SharedParse);
@@ -63,10 +63,7 @@ internal sealed class StoredMessage
     /// <see cref="MessageToDeliver"/> from a payload and shared parse read earlier (under the entity's
     /// lock), so the parse itself can run outside it: a payload array is never changed, only replaced.
     /// </summary>
-    public static Contracts.V1.Message ToDeliver(byte[] payload, SharedParse? shared) => shared?.Get(payload) ?? Parse(payload);
-
-    // From a span: parsing a byte[] wraps it in a CodedInputStream first, an object per message.
-    private static Contracts.V1.Message Parse(byte[] payload) => Contracts.V1.Message.Parser.ParseFrom(payload.AsSpan());
+    public static Contracts.V1.Message ToDeliver(byte[] payload, SharedParse? shared) => shared?.Get(payload) ?? PayloadBytes.ToMessage(payload);
 
     /// <summary>Replaces the payload (a settlement modified properties); the caller adjusts its sub-queue's size.</summary>
     public void ReplacePayload(byte[] payload)
