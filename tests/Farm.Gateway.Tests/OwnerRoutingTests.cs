@@ -364,6 +364,45 @@ public sealed class OwnerRoutingTests : IDisposable
         Assert.Equal(2, _forwards);
     }
 
+    /// <summary>
+    /// A streamed send's own timeout (MessagingRouter.RouteStreamedSendAsync cancels the send's token
+    /// when it passes) ends the hold: the send is given up at once, and it is neither run here nor
+    /// forwarded when an owner turns up afterwards, so a send the client has already tried again
+    /// elsewhere is not stored a second time.
+    /// </summary>
+    [Fact]
+    public async Task AHeldSend_WhoseTimeoutPasses_IsGivenUp_AndNeverRunOrForwardedAfterwards()
+    {
+        _directory.Set(servedHere: false, owner: null);
+        var heres = 0;
+        _hereAnswers = () =>
+        {
+            heres++;
+            return Task.FromResult("here");
+        };
+        using var timeout = new CancellationTokenSource();
+        var routed = _routing.RouteAsync(new RoutedCall("Send", "orders"), direct: false, DateTime.MaxValue,
+            _ => _hereAnswers(),
+            (owner, options) =>
+            {
+                _forwards++;
+                return new AsyncUnaryCall<string>(Task.FromResult("forwarded"), Task.FromResult(new Metadata()), () => Status.DefaultSuccess, () => [], () => { });
+            },
+            timeout.Token);
+        await AdvanceUntilLookedUpAsync(routed);
+        Assert.False(routed.IsCompleted);
+
+        await timeout.CancelAsync();
+
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(() => routed.WaitAsync(TimeSpan.FromSeconds(10)));
+        var lookups = _directory.Lookups;
+        _directory.Set(servedHere: true, owner: Self);
+        _time.Advance(_options.OwnerWait);
+        Assert.Equal(0, heres);
+        Assert.Equal(0, _forwards);
+        Assert.Equal(lookups, _directory.Lookups);
+    }
+
     [Fact]
     public async Task WithoutHold_BetweenOwnersFailsAtOnce()
     {
