@@ -147,6 +147,46 @@ public sealed class ReceiveStreamSettleTests : IAsyncLifetime
     }
 
     /// <summary>
+    /// Settlements whose commit the store refuses (another owner raised the container's epoch, so the
+    /// commit fails on it) are each answered with that error, as a Settle call's results would be, and
+    /// nothing is completed: the messages stay for the new owner to deliver again.
+    /// </summary>
+    [Fact]
+    public async Task ASettleWhoseCommitFails_AnswersEachSettlementWithTheStoresError_AndCompletesNothing()
+    {
+        var queue = await _farm.CreateQueueAsync("q");
+        await queue.SendAsync([BrokerHarness.Text("a"), BrokerHarness.Text("b")]);
+        var stream = Stream.Open(new MessagingService(_farm.Node), PeekLockOpen("q"));
+        Assert.True((await stream.NextAsync()).SettlesOnStream);
+        var delivered = new List<ReceivedMessage>();
+        while (delivered.Count < 2)
+        {
+            delivered.AddRange((await stream.NextAsync()).Messages);
+        }
+        var container = _farm.Node.Containers.Single();
+        Assert.True(await container.Database.RaiseEpochAsync(container.Epoch + 1));
+
+        stream.Send(Settle(5, delivered[0].LockToken, delivered[1].LockToken));
+
+        ReceiveSettled? settled = null;
+        while (settled is null)
+        {
+            settled = (await stream.NextAsync()).Settled;
+        }
+        Assert.Equal(5, settled.Id);
+        Assert.Equal(FarmErrorCode.Unspecified, settled.ErrorCode);
+        Assert.Equal([delivered[0].LockToken, delivered[1].LockToken], settled.Results.Select(r => r.LockToken));
+        Assert.All(settled.Results, r =>
+        {
+            Assert.Equal(FarmErrorCode.StaleEpoch, r.ErrorCode);
+            Assert.Contains("moved to another broker", r.ErrorMessage);
+        });
+        var stored = await _farm.ReadContainerDirectlyAsync(1, queue.Id);
+        Assert.Equal(["a", "b"], stored.Messages.Select(m => Message.Parser.ParseFrom(m.Payload).Body.ToStringUtf8()));
+        await stream.DisposeAsync();
+    }
+
+    /// <summary>
     /// A stream whose entity stops being served here ends; a settle sent after that is not taken
     /// (the client makes it by a Settle call, which gets the entity's answer), and the stream ends
     /// with the entity's error.
