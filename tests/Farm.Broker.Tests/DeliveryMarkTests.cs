@@ -123,6 +123,31 @@ public sealed class DeliveryMarkTests : IAsyncLifetime
         Assert.All(again.Skip(12), m => Assert.Equal(1, m.DeliveryCount));
     }
 
+    /// <summary>
+    /// A message given back undelivered below the mark (a closed prefetch buffer) stays uncounted
+    /// through a crash: its row stores <see cref="Farm.ContainerStore.Containers.MessageRecord.UncountedBelowMark"/>,
+    /// which the mark does not count, while the others at or below the mark read as delivered once.
+    /// </summary>
+    [Fact]
+    public async Task AMessageGivenBackUndeliveredBelowTheMark_StaysUncountedThroughACrash()
+    {
+        var queue = await _farm.CreateQueueAsync("given-back");
+        await queue.SendAsync([.. Enumerable.Range(1, 3).Select(n => Numbered(n))]);
+        var taken = await ReceiveAllAsync(queue, 3);
+        Assert.Equal(3, (await _farm.ReadContainerDirectlyAsync(1, queue.Id)).DeliveredThrough);
+        await queue.ReleaseUndeliveredAsync(false, [taken.Single(m => NumberOf(m) == 2).LockToken]);
+
+        // While the node runs: not counted, so its next delivery is its first again.
+        var next = Assert.Single(await ReceiveAsync(queue, 1));
+        Assert.Equal((2, 1), (NumberOf(next), next.DeliveryCount));
+        await queue.ReleaseUndeliveredAsync(false, [next.LockToken]);
+
+        // After a crash: still never delivered; the two left locked were delivered once.
+        await _farm.RestartAsync();
+        var again = await ReceiveAllAsync(await _farm.QueueAsync("given-back"), 3);
+        Assert.Equal([(1, 2), (2, 1), (3, 2)], again.Select(m => (NumberOf(m), m.DeliveryCount)).OrderBy(p => p.Item1));
+    }
+
     [Fact]
     public async Task ASubscriptionsFirstDeliveries_AreCountedByItsMark()
     {
