@@ -128,6 +128,9 @@ internal sealed class BrokerHarness : IAsyncDisposable
 
     private readonly List<BrokerNode> _abandoned = [];
 
+    /// <summary>The nodes a crash restart left behind (disposed with the harness).</summary>
+    public IReadOnlyList<BrokerNode> Abandoned => _abandoned;
+
     /// <summary>
     /// Starts a new node on the same files. With <paramref name="crash"/> the old node is not shut
     /// down (no lease hand-over, no drain): it is abandoned as a killed process would be, and the

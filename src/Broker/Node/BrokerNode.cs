@@ -22,6 +22,9 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     private readonly TimeProvider _time;
     private readonly ILogger _logger;
     private readonly CancellationTokenSource _stopping = new();
+
+    /// <summary>1 once <see cref="DisposeAsync"/> has started.</summary>
+    private int _disposed;
     private IFarmStore? _farm;
     private Task? _ownershipLoop;
     private string _address = "";
@@ -512,10 +515,21 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         }
     }
 
+    /// <summary>
+    /// Stops the node and hands its leases back. Idempotent: a second call (or one racing the first)
+    /// returns at once instead of disposing the containers, the farm store and the stop signal again.
+    /// </summary>
     public async ValueTask DisposeAsync()
     {
+        if (Interlocked.Exchange(ref _disposed, 1) == 1)
+        {
+            return;
+        }
         _metrics.Dispose();
-        await _stopping.CancelAsync().ConfigureAwait(false);
+        if (!_stopping.IsCancellationRequested)
+        {
+            await _stopping.CancelAsync().ConfigureAwait(false);
+        }
         foreach (var loop in new[] { _ownershipLoop, _renewalLoop, _crashWatch })
         {
             if (loop is not null)
