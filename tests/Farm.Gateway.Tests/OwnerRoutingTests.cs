@@ -36,16 +36,17 @@ public sealed class OwnerRoutingTests : IDisposable
     private Func<Task<string>> _hereAnswers = () => Task.FromResult("here");
 
     private Task<string> RouteAsync(ServerCallContext? context = null, bool hold = true) =>
-        _routing.RouteAsync(new RoutedCall("Peek", "orders", Hold: hold), context ?? new TestCallContext(),
-            _ => _hereAnswers(),
-            (owner, options) =>
-            {
-                _forwards++;
-                _forwardHeaders.Add(options.Headers!);
-                _forwardDeadlines.Add(options.Deadline);
-                _forwardTargets.Add(owner.Channel.Target);
-                return new AsyncUnaryCall<string>(_ownerAnswers(_forwards), Task.FromResult(new Metadata()), () => Status.DefaultSuccess, () => [], () => { });
-            });
+        _routing.RouteAsync(new RoutedCall("Peek", "orders", Hold: hold), context ?? new TestCallContext(), _ => _hereAnswers(), Forward);
+
+    /// <summary>The owner's side of a forward: counted and recorded, answered by <see cref="_ownerAnswers"/>.</summary>
+    private AsyncUnaryCall<string> Forward(OwnerClients owner, CallOptions options)
+    {
+        _forwards++;
+        _forwardHeaders.Add(options.Headers!);
+        _forwardDeadlines.Add(options.Deadline);
+        _forwardTargets.Add(owner.Channel.Target);
+        return new AsyncUnaryCall<string>(_ownerAnswers(_forwards), Task.FromResult(new Metadata()), () => Status.DefaultSuccess, () => [], () => { });
+    }
 
     [Fact]
     public async Task AnEntityServedHere_RunsHere()
@@ -381,14 +382,7 @@ public sealed class OwnerRoutingTests : IDisposable
             return Task.FromResult("here");
         };
         using var timeout = new CancellationTokenSource();
-        var routed = _routing.RouteAsync(new RoutedCall("Send", "orders"), direct: false, DateTime.MaxValue,
-            _ => _hereAnswers(),
-            (owner, options) =>
-            {
-                _forwards++;
-                return new AsyncUnaryCall<string>(Task.FromResult("forwarded"), Task.FromResult(new Metadata()), () => Status.DefaultSuccess, () => [], () => { });
-            },
-            timeout.Token);
+        var routed = _routing.RouteAsync(new RoutedCall("Send", "orders"), direct: false, DateTime.MaxValue, _ => _hereAnswers(), Forward, timeout.Token);
         await AdvanceUntilLookedUpAsync(routed);
         Assert.False(routed.IsCompleted);
 
