@@ -16,9 +16,20 @@ internal static class SqliteSql
     /// Per connection, as these are not stored in the file. synchronous = FULL makes every commit
     /// durable (WAL fsynced) before it returns: an acknowledged send survives a power cut.
     /// busy_timeout bounds how long a statement waits for another connection's lock.
+    /// wal_autocheckpoint: see <see cref="WalAutoCheckpointPages"/>.
     /// </summary>
     public static string ConnectionPragmas(int busyTimeoutMs) =>
-        $"PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = {busyTimeoutMs};";
+        $"PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = {busyTimeoutMs}; PRAGMA wal_autocheckpoint = {WalAutoCheckpointPages};";
+
+    /// <summary>
+    /// The commit that takes the WAL past this many pages copies them into the database file
+    /// (SQLite's default is 1,000, 4 MB). A page written several times between two checkpoints is
+    /// copied once, and a message's row is usually inserted and deleted within one: with 4,000
+    /// (a WAL of about 16 MB, reused rather than grown) a queue with a backlog commits about 12% faster
+    /// and half as many commits take over 2.5 ms (perf/README "Session 30"). Recovery after a crash
+    /// reads the whole WAL, so it is not made much larger.
+    /// </summary>
+    public const int WalAutoCheckpointPages = 4000;
 
     /// <summary>WAL lets readers run beside the writer; it is stored in the file once set.</summary>
     public const string EnableWal = "PRAGMA journal_mode = WAL;";

@@ -68,6 +68,39 @@ public sealed class SqliteStoreProviderTests : IDisposable
         Assert.Contains("COVERING INDEX entities_by_container_parent", plan, StringComparison.Ordinal);
     }
 
+    /// <summary>
+    /// A container's WAL is copied into the database file once it passes
+    /// <see cref="SqliteSql.WalAutoCheckpointPages"/> pages, not SQLite's default 1,000 (see there
+    /// why), and then starts over from its beginning: the file grows past 1,000 pages and never
+    /// further than one commit past the setting.
+    /// </summary>
+    [Fact]
+    public async Task AContainersWal_IsCheckpointedOnceItPassesTheSetting_NotSqlitesDefault()
+    {
+        var path = _directory.File("wal.db");
+        await using var database = await _provider.OpenContainerAsync($"Data Source={path}");
+        Assert.True(await database.RaiseEpochAsync(1));
+        const int frameBytes = 4096 + 24;
+        const int rowsPerCommit = 100;
+        // 3,000 bytes: one row to a 4 KB page, so each commit adds a little over 100 pages.
+        var payload = new byte[3000];
+        var sequence = 0L;
+        var largestWalPages = 0L;
+        for (var commit = 0; commit < (SqliteSql.WalAutoCheckpointPages / rowsPerCommit) + 20; commit++)
+        {
+            var batch = new ContainerWriteBatch();
+            for (var row = 0; row < rowsPerCommit; row++)
+            {
+                sequence++;
+                batch.Inserts.Add(new MessageRecord { EntityId = 1, SequenceNumber = sequence, EnqueuedAtMs = sequence, Payload = payload, PayloadSize = payload.Length });
+            }
+            await database.CommitAsync(1, batch);
+            largestWalPages = Math.Max(largestWalPages, new FileInfo(path + "-wal").Length / frameBytes);
+        }
+
+        Assert.InRange(largestWalPages, SqliteSql.WalAutoCheckpointPages, SqliteSql.WalAutoCheckpointPages + (2 * rowsPerCommit));
+    }
+
     [Fact]
     public async Task Open_PathUnderARegularFile_ThrowsStoreUnavailableNamingThePath()
     {
