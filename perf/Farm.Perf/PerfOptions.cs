@@ -53,6 +53,8 @@ internal sealed partial record PerfOptions
           --peer sqlite|rabbitmq|none  the peer measured after Farm in the same run (default sqlite: the
                               storage ceiling; rabbitmq: a RabbitMQ broker at --peer-uri, see perf/run.sh)
           --peer-batch 100    rows per SQLite transaction in the storage peer
+          --peer-lag 0        rows the storage peer keeps between a row's insert and its delete (a
+                              backlog; 0: each transaction deletes the batch before it)
           --no-peer           skip the peer (--peer none)
           --peer-only         measure the peer alone (no farm; tuning the peer)
         single-queue --peer rabbitmq (same warm-up, window, body, drain and check as Farm):
@@ -131,7 +133,7 @@ internal sealed partial record PerfOptions
     private static readonly HashSet<string> SingleQueueOptions =
     [
         "--connection", "--duration", "--warmup", "--size", "--senders", "--inflight", "--batch", "--receivers", "--prefetch",
-        "--receive-style", "--concurrency", "--complete", "--peer-batch", "--no-peer", "--out",
+        "--receive-style", "--concurrency", "--complete", "--peer-batch", "--peer-lag", "--no-peer", "--out",
         "--peer", "--peer-only", "--peer-uri", "--peer-queue-type", "--peer-producers", "--peer-consumers", "--peer-window",
         "--peer-prefetch", "--peer-ack-every",
         "--rate",
@@ -179,6 +181,9 @@ internal sealed partial record PerfOptions
     public bool ReceiveAndDelete { get; init; }
 
     public int PeerBatch { get; init; } = 100;
+
+    /// <summary>Rows the SQLite peer keeps between insert and delete beyond the batch before (a backlog).</summary>
+    public int PeerLag { get; init; }
 
     public bool RunPeer { get; init; } = true;
 
@@ -381,6 +386,7 @@ internal sealed partial record PerfOptions
                 "--concurrency" => options with { Concurrency = ParseInt(name, value, 1, 10_000) },
                 "--complete" => value == "none" ? options with { ReceiveAndDelete = true } : options with { CompleteWithSdk = ParseComplete(value) },
                 "--peer-batch" => options with { PeerBatch = ParseInt(name, value, 1, 100_000) },
+                "--peer-lag" => options with { PeerLag = ParseInt(name, value, 0, 10_000_000) },
                 "--out" => options with { Out = value },
                 "--farm-connection" => options with { FarmConnection = value },
                 "--peer" => ParsePeer(options, value),

@@ -104,6 +104,11 @@ internal sealed record PeerFigures(
 
     /// <summary>The same exactly-once check as Farm's, over the peer's whole run.</summary>
     public Verification? Verification { get; init; }
+
+    /// <summary>SQLite peer: bytes the process wrote to disk per message in the window (WAL and checkpoints).</summary>
+    public double? DiskBytesPerMessage { get; init; }
 }
 
-internal sealed record PeerSettings(int Batch, int Size, string JournalMode, string Synchronous);
+/// <param name="Lag">Rows kept between a row's insert and its delete beyond the batch before (a backlog).</param>
+/// <param name="WalAutoCheckpointPages">Pages after which a commit checkpoints the WAL, as Farm's container databases.</param>
+internal sealed record PeerSettings(int Batch, int Size, string JournalMode, string Synchronous, int Lag, int WalAutoCheckpointPages);

@@ -9,8 +9,8 @@ internal static class PeerRun
     {
         if (options.Peer == PeerKind.Sqlite)
         {
-            Console.Error.WriteLine($"perf: storage peer {SqlitePeer.Name}, batches of {options.PeerBatch}, {options.Duration.TotalSeconds:0.#} s");
-            return SqlitePeer.Run(options.PeerBatch, options.Size, SqlitePeer.Warmup, options.Duration);
+            Console.Error.WriteLine($"perf: storage peer {SqlitePeer.Name}, batches of {options.PeerBatch}, lag {options.PeerLag} rows, {options.Duration.TotalSeconds:0.#} s");
+            return SqlitePeer.Run(options.PeerBatch, options.Size, options.PeerLag, SqlitePeer.Warmup, options.Duration);
         }
 
         var settings = new RabbitMqSettings(

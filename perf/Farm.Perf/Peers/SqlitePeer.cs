@@ -8,7 +8,8 @@ namespace Farm.Perf.Peers;
 /// synchronous = FULL, the same messages table) with one writer and no broker around it. Each
 /// transaction inserts a batch of 1 KB rows and deletes the batch the previous transaction
 /// inserted, so in steady state every row costs one insert and one delete, and a batch shares one
-/// commit (fsync) — what a queue at its best must do for a send and a complete.
+/// commit (fsync) — what a queue at its best must do for a send and a complete. With a lag the
+/// deletes trail the inserts by that many rows more: a queue with a backlog.
 /// (RabbitMQ, the broker peer, is <see cref="RabbitMqPeer"/>.)
 /// </summary>
 internal static class SqlitePeer
@@ -46,7 +47,10 @@ internal static class SqlitePeer
 
     private const string Delete = "DELETE FROM messages WHERE entity_id = 1 AND sequence_number = @seq";
 
-    public static PeerFigures Run(int batch, int size, TimeSpan warmup, TimeSpan duration)
+    /// <summary>As <c>SqliteSql.WalAutoCheckpointPages</c> in Farm.ContainerStore (internal there).</summary>
+    private const int WalAutoCheckpointPages = 4000;
+
+    public static PeerFigures Run(int batch, int size, int lag, TimeSpan warmup, TimeSpan duration)
     {
         var directory = Directory.CreateTempSubdirectory("farm-perf-sqlite-").FullName;
         try
@@ -59,13 +63,15 @@ internal static class SqlitePeer
             using var connection = new SqliteConnection(builder.ToString());
             connection.Open();
             Execute(connection, Schema);
-            Execute(connection, "PRAGMA synchronous = FULL;");
+            Execute(connection, $"PRAGMA synchronous = FULL; PRAGMA wal_autocheckpoint = {WalAutoCheckpointPages};");
 
             var payload = new byte[size];
             new Random(42).NextBytes(payload);
-            var writer = new Writer(connection, payload, batch);
+            var writer = new Writer(connection, payload, batch, lag);
             writer.RunFor(warmup);
+            var written = DiskBytesWritten();
             var (rows, commits, elapsed) = writer.RunFor(duration);
+            written = DiskBytesWritten() - written;
             writer.Dispose();
 
             var seconds = elapsed.TotalSeconds;
@@ -75,12 +81,30 @@ internal static class SqlitePeer
                 Messages: rows,
                 DurationS: Math.Round(seconds, 3),
                 CommitsPerSec: Math.Round(commits / seconds, 1),
-                Settings: new PeerSettings(batch, size, "wal", "full"));
+                Settings: new PeerSettings(batch, size, "wal", "full", lag, WalAutoCheckpointPages))
+            {
+                DiskBytesPerMessage = written >= 0 && rows > 0 ? Math.Round((double)written / rows) : null,
+            };
         }
         finally
         {
             SqliteConnection.ClearAllPools();
             Directory.Delete(directory, recursive: true);
+        }
+    }
+
+    /// <summary>This process's bytes sent to the disk so far (<c>/proc/self/io</c>); -1 where there is none.</summary>
+    private static long DiskBytesWritten()
+    {
+        const string prefix = "write_bytes:";
+        try
+        {
+            var line = File.ReadLines("/proc/self/io").FirstOrDefault(l => l.StartsWith(prefix, StringComparison.Ordinal));
+            return line is null ? -1 : long.Parse(line.AsSpan(prefix.Length).Trim(), System.Globalization.CultureInfo.InvariantCulture);
+        }
+        catch (IOException)
+        {
+            return -1;
         }
     }
 
@@ -96,6 +120,7 @@ internal static class SqlitePeer
     {
         private readonly SqliteConnection _connection;
         private readonly int _batch;
+        private readonly int _lag;
         private readonly SqliteCommand _insert;
         private readonly SqliteParameter _insertSeq;
         private readonly SqliteParameter _insertNow;
@@ -105,10 +130,11 @@ internal static class SqlitePeer
         private long _next;
         private long _pendingFrom;
 
-        public Writer(SqliteConnection connection, byte[] payload, int batch)
+        public Writer(SqliteConnection connection, byte[] payload, int batch, int lag)
         {
             _connection = connection;
             _batch = batch;
+            _lag = lag;
             _insert = connection.CreateCommand();
             _insert.CommandText = Insert;
             _insertSeq = _insert.Parameters.Add("@seq", SqliteType.Integer);
@@ -140,14 +166,15 @@ internal static class SqlitePeer
                     _next++;
                 }
 
-                for (var seq = _pendingFrom; seq < _next - _batch; seq++)
+                var keepFrom = Math.Max(_next - _batch - _lag, 0);
+                for (var seq = _pendingFrom; seq < keepFrom; seq++)
                 {
                     _deleteSeq.Value = seq;
                     _delete.ExecuteNonQuery();
                 }
 
                 transaction.Commit();
-                _pendingFrom = _next - _batch;
+                _pendingFrom = Math.Max(_pendingFrom, keepFrom);
                 rows += _batch;
                 commits++;
             }
