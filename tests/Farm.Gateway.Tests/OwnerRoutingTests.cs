@@ -397,6 +397,115 @@ public sealed class OwnerRoutingTests : IDisposable
         Assert.Equal(lookups, _directory.Lookups);
     }
 
+    /// <summary>
+    /// The send stream's side of that timeout (MessagingRouter.RouteStreamedSendAsync): a send held
+    /// past its own timeout is answered on the stream as a call whose deadline passed
+    /// (DEADLINE_EXCEEDED, which the SDK retries as such), not as a cancelled or failed one.
+    /// </summary>
+    [Fact]
+    public async Task AStreamedSend_HeldPastItsTimeout_IsAnsweredDeadlineExceeded()
+    {
+        _directory.Set(servedHere: false, owner: null);
+
+        var failure = await StreamOneHeldSendAsync(TimeSpan.FromSeconds(1));
+
+        Assert.Equal((int)StatusCode.DeadlineExceeded, failure.StatusCode);
+        Assert.Equal(0, _forwards);
+    }
+
+    /// <summary>Without a timeout of its own the same send waits out the hold and gets the hold's answer.</summary>
+    [Fact]
+    public async Task AStreamedSend_WithoutATimeout_HeldPastTheOwnerWait_IsAnsweredWithTheHoldsError()
+    {
+        _directory.Set(servedHere: false, owner: null);
+
+        var failure = await StreamOneHeldSendAsync(timeout: null);
+
+        Assert.NotEqual((int)StatusCode.DeadlineExceeded, failure.StatusCode);
+        Assert.Equal(FarmErrorCode.NotOwner, failure.ErrorCode);
+    }
+
+    /// <summary>
+    /// One send over MessagingRouter.SendStream to an entity between owners, the fake clock moved one
+    /// poll at a time until the stream has answered it; returns the answer's failure.
+    /// </summary>
+    private async Task<CallFailure> StreamOneHeldSendAsync(TimeSpan? timeout)
+    {
+        var router = new MessagingRouter(new Farm.Broker.Messaging.MessagingService(null!), _routing, _channels, _options, _time, new StillRunning(),
+            NullLogger<MessagingRouter>.Instance);
+        var send = new StreamedSend { Id = 7, Send = new SendRequest { Entity = "orders", Messages = { new Message { Body = Google.Protobuf.ByteString.CopyFromUtf8("x") } } } };
+        if (timeout is { } limit)
+        {
+            send.Timeout = Google.Protobuf.WellKnownTypes.Duration.FromTimeSpan(limit);
+        }
+        var answers = new RecordingWriter<SendStreamResponse>();
+
+        var streaming = router.SendStream(new OneRequest<SendStreamRequest>(new SendStreamRequest { Sends = { send } }), answers, new TestCallContext());
+        for (var polls = 0; polls < 1000 && !streaming.IsCompleted; polls++)
+        {
+            await AdvanceUntilLookedUpAsync(streaming);
+        }
+        await streaming.WaitAsync(TimeSpan.FromSeconds(10));
+
+        var result = Assert.Single(answers.Written.SelectMany(r => r.Results));
+        Assert.Equal(7, result.Id);
+        Assert.Null(result.Response);
+        return Assert.IsType<CallFailure>(result.Failure);
+    }
+
+    private sealed class StillRunning : Microsoft.Extensions.Hosting.IHostApplicationLifetime
+    {
+        public CancellationToken ApplicationStarted => CancellationToken.None;
+
+        public CancellationToken ApplicationStopping => CancellationToken.None;
+
+        public CancellationToken ApplicationStopped => CancellationToken.None;
+
+        public void StopApplication() => throw new NotSupportedException();
+    }
+
+    /// <summary>A request stream of one request, then its end.</summary>
+    private sealed class OneRequest<T>(T request) : IAsyncStreamReader<T>
+    {
+        private bool _read;
+
+        public T Current => request;
+
+        public Task<bool> MoveNext(CancellationToken cancellationToken)
+        {
+            var next = !_read;
+            _read = true;
+            return Task.FromResult(next);
+        }
+    }
+
+    private sealed class RecordingWriter<T> : IServerStreamWriter<T>
+    {
+        private readonly List<T> _written = [];
+
+        public IReadOnlyList<T> Written
+        {
+            get
+            {
+                lock (_written)
+                {
+                    return [.. _written];
+                }
+            }
+        }
+
+        public WriteOptions? WriteOptions { get; set; }
+
+        public Task WriteAsync(T message)
+        {
+            lock (_written)
+            {
+                _written.Add(message);
+            }
+            return Task.CompletedTask;
+        }
+    }
+
     [Fact]
     public async Task WithoutHold_BetweenOwnersFailsAtOnce()
     {
