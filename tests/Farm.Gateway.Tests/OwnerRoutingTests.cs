@@ -431,6 +431,7 @@ public sealed class OwnerRoutingTests : IDisposable
     /// </summary>
     private async Task<CallFailure> StreamOneHeldSendAsync(TimeSpan? timeout)
     {
+        // No broker behind the router: the entity is never served here, so the local service is never called.
         var router = new MessagingRouter(new Farm.Broker.Messaging.MessagingService(null!), _routing, _channels, _options, _time, new StillRunning(),
             NullLogger<MessagingRouter>.Instance);
         var send = new StreamedSend { Id = 7, Send = new SendRequest { Entity = "orders", Messages = { new Message { Body = Google.Protobuf.ByteString.CopyFromUtf8("x") } } } };
