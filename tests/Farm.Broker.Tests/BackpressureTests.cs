@@ -26,7 +26,7 @@ public sealed class BackpressureTests : IAsyncDisposable
         var hold = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         var armed = false;
         var provider = new InterceptedStoreProvider(new SqliteStoreProvider(), containerHook: (name, args, proceed) =>
-            name == nameof(IContainerDatabase.CommitAsync) && Volatile.Read(ref armed) ? HeldAsync(hold.Task, proceed) : proceed());
+            name == nameof(IContainerDatabase.CommitBeforeDurableAsync) && Volatile.Read(ref armed) ? HeldAsync(hold.Task, proceed) : proceed());
         _node = new BrokerNode(provider, new NodeOptions { NodeId = 1, DataDirectory = _directory },
             new BrokerOptions { MaxWaitingCommitBytes = 10 * 1024 }, TestClock.Create(), NullLogger<BrokerNode>.Instance);
         await _node.StartAsync("http://test", CancellationToken.None);
@@ -64,10 +64,10 @@ public sealed class BackpressureTests : IAsyncDisposable
         Assert.Single(await queue.SendAsync([message]));
     }
 
-    private static async Task HeldAsync(Task gate, Func<object?> proceed)
+    private static async Task<Task> HeldAsync(Task gate, Func<object?> proceed)
     {
         await gate;
-        await (Task)proceed()!;
+        return await (Task<Task>)proceed()!;
     }
 
     public async ValueTask DisposeAsync()

@@ -210,11 +210,11 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
         var failAfterCommit = false;
         var provider = new InterceptedStoreProvider(new SqliteStoreProvider(), containerHook: (name, _, proceed) =>
         {
-            if (name != nameof(IContainerDatabase.CommitAsync) || !Volatile.Read(ref failAfterCommit))
+            if (name != nameof(IContainerDatabase.CommitBeforeDurableAsync) || !Volatile.Read(ref failAfterCommit))
             {
                 return proceed();
             }
-            return CommitThenFail((Task)proceed()!);
+            return CommitThenFail((Task<Task>)proceed()!);
         });
         var node = await StartNodeAsync(provider, TestClock.Create());
         var container = Assert.Single(node.Containers);
@@ -234,6 +234,31 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
         var received = Assert.Single(await again.ReceiveAsync(false, ReceiveMode.PeekLock, 10, TimeSpan.Zero, default));
         Assert.Equal("m-1", received.Message.MessageId);
         Assert.Equal(1, received.DeliveryCount);
+    }
+
+    [Fact]
+    public async Task ACommitWhoseFlushToDiskFails_IsNotAcknowledged_AndTheContainerReloadsWhatWasWritten()
+    {
+        // The group commit runs on without waiting for the fsync; its failure must still reach
+        // the send (not acknowledged) and reload the container, as an unknown COMMIT outcome does.
+        var failFlush = false;
+        var provider = new InterceptedStoreProvider(new SqliteStoreProvider(), containerHook: (name, _, proceed) =>
+            name == nameof(IContainerDatabase.CommitBeforeDurableAsync) && Volatile.Read(ref failFlush) ? CommitThenFailToFlush((Task<Task>)proceed()!) : proceed());
+        var node = await StartNodeAsync(provider, TestClock.Create());
+        var container = Assert.Single(node.Containers);
+        var record = await node.Farm.CreateEntityAsync("orders", EntityKinds.Queue, container.Id, new QueueSettings().ToJson());
+        var queue = await node.LoadAsync(record, CancellationToken.None);
+
+        Volatile.Write(ref failFlush, true);
+        var failed = await Assert.ThrowsAsync<BrokerException>(() => queue.SendAsync([BrokerHarness.Text("maybe", "m-1")]));
+        Volatile.Write(ref failFlush, false);
+
+        Assert.Equal("STORE_UNAVAILABLE", FarmErrorNames.Of(failed.Code));
+        Assert.Contains("may or may not have been written", failed.Message, StringComparison.Ordinal);
+        await WaitUntilAsync(() => !node.Containers.Contains(container), "the container is closed for a reload");
+        await node.AssignAsync(node.Farm, CancellationToken.None);
+        var again = await node.ResolveQueueAsync("orders", CancellationToken.None);
+        Assert.Equal("m-1", Assert.Single(await again.ReceiveAsync(false, ReceiveMode.PeekLock, 10, TimeSpan.Zero, default)).Message.MessageId);
     }
 
     [Fact]
@@ -301,10 +326,17 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
         Assert.True(changes[0].Unowned >= TimeSpan.FromSeconds(1), $"unowned {changes[0].Unowned}");
     }
 
-    private static async Task CommitThenFail(Task commit)
+    private static async Task<Task> CommitThenFail(Task<Task> commit)
     {
-        await commit;
+        await await commit;
         throw new CommitOutcomeUnknownException("COMMIT reply lost (test)", new IOException("connection reset (test)"));
+    }
+
+    /// <summary>The commit goes through and is durable, but making it durable reports a failure (an fsync error).</summary>
+    private static async Task<Task> CommitThenFailToFlush(Task<Task> commit)
+    {
+        await await commit;
+        return Task.FromException(new CommitOutcomeUnknownException("fsync failed (test)", new IOException("I/O error (test)")));
     }
 
     private static async Task<T> Held<T>(Task hold, Func<Task<T>> proceed)

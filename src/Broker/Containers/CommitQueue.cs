@@ -8,9 +8,11 @@ namespace Farm.Broker.Containers;
 
 /// <summary>
 /// Group commit for one container: concurrent operations queue their writes here, one loop packs
-/// everything waiting into a single transaction (one fsync), then runs each operation's
-/// <c>onCommitted</c> in commit order and only then acknowledges it. An operation is never
-/// acknowledged before its transaction is durable (promise 1).
+/// everything waiting into a single transaction, then runs each operation's <c>onCommitted</c> in
+/// commit order. An operation is acknowledged only once its transaction is durable (promise 1):
+/// the loop does not wait for that (<see cref="IContainerDatabase.CommitBeforeDurableAsync"/>) but
+/// writes the next transaction while the disk writes this one, and a second loop acknowledges each
+/// commit, in order, once it is on disk.
 /// </summary>
 internal sealed partial class CommitQueue : IAsyncDisposable
 {
@@ -29,7 +31,11 @@ internal sealed partial class CommitQueue : IAsyncDisposable
     /// <summary>The write a read decided on (<see cref="ReadThenCommitAsync"/>), with its in-memory steps.</summary>
     public sealed record FollowUpWrite(Action<ContainerWriteBatch> Write, Action OnCommitted, Action<Exception> OnFailed);
 
+    /// <summary>A committed group waiting to be durable before its operations are acknowledged.</summary>
+    private readonly record struct CommittedGroup(Task Durable, PendingWrite[] Operations, long CommittedAt);
+
     private readonly Channel<PendingWrite> _pending = Channel.CreateUnbounded<PendingWrite>(new UnboundedChannelOptions { SingleReader = true });
+    private readonly Channel<CommittedGroup> _committed = Channel.CreateUnbounded<CommittedGroup>(new UnboundedChannelOptions { SingleReader = true, SingleWriter = true });
     private readonly IContainerDatabase _database;
     private readonly long _containerId;
     private readonly int _maxOperations;
@@ -39,13 +45,14 @@ internal sealed partial class CommitQueue : IAsyncDisposable
     private readonly BrokerOptions _options;
     private readonly TimeProvider _time;
     private readonly Task _loop;
+    private readonly Task _acknowledgeLoop;
     private long _epoch;
 
     /// <summary>
     /// Set once a commit's outcome is unknown: memory may no longer match the database, so nothing
     /// more is written through this queue; the container is reloaded from the database instead.
     /// </summary>
-    private BrokerException? _broken;
+    private volatile BrokerException? _broken;
 
     /// <param name="options">Read on every commit: <see cref="BrokerOptions.CommitDelay"/> may change while the queue runs.</param>
     public CommitQueue(
@@ -61,6 +68,7 @@ internal sealed partial class CommitQueue : IAsyncDisposable
         _onOutcomeUnknown = onOutcomeUnknown;
         _logger = logger;
         _loop = Task.Run(RunAsync);
+        _acknowledgeLoop = Task.Run(AcknowledgeAsync);
     }
 
     public long Epoch => Volatile.Read(ref _epoch);
@@ -81,7 +89,7 @@ internal sealed partial class CommitQueue : IAsyncDisposable
     private long _commitCount;
 
     /// <summary>
-    /// Queues a write; completes once it is durable (after <paramref name="onCommitted"/> ran), or
+    /// Queues a write; completes once it is durable (<paramref name="onCommitted"/> ran when it committed), or
     /// fails with a BrokerException (STALE_EPOCH / STORE_UNAVAILABLE) after <paramref name="onFailed"/> ran.
     /// </summary>
     /// <param name="bytes">The message bytes the write carries (a send's payloads): counted in <see cref="WaitingBytes"/> until it commits or fails.</param>
@@ -220,6 +228,7 @@ internal sealed partial class CommitQueue : IAsyncDisposable
         // After a commit whose outcome is unknown nothing more is written here (see _broken).
         Exception? failure = _broken;
         var outcomeUnknown = false;
+        var durable = Task.CompletedTask;
         try
         {
             foreach (var item in failure is null ? group : [])
@@ -229,7 +238,7 @@ internal sealed partial class CommitQueue : IAsyncDisposable
             if (failure is null && !batch.IsEmpty)
             {
                 var started = System.Diagnostics.Stopwatch.GetTimestamp();
-                await _database.CommitAsync(Epoch, batch).ConfigureAwait(false);
+                durable = await _database.CommitBeforeDurableAsync(Epoch, batch).ConfigureAwait(false);
                 Interlocked.Increment(ref _commitCount);
                 BrokerMetrics.RecordCommit(_containerId, group.Count, started);
             }
@@ -242,13 +251,8 @@ internal sealed partial class CommitQueue : IAsyncDisposable
         }
         catch (CommitOutcomeUnknownException e)
         {
-            // Maybe written, maybe not: neither acknowledge nor roll memory back as if it was not.
-            // The container is closed and taken again, which reads the truth from the database.
-            LogCommitOutcomeUnknown(_logger, _containerId, e);
-            failure = _broken = FarmErrors.StoreUnavailable(
-                $"Container {_containerId}: a commit failed and may or may not have been written; the container is reloading from its database, try again.");
+            failure = OutcomeUnknown(e);
             outcomeUnknown = true;
-            _onOutcomeUnknown(_containerId);
         }
         catch (Exception e)
         {
@@ -261,8 +265,8 @@ internal sealed partial class CommitQueue : IAsyncDisposable
             Interlocked.Add(ref _waitingBytes, -item.Bytes);
             if (failure is null)
             {
+                // In memory at once, in commit order: the next transaction is written against it.
                 RunSafely(item.OnCommitted);
-                item.Done.SetResult();
             }
             else if (outcomeUnknown)
             {
@@ -279,6 +283,67 @@ internal sealed partial class CommitQueue : IAsyncDisposable
                     LogCallbackFailed(_logger, _containerId, e);
                 }
                 item.Done.SetException(failure);
+            }
+        }
+        if (failure is null)
+        {
+            _committed.Writer.TryWrite(new CommittedGroup(durable, [.. group], System.Diagnostics.Stopwatch.GetTimestamp()));
+        }
+    }
+
+    /// <summary>
+    /// Maybe written, maybe not: neither acknowledge nor roll memory back as if it was not. The
+    /// container is closed and taken again, which reads the truth from the database.
+    /// </summary>
+    private BrokerException OutcomeUnknown(CommitOutcomeUnknownException e)
+    {
+        LogCommitOutcomeUnknown(_logger, _containerId, e);
+        var failure = _broken = FarmErrors.StoreUnavailable(
+            $"Container {_containerId}: a commit failed and may or may not have been written; the container is reloading from its database, try again.");
+        _onOutcomeUnknown(_containerId);
+        return failure;
+    }
+
+    /// <summary>
+    /// Acknowledges each committed group once it is durable, in commit order. Once making one
+    /// durable failed, no later commit is taken as durable either (a failed fsync may have dropped
+    /// their writes too): they fail as outcome unknown, and the container reloads.
+    /// </summary>
+    private async Task AcknowledgeAsync()
+    {
+        BrokerException? lost = null;
+        var reader = _committed.Reader;
+        while (await reader.WaitToReadAsync().ConfigureAwait(false))
+        {
+            while (reader.TryRead(out var group))
+            {
+                if (lost is null)
+                {
+                    try
+                    {
+                        await group.Durable.ConfigureAwait(false);
+                        BrokerMetrics.RecordCommitFlush(_containerId, group.CommittedAt);
+                    }
+                    catch (CommitOutcomeUnknownException e)
+                    {
+                        lost = OutcomeUnknown(e);
+                    }
+                    catch (Exception e)
+                    {
+                        lost = OutcomeUnknown(new CommitOutcomeUnknownException($"Container {_containerId}: writing a commit to disk failed: {e.Message}", e));
+                    }
+                }
+                foreach (var item in group.Operations)
+                {
+                    if (lost is null)
+                    {
+                        item.Done.SetResult();
+                    }
+                    else
+                    {
+                        item.Done.SetException(lost);
+                    }
+                }
             }
         }
     }
@@ -302,6 +367,9 @@ internal sealed partial class CommitQueue : IAsyncDisposable
     {
         _pending.Writer.TryComplete();
         await _loop.ConfigureAwait(false);
+        // Then the acknowledgements of what the loop committed last.
+        _committed.Writer.TryComplete();
+        await _acknowledgeLoop.ConfigureAwait(false);
     }
 
     [LoggerMessage(Level = LogLevel.Warning, Message = "Container {ContainerId}: owner epoch moved from {Expected} to {Actual}; this broker stops writing to it")]

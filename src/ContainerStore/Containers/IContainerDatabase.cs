@@ -94,6 +94,21 @@ public interface IContainerDatabase : IAsyncDisposable
     /// have been written). Any other failure wrote nothing.
     /// </summary>
     Task CommitAsync(long expectedEpoch, ContainerWriteBatch batch, CancellationToken cancellationToken = default);
+
+    /// <summary>
+    /// <see cref="CommitAsync"/> with its durability awaited apart: returns once the transaction has
+    /// committed (later reads and transactions see it), with a task that completes once it is
+    /// durable, or fails with <see cref="CommitOutcomeUnknownException"/> when making it durable
+    /// failed (and then nothing committed since may be taken as durable either). The group commit
+    /// writes its next transaction while the disk writes this one; nothing in it may be acknowledged
+    /// before that task completes. A store whose commits are durable when they return (PostgreSQL)
+    /// gives a completed task.
+    /// </summary>
+    async Task<Task> CommitBeforeDurableAsync(long expectedEpoch, ContainerWriteBatch batch, CancellationToken cancellationToken = default)
+    {
+        await CommitAsync(expectedEpoch, batch, cancellationToken).ConfigureAwait(false);
+        return Task.CompletedTask;
+    }
 }
 
 /// <summary>The container's owner epoch moved on: the writer lost ownership. Nothing was written.</summary>

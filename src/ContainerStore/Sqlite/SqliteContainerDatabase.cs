@@ -57,11 +57,29 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
         return WriteAsync(
             writer =>
             {
-                writer.Commit(expectedEpoch, batch, _purged);
-                _purged.UnionWith(batch.PurgedEntities);
+                Commit(writer, expectedEpoch, batch);
+                writer.Flush();
                 return true;
             },
             cancellationToken);
+    }
+
+    public Task<Task> CommitBeforeDurableAsync(long expectedEpoch, ContainerWriteBatch batch, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(batch);
+        return WriteAsync(
+            writer =>
+            {
+                Commit(writer, expectedEpoch, batch);
+                return writer.FlushAsync();
+            },
+            cancellationToken);
+    }
+
+    private void Commit(SqliteContainerWriter writer, long expectedEpoch, ContainerWriteBatch batch)
+    {
+        writer.Commit(expectedEpoch, batch, _purged);
+        _purged.UnionWith(batch.PurgedEntities);
     }
 
     public Task<EntityLoad> LoadEntityAsync(long entityId, long nowMs, CancellationToken cancellationToken = default) =>

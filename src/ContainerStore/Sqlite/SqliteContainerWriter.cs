@@ -6,7 +6,8 @@ namespace Farm.ContainerStore.Sqlite;
 /// <summary>
 /// The one write connection of a container database and its prepared statements. Group commits
 /// run hundreds of rows per transaction, so each statement is compiled once and only rebound per
-/// row. Not thread-safe: <see cref="SqliteContainerDatabase"/> serializes callers.
+/// row. Not thread-safe: <see cref="SqliteContainerDatabase"/> serializes callers. Its commits are
+/// not durable when they return: <see cref="Flush"/> or <see cref="FlushAsync"/> makes them so.
 /// </summary>
 internal sealed class SqliteContainerWriter : IAsyncDisposable
 {
@@ -31,11 +32,18 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
     private readonly SqliteRowStatement _insertSendRecord;
     private readonly SqliteCommand _pruneSendRecords;
     private readonly SqliteCommand[] _all;
+    private readonly WalFlusher _flusher;
 
     public SqliteContainerWriter(SqliteConnection connection, string path)
     {
         _connection = connection;
         _path = path;
+        _flusher = new WalFlusher(path);
+        using (var synchronous = connection.CreateCommand())
+        {
+            synchronous.CommandText = SqliteSql.CommitWithoutFsync;
+            synchronous.ExecuteNonQuery();
+        }
         _readEpoch = Prepare(SqliteSql.ContainerDb.ReadEpoch);
         _raiseEpoch = Prepare(SqliteSql.ContainerDb.RaiseEpoch, "@Epoch");
         _purgeMessages = Prepare(SqliteSql.ContainerDb.PurgeMessages, "$entity");
@@ -61,6 +69,39 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
         _all = [_readEpoch, _raiseEpoch, _purgeMessages, _purgeDuplicates, _purgeEntityState, _pruneDuplicates, _pruneSendRecords];
     }
 
+    /// <summary>Makes every commit so far durable; a failure leaves their outcome unknown.</summary>
+    public void Flush()
+    {
+        try
+        {
+            _flusher.Flush();
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException)
+        {
+            throw FlushFailed(e);
+        }
+    }
+
+    /// <summary>
+    /// Completes once every commit so far is durable, on the flusher's thread; fails with
+    /// <see cref="CommitOutcomeUnknownException"/> when the fsync did.
+    /// </summary>
+    public async Task FlushAsync()
+    {
+        try
+        {
+            await _flusher.FlushAsync().ConfigureAwait(false);
+        }
+        catch (Exception e) when (e is IOException or UnauthorizedAccessException or ObjectDisposedException)
+        {
+            throw FlushFailed(e);
+        }
+    }
+
+    private CommitOutcomeUnknownException FlushFailed(Exception e) =>
+        new($"Writing the commits to '{_path}' to disk failed; they may or may not be durable: {e.Message}", e);
+
+    /// <summary>Raises the epoch in a transaction of its own, durable when this returns.</summary>
     public bool RaiseEpoch(long newEpoch)
     {
         var transaction = Begin();
@@ -69,6 +110,7 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
             _raiseEpoch.Parameters[0].Value = newEpoch;
             var raised = _raiseEpoch.ExecuteNonQuery() == 1 || ReadEpoch() == newEpoch;
             transaction.Commit();
+            Flush();
             return raised;
         }
         catch
@@ -131,6 +173,8 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
 
     public async ValueTask DisposeAsync()
     {
+        // First: a flush under way finishes (its callers get their answer) before the connection closes.
+        _flusher.Dispose();
         foreach (var command in _all)
         {
             await command.DisposeAsync().ConfigureAwait(false);

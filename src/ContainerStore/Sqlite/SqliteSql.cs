@@ -31,6 +31,14 @@ internal static class SqliteSql
     /// </summary>
     public const int WalAutoCheckpointPages = 4000;
 
+    /// <summary>
+    /// For a container's write connection only: its commits append to the WAL without an fsync, and
+    /// <see cref="WalFlusher"/> fsyncs the WAL before anything committed is acknowledged. The group
+    /// commit so writes its next transaction while the disk writes this one. Checkpoints still fsync
+    /// the WAL before copying it (SQLite does so at NORMAL).
+    /// </summary>
+    public const string CommitWithoutFsync = "PRAGMA synchronous = NORMAL;";
+
     /// <summary>WAL lets readers run beside the writer; it is stored in the file once set.</summary>
     public const string EnableWal = "PRAGMA journal_mode = WAL;";
 

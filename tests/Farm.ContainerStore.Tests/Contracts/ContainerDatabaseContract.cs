@@ -244,6 +244,43 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Empty(load.DuplicateHistory);
     }
 
+    /// <summary>
+    /// The group commit's way to commit: back once committed, with a task for when it is on disk.
+    /// Commits made one after another without waiting for that task are all there, in order, and
+    /// every such task completes.
+    /// </summary>
+    [StoreFact]
+    public async Task CommitBeforeDurable_IsSeenAtOnce_AndItsDurableTaskCompletes_ForCommitsThatDidNotWait()
+    {
+        var database = await OpenOwnedAsync(epoch: 1);
+        var durable = new List<Task>();
+        for (var sequence = 1L; sequence <= 50; sequence++)
+        {
+            var batch = new ContainerWriteBatch();
+            batch.Inserts.Add(Message(Entity, sequence));
+            batch.SequenceCounters[Entity] = sequence + 1;
+            durable.Add(await database.CommitBeforeDurableAsync(1, batch));
+            Assert.Equal(sequence, (await database.LoadEntityAsync(Entity, 0)).Messages.Count);
+        }
+
+        await Task.WhenAll(durable).WaitAsync(TimeSpan.FromSeconds(30));
+        var load = await (await ReopenAsync(database)).LoadEntityAsync(Entity, 0);
+        Assert.Equal(Enumerable.Range(1, 50).Select(i => (long)i), load.Messages.Select(m => m.SequenceNumber));
+        Assert.Equal(51, load.NextSequenceNumber);
+    }
+
+    [StoreFact]
+    public async Task CommitBeforeDurable_WithStaleEpoch_ThrowsAndWritesNothing()
+    {
+        var database = await OpenOwnedAsync(epoch: 2);
+        var batch = new ContainerWriteBatch();
+        batch.Inserts.Add(Message(Entity, 1));
+
+        await Assert.ThrowsAsync<StaleEpochException>(() => database.CommitBeforeDurableAsync(1, batch));
+
+        Assert.Empty((await (await ReopenAsync(database)).LoadEntityAsync(Entity, 0)).Messages);
+    }
+
     [StoreFact]
     public async Task Commit_ByFormerOwner_AfterNewOwnerRaisedEpoch_ThrowsStaleEpoch()
     {

@@ -1,0 +1,141 @@
+using Microsoft.Win32.SafeHandles;
+
+namespace Farm.ContainerStore.Sqlite;
+
+/// <summary>
+/// Makes a container's committed transactions durable. Its write connection commits with
+/// synchronous = NORMAL: SQLite appends the transaction's frames to the WAL file and returns without
+/// an fsync. This fsyncs the WAL file: at once (<see cref="Flush"/>), or on a thread of its own
+/// (<see cref="FlushAsync"/>) so the group commit can write its next transaction while the disk
+/// writes this one; every commit that asks while an fsync runs shares the next one.
+/// </summary>
+/// <remarks>
+/// An fsync of the WAL file covers every frame written before it started, whichever handle wrote
+/// them. SQLite fsyncs the WAL itself before each checkpoint copies it into the database file (and
+/// the database file after), so a checkpoint never outruns this. The WAL file is the same file for
+/// as long as the write connection is open (SQLite deletes it only when its last connection closes),
+/// and a flusher lives no longer than its write connection.
+/// </remarks>
+internal sealed class WalFlusher : IDisposable
+{
+    private readonly string _walPath;
+    private readonly Lock _gate = new();
+    private SafeFileHandle? _wal;
+
+    // The flush the next caller of FlushAsync waits for: it starts after that caller's commit.
+    private TaskCompletionSource? _next;
+    private Task _running = Task.CompletedTask;
+    // Set while FlushWaiting runs (it clears it under the lock when nothing waits): whoever finds it
+    // clear starts it again. The task itself may still look unfinished after it cleared this.
+    private bool _flushing;
+    private bool _disposed;
+
+    public WalFlusher(string databasePath) => _walPath = databasePath + "-wal";
+
+    /// <summary>Makes every commit so far durable before returning.</summary>
+    public void Flush()
+    {
+        SafeFileHandle wal;
+        lock (_gate)
+        {
+            ObjectDisposedException.ThrowIf(_disposed, this);
+            wal = OpenLocked();
+        }
+        RandomAccess.FlushToDisk(wal);
+    }
+
+    /// <summary>
+    /// Completes once every commit so far is durable; fails (an <see cref="IOException"/>) when the
+    /// fsync did, after which nothing written since may be assumed durable either.
+    /// </summary>
+    public Task FlushAsync()
+    {
+        lock (_gate)
+        {
+            ObjectDisposedException.ThrowIf(_disposed, this);
+            if (_next is { } waiting)
+            {
+                return waiting.Task;
+            }
+            var next = _next = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+            if (!_flushing)
+            {
+                _flushing = true;
+                _running = Task.Run(FlushWaiting);
+            }
+            return next.Task;
+        }
+    }
+
+    /// <summary>Runs one fsync for everything that asked while the previous one ran, until nothing waits.</summary>
+    private void FlushWaiting()
+    {
+        while (true)
+        {
+            TaskCompletionSource flush;
+            SafeFileHandle wal;
+            lock (_gate)
+            {
+                if (_next is null)
+                {
+                    _flushing = false;
+                    return;
+                }
+                flush = _next;
+                // Whoever asks from now on waits for the next fsync: this one may have started before their commit.
+                _next = null;
+                try
+                {
+                    wal = OpenLocked();
+                }
+                catch (Exception e)
+                {
+                    flush.SetException(e);
+                    continue;
+                }
+            }
+            try
+            {
+                RandomAccess.FlushToDisk(wal);
+                flush.SetResult();
+            }
+            catch (Exception e)
+            {
+                flush.SetException(e);
+            }
+        }
+    }
+
+    private SafeFileHandle OpenLocked() =>
+        // Read access is enough for fsync; sharing everything, so SQLite's own handles are unaffected.
+        _wal ??= File.OpenHandle(_walPath, FileMode.Open, FileAccess.Read, FileShare.ReadWrite | FileShare.Delete);
+
+    /// <summary>Waits for the flush under way (callers that asked before get their answer), then closes the WAL handle.</summary>
+    public void Dispose()
+    {
+        Task running;
+        lock (_gate)
+        {
+            if (_disposed)
+            {
+                return;
+            }
+            _disposed = true;
+            running = _running;
+        }
+        try
+        {
+            running.GetAwaiter().GetResult();
+        }
+        finally
+        {
+            lock (_gate)
+            {
+                _next?.TrySetException(new ObjectDisposedException(nameof(WalFlusher), "The container database was closed before this commit was flushed to disk."));
+                _next = null;
+                _wal?.Dispose();
+                _wal = null;
+            }
+        }
+    }
+}
