@@ -14,7 +14,8 @@ internal static class SqliteSql
 
     /// <summary>
     /// Per connection, as these are not stored in the file. synchronous = FULL makes every commit
-    /// durable (WAL fsynced) before it returns: an acknowledged send survives a power cut.
+    /// durable (WAL fsynced) before it returns: an acknowledged send survives a power cut. A
+    /// container's write connection then sets <see cref="CommitWithoutFsync"/> for itself.
     /// busy_timeout bounds how long a statement waits for another connection's lock.
     /// wal_autocheckpoint: see <see cref="WalAutoCheckpointPages"/>.
     /// </summary>
