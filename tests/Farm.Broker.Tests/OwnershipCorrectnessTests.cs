@@ -185,8 +185,7 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
             });
         var node = await StartNodeAsync(provider, TestClock.Create(), leaseClock);
         var options = new NodeOptions();
-        var record = await node.Farm.CreateEntityAsync("orders", EntityKinds.Queue, Assert.Single(node.Containers).Id, new QueueSettings().ToJson());
-        var queue = await node.LoadAsync(record, CancellationToken.None);
+        var queue = await LoadOrdersQueueAsync(node);
         await queue.SendAsync([BrokerHarness.Text("one")]);
         await queue.SendAsync([BrokerHarness.Text("two")]);
 
@@ -218,8 +217,7 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
         });
         var node = await StartNodeAsync(provider, TestClock.Create());
         var container = Assert.Single(node.Containers);
-        var record = await node.Farm.CreateEntityAsync("orders", EntityKinds.Queue, container.Id, new QueueSettings().ToJson());
-        var queue = await node.LoadAsync(record, CancellationToken.None);
+        var queue = await LoadOrdersQueueAsync(node);
 
         Volatile.Write(ref failAfterCommit, true);
         var failed = await Assert.ThrowsAsync<BrokerException>(() => queue.SendAsync([BrokerHarness.Text("maybe", "m-1")]));
@@ -246,8 +244,7 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
             name == nameof(IContainerDatabase.CommitBeforeDurableAsync) && Volatile.Read(ref failFlush) ? CommitThenFailToFlush((Task<Task>)proceed()!) : proceed());
         var node = await StartNodeAsync(provider, TestClock.Create());
         var container = Assert.Single(node.Containers);
-        var record = await node.Farm.CreateEntityAsync("orders", EntityKinds.Queue, container.Id, new QueueSettings().ToJson());
-        var queue = await node.LoadAsync(record, CancellationToken.None);
+        var queue = await LoadOrdersQueueAsync(node);
 
         Volatile.Write(ref failFlush, true);
         var failed = await Assert.ThrowsAsync<BrokerException>(() => queue.SendAsync([BrokerHarness.Text("maybe", "m-1")]));
@@ -324,6 +321,13 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
         // registered and released what that process left: the container was without an owner at
         // least that long, not only from the release to the take.
         Assert.True(changes[0].Unowned >= TimeSpan.FromSeconds(1), $"unowned {changes[0].Unowned}");
+    }
+
+    /// <summary>A queue "orders" in the node's one container, loaded.</summary>
+    private static async Task<QueueEntity> LoadOrdersQueueAsync(BrokerNode node)
+    {
+        var record = await node.Farm.CreateEntityAsync("orders", EntityKinds.Queue, Assert.Single(node.Containers).Id, new QueueSettings().ToJson());
+        return await node.LoadAsync(record, CancellationToken.None);
     }
 
     private static async Task<Task> CommitThenFail(Task<Task> commit)
