@@ -1,5 +1,4 @@
 using System.Collections.Concurrent;
-using System.Diagnostics;
 using Farm.Testing;
 using Farm.Client;
 using Farm.Contracts.V1;
@@ -103,7 +102,7 @@ public sealed class RepeatedSendTests(SdkFarmFixture fixture) : IClassFixture<Sd
         {
             var before = acknowledged.Count;
             await Eventually.UntilAsync(() => acknowledged.Count >= before + 200, Patience, "sends going before the cut");
-            cut += CutConnections(port);
+            cut += TcpCuts.To(port);
         }
         await Eventually.UntilAsync(() => acknowledged.Count >= 600, Patience, "sends going after the cuts");
         await sending.CancelAsync();
@@ -120,22 +119,6 @@ public sealed class RepeatedSendTests(SdkFarmFixture fixture) : IClassFixture<Sd
         Assert.Empty(await receiver.ReceiveMessagesAsync(10, TimeSpan.FromMilliseconds(500), deadline.Token));
         Assert.Empty(received.GroupBy(id => id).Where(g => g.Count() > 1).Select(g => g.Key));
         Assert.Equal(acknowledged.Order(), received.Order());
-    }
-
-    /// <summary>Cuts every TCP connection to the node's port (both ends see a reset); returns how many.</summary>
-    private static int CutConnections(int port)
-    {
-        using var ss = Process.Start(new ProcessStartInfo("ss", ["-K", "-t", "dst", "127.0.0.1", "dport", "=", $":{port}"])
-        {
-            RedirectStandardOutput = true,
-            RedirectStandardError = true,
-        })!;
-        var output = ss.StandardOutput.ReadToEnd();
-        var error = ss.StandardError.ReadToEnd();
-        ss.WaitForExit();
-        Assert.True(ss.ExitCode == 0, $"ss -K failed ({ss.ExitCode}): {error}");
-        // A header line, then one line per socket it closed.
-        return output.Split('\n', StringSplitOptions.RemoveEmptyEntries).Length - 1;
     }
 
     /// <summary>

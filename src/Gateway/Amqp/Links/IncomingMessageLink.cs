@@ -102,7 +102,7 @@ internal sealed partial class IncomingMessageLink
         {
             return;
         }
-        var request = new SendRequest { Entity = _entity };
+        var request = _calls.NewSend(_entity);
         foreach (var (_, messages, _) in good)
         {
             request.Messages.AddRange(messages);
@@ -121,7 +121,8 @@ internal sealed partial class IncomingMessageLink
             // its own so only that one is refused. Nothing was stored: a Send is all or none.
             foreach (var (transfer, messages, _) in good)
             {
-                var single = new SendRequest { Entity = _entity, Messages = { messages } };
+                var single = _calls.NewSend(_entity);
+                single.Messages.AddRange(messages);
                 try
                 {
                     await _calls.Node.Messaging.SendAsync(single, deadline: FarmCalls.Deadline(), cancellationToken: _closed.Token).ConfigureAwait(false);

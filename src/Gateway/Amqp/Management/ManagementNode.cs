@@ -159,7 +159,7 @@ internal sealed partial class ManagementNode(FarmCalls calls, ILogger<Management
 
     private async Task<AmqpMessage> ScheduleAsync(string entityPath, AmqpMap body)
     {
-        var send = new SendRequest { Entity = entityPath };
+        var send = calls.NewSend(entityPath);
         foreach (var entry in List(body, "messages"))
         {
             if (entry is not AmqpMap item || !item.TryGetValue<object>(new MapKey("message"), out var encoded) || BytesOf(encoded) is not { } bytes)
