@@ -16,18 +16,19 @@ public sealed class SweepSkipTests : IAsyncLifetime
 
     public async Task DisposeAsync() => await _farm.DisposeAsync();
 
-    private void Tick() => _farm.Time.Advance(_farm.Options.SweepInterval);
+    /// <summary>One sweep tick, returning once the sweep it fires has run (on whichever thread).</summary>
+    private Task TickAsync() => TestClock.AdvanceAndSettleAsync(_farm.Time, _farm.Options.SweepInterval);
 
     [Fact]
     public async Task AnIdleQueue_IsSweptOnlyEveryEighthTick()
     {
         var queue = await _farm.CreateQueueAsync("idle");
-        Tick();
+        await TickAsync();
         var before = queue.TimerSweepsRun;
 
         for (var tick = 0; tick < 80; tick++)
         {
-            Tick();
+            await TickAsync();
         }
 
         Assert.InRange(queue.TimerSweepsRun - before, 80 / (QueueEntity.MaxSweepsSkipped + 1), (80 / (QueueEntity.MaxSweepsSkipped + 1)) + 1);
@@ -49,18 +50,18 @@ public sealed class SweepSkipTests : IAsyncLifetime
         // Idle a while first, so the queue is being passed by when the lock comes.
         for (var tick = 0; tick < 3; tick++)
         {
-            Tick();
+            await TickAsync();
         }
 
         Assert.Single(await queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
         var lockedAt = _farm.Time.GetUtcNow();
         while (_farm.Time.GetUtcNow() + _farm.Options.SweepInterval < lockedAt + lockDuration)
         {
-            Tick();
+            await TickAsync();
             Assert.Equal(1, queue.GetCounts().Locked);
         }
         // The first tick at or after the expiry.
-        Tick();
+        await TickAsync();
 
         Assert.Equal(0, queue.GetCounts().Locked);
     }
@@ -74,17 +75,17 @@ public sealed class SweepSkipTests : IAsyncLifetime
         var queue = await _farm.CreateQueueAsync("scheduled");
         for (var tick = 0; tick < 3; tick++)
         {
-            Tick();
+            await TickAsync();
         }
 
         var at = _farm.Time.GetUtcNow() + TimeSpan.FromMilliseconds(delayMs);
         await queue.SendAsync([BrokerHarness.Text("later", scheduledAt: at)]);
         while (_farm.Time.GetUtcNow() + _farm.Options.SweepInterval < at)
         {
-            Tick();
+            await TickAsync();
             Assert.Equal(0, queue.GetCounts().Active);
         }
-        Tick();
+        await TickAsync();
 
         Assert.Equal(1, queue.GetCounts().Active);
     }
