@@ -10,6 +10,27 @@ const rate = r => r >= 100 ? Math.round(r).toLocaleString('en-US') : r >= 1 ? r.
 const seconds = s => s == null ? '—' : s < 10 ? s.toFixed(2) + ' s' : s.toFixed(1) + ' s';
 const clock = t => new Date(t).toLocaleTimeString('en-GB');
 
+// Draws a part of the page the feed redraws (a table body, the node cards), replacing only the rows
+// (or cards) that changed. Redrawing all of it on every event swapped buttons under a click in
+// progress (pressed on one button, released on its replacement), and the browser then clicked no
+// button at all: a lost click for a person, a failed step for the dashboard's browser test.
+const drawn = new Map();
+function draw(id, html) {
+  if (drawn.get(id) === html) return;
+  drawn.set(id, html);
+  const part = $(id);
+  const next = document.createElement('template');
+  next.innerHTML = html;
+  const rows = [...next.content.children];
+  if (part.children.length !== rows.length) {
+    part.replaceChildren(...rows);
+    return;
+  }
+  rows.forEach((row, i) => {
+    if (!part.children[i].isEqualNode(row)) part.children[i].replaceWith(row);
+  });
+}
+
 let view = null;          // the last view from the node
 let controlsAllowed = false;
 let processesAvailable = false;
@@ -49,7 +70,7 @@ function render(next) {
   $('updated').textContent = 'updated ' + clock(next.at);
   $('controls-note').textContent = next.controls.note;
   $('process-note').textContent = next.controls.processNote;
-  $('problems').innerHTML = next.problems.map(p => `<li>${esc(p)}</li>`).join('');
+  draw('problems', next.problems.map(p => `<li>${esc(p)}</li>`).join(''));
   renderNodes(next);
   renderTimeline(next);
   renderQueues(next);
@@ -87,15 +108,15 @@ function renderNodes(v) {
     cards.push(`<div class="node dead" data-testid="unowned"><h3>Without an owner</h3><div class="containers">${
       unowned.map(c => `<span class="container unowned" data-testid="container-${c.id}">container ${c.id} · epoch ${c.epoch}</span>`).join('')}</div></div>`);
   }
-  $('nodes').innerHTML = cards.join('');
+  draw('nodes', cards.join(''));
   $('nodes').querySelectorAll('button[data-process]').forEach(b => { if (!processesAvailable) b.disabled = true; });
 }
 
 function renderTimeline(v) {
-  $('timeline').innerHTML = v.changes.map(c => `<tr data-kind="${esc(c.kind)}">
+  draw('timeline', v.changes.map(c => `<tr data-kind="${esc(c.kind)}">
     <td>${clock(c.at)}</td><td>${c.container}</td><td>${c.from ? 'node ' + c.from : '—'} → node ${c.to}</td>
     <td>${esc(c.kind)}</td><td class="num">${seconds(c.unownedSeconds)}</td></tr>`).join('')
-    || '<tr><td colspan="5" class="muted">no ownership changes yet</td></tr>';
+    || '<tr><td colspan="5" class="muted">no ownership changes yet</td></tr>');
 }
 
 function countsCells(c) {
@@ -112,7 +133,7 @@ function entityButtons(path, kind, name, topic) {
 }
 
 function renderQueues(v) {
-  $('queues').innerHTML = v.queues.map(q => {
+  draw('queues', v.queues.map(q => {
     const c = q.counts;
     return `<tr data-testid="queue-${esc(q.name)}">
       <td><a class="entity" data-path="${esc(q.name)}" data-kind="queue" data-name="${esc(q.name)}" data-open="messages">${esc(q.name)}</a>${q.problem ? ` <span class="pill warn">${esc(q.problem)}</span>` : ''}</td>
@@ -123,11 +144,11 @@ function renderQueues(v) {
       <td class="num" data-testid="queue-${esc(q.name)}-send-rate">${rate(q.sendRate)}</td>
       <td class="num" data-testid="queue-${esc(q.name)}-receive-rate">${rate(q.receiveRate)}</td>
       <td>${entityButtons(q.name, 'queue', q.name)}</td></tr>`;
-  }).join('') || '<tr><td colspan="10" class="muted">no queues</td></tr>';
+  }).join('') || '<tr><td colspan="10" class="muted">no queues</td></tr>');
 }
 
 function renderTopics(v) {
-  $('topics').innerHTML = v.topics.map(t => {
+  draw('topics', v.topics.map(t => {
     const subs = t.subscriptions.map(s => `<tr class="sub" data-testid="subscription-${esc(s.path)}">
       <td><a class="entity" data-path="${esc(s.path)}" data-kind="subscription" data-name="${esc(s.name)}" data-topic="${esc(t.name)}" data-open="messages">${esc(s.name)}</a></td>
       <td></td><td></td>${countsCells(s.counts)}<td></td><td class="num">${rate(s.receiveRate)}</td>
@@ -139,7 +160,7 @@ function renderTopics(v) {
         <button data-control data-ordering="${esc(t.name)}" data-value="${!t.supportOrdering}" data-testid="topic-${esc(t.name)}-ordering-switch">turn ${t.supportOrdering ? 'off' : 'on'}</button></td>
       <td class="num">${num(t.messages)}</td><td></td><td class="num">${rate(t.sendRate)}</td><td></td>
       <td><div class="actions"><button data-control class="danger" data-path="${esc(t.name)}" data-kind="topic" data-name="${esc(t.name)}" data-delete>delete</button></div></td></tr>${subs}`;
-  }).join('') || '<tr><td colspan="8" class="muted">no topics</td></tr>';
+  }).join('') || '<tr><td colspan="8" class="muted">no topics</td></tr>');
 }
 
 function renderChart(v) {
