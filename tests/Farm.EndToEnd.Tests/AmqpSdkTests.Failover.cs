@@ -1,5 +1,4 @@
 using System.Globalization;
-using System.Text.Json;
 using System.Text.Json.Nodes;
 using Farm.Client;
 using Farm.Testing;
@@ -18,25 +17,7 @@ public sealed partial class AmqpSdkTests
     public async Task JsSdk_ThroughAnotherNode_LosesNoAcknowledgedMessage_WhenTheOwnerIsKilled()
     {
         await using var farm = await LocalFarm.StartAsync(nodes: 3);
-        await RunFarmAsync(farm, "container", "create", "--count", "5");
-        await Eventually.UntilAsync(async () =>
-        {
-            using var status = await farm.StatusJsonAsync();
-            var owners = status.RootElement.GetProperty("containers").EnumerateArray()
-                .Select(c => c.GetProperty("owner_node")).ToList();
-            return owners.Count == 6 && owners.All(o => o.ValueKind == JsonValueKind.Number)
-                && owners.GroupBy(o => o.GetInt32()).Count() == 3 && owners.GroupBy(o => o.GetInt32()).All(g => g.Count() == 2);
-        }, TimeSpan.FromSeconds(60), "each of the 3 nodes owns 2 of the 6 containers");
-
-        await RunFarmAsync(farm, "queue", "create", "failover");
-        using var shown = JsonDocument.Parse(await RunFarmAsync(farm, "queue", "show", "failover", "--json"));
-        var container = shown.RootElement.GetProperty("container_id").GetInt64();
-        int owner;
-        using (var status = await farm.StatusJsonAsync())
-        {
-            owner = status.RootElement.GetProperty("containers").EnumerateArray()
-                .Single(c => c.GetProperty("id").GetInt64() == container).GetProperty("owner_node").GetInt32();
-        }
+        var owner = await CreateQueueOnASpreadFarmAsync(farm, nodes: 3, containersPerNode: 2, "failover");
         var other = Enumerable.Range(1, 3).First(n => n != owner);
 
         var signals = Directory.CreateTempSubdirectory("farm-amqp-failover-").FullName;

@@ -1,5 +1,4 @@
 using System.Globalization;
-using System.Text.Json;
 using System.Text.Json.Nodes;
 using Farm.Client;
 using Farm.Testing;
@@ -21,24 +20,7 @@ public sealed partial class AmqpSdkTests
     public async Task JsSdk_SendsForwardedToTheOwner_AreStoredOnce_WhenTheConnectionsToTheOwnerAreCut()
     {
         await using var farm = await LocalFarm.StartAsync(nodes: 2);
-        await RunFarmAsync(farm, "container", "create", "--count", "1");
-        await Eventually.UntilAsync(async () =>
-        {
-            using var status = await farm.StatusJsonAsync();
-            var owners = status.RootElement.GetProperty("containers").EnumerateArray()
-                .Select(c => c.GetProperty("owner_node")).ToList();
-            return owners.Count == 2 && owners.All(o => o.ValueKind == JsonValueKind.Number) && owners.Select(o => o.GetInt32()).Distinct().Count() == 2;
-        }, TimeSpan.FromSeconds(60), "each of the 2 nodes owns one of the 2 containers");
-
-        await RunFarmAsync(farm, "queue", "create", "repeats");
-        using var shown = JsonDocument.Parse(await RunFarmAsync(farm, "queue", "show", "repeats", "--json"));
-        var container = shown.RootElement.GetProperty("container_id").GetInt64();
-        int owner;
-        using (var status = await farm.StatusJsonAsync())
-        {
-            owner = status.RootElement.GetProperty("containers").EnumerateArray()
-                .Single(c => c.GetProperty("id").GetInt64() == container).GetProperty("owner_node").GetInt32();
-        }
+        var owner = await CreateQueueOnASpreadFarmAsync(farm, nodes: 2, containersPerNode: 1, "repeats");
         var other = owner == 1 ? 2 : 1;
         var ownerPort = new Uri(farm.Endpoints[owner - 1]).Port;
 

@@ -170,6 +170,32 @@ public sealed partial class AmqpSdkTests(ITestOutputHelper output)
         return messages;
     }
 
+    /// <summary>
+    /// Makes the farm's containers <paramref name="containersPerNode"/> per node and waits until
+    /// every node owns that many; then creates <paramref name="queue"/> with `farm` and returns the
+    /// node that owns its container.
+    /// </summary>
+    private static async Task<int> CreateQueueOnASpreadFarmAsync(LocalFarm farm, int nodes, int containersPerNode, string queue)
+    {
+        var containers = nodes * containersPerNode;
+        await RunFarmAsync(farm, "container", "create", "--count", (containers - 1).ToString(CultureInfo.InvariantCulture));
+        await Eventually.UntilAsync(async () =>
+        {
+            using var status = await farm.StatusJsonAsync();
+            var owners = status.RootElement.GetProperty("containers").EnumerateArray()
+                .Select(c => c.GetProperty("owner_node")).ToList();
+            return owners.Count == containers && owners.All(o => o.ValueKind == JsonValueKind.Number)
+                && owners.GroupBy(o => o.GetInt32()).Count() == nodes && owners.GroupBy(o => o.GetInt32()).All(g => g.Count() == containersPerNode);
+        }, TimeSpan.FromSeconds(60), $"each of the {nodes} nodes owns {containersPerNode} of the {containers} containers");
+
+        await RunFarmAsync(farm, "queue", "create", queue);
+        using var shown = JsonDocument.Parse(await RunFarmAsync(farm, "queue", "show", queue, "--json"));
+        var container = shown.RootElement.GetProperty("container_id").GetInt64();
+        using var status = await farm.StatusJsonAsync();
+        return status.RootElement.GetProperty("containers").EnumerateArray()
+            .Single(c => c.GetProperty("id").GetInt64() == container).GetProperty("owner_node").GetInt32();
+    }
+
     /// <summary>`farm ARGS --data DIR`, asserting it succeeded; its stdout.</summary>
     private static async Task<string> RunFarmAsync(LocalFarm farm, params string[] arguments)
     {
