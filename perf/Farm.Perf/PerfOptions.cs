@@ -40,10 +40,10 @@ internal sealed partial record PerfOptions
           --duration 20s      measured time (units ms, s, m), after the warm-up
           --warmup 20s        load before measuring, not counted (the node JITs and tiers up)
           --size 1024         message body bytes
-          --senders 2         concurrent senders (each its own FarmSender)
+          --senders 4         concurrent senders (each its own FarmSender; 2 in the sweeps and topics)
           --inflight 1        send calls in flight per sender
           --batch 50          messages per send call (one atomic batch)
-          --receivers 2       concurrent receivers
+          --receivers 4       concurrent receivers (2 in the sweeps and topics)
           --prefetch 500      receiver prefetch (credit kept on the stream)
           --receive-style receiver|processor
           --concurrency 128   completes in flight per receiver (receiver) or MaxConcurrentCalls (processor)
@@ -60,8 +60,9 @@ internal sealed partial record PerfOptions
         single-queue --peer rabbitmq (same warm-up, window, body, drain and check as Farm):
           --peer-uri amqp://guest:guest@127.0.0.1:5672/
           --peer-queue-type classic|quorum  durable queue of that type (default classic)
-          --peer-producers N  publishers, each its own connection (default --senders)
-          --peer-consumers N  consumers, each its own connection (default --receivers)
+          --peer-producers N  publishers, each its own connection; --peer-consumers N  consumers, likewise
+                              (default: both measured, as many as Farm's --senders/--receivers and 2/2,
+                              RabbitMQ's best in the tuning sweep; the faster counts as the peer)
           --peer-window N     publishes awaiting their confirm per producer (default 50)
           --peer-prefetch N   basic.qos per consumer (default 500)
           --peer-ack-every N  consumers ack with multiple=true every N deliveries (default 100)
@@ -311,6 +312,12 @@ internal sealed partial record PerfOptions
         {
             // Its own defaults: a fill and drain that keep the node busy, not the single-queue's latency mix.
             options = options with { Senders = 4, Batch = 100, Receivers = 4 };
+        }
+        if (options.Scenario == "single-queue")
+        {
+            // Farm's best on the reference machine (perf/README.md, session 33): four of each
+            // moved 14-27% more than two, with sent = received (no backlog building).
+            options = options with { Senders = 4, Receivers = 4 };
         }
         if (options.Scenario == "many-queues")
         {

@@ -107,7 +107,13 @@ internal sealed record PeerFigures(
 
     /// <summary>SQLite peer: bytes the process wrote to disk per message in the window (WAL and checkpoints).</summary>
     public double? DiskBytesPerMessage { get; init; }
+
+    /// <summary>RabbitMQ measured with more than one producer/consumer count: each, this one the fastest.</summary>
+    public IReadOnlyList<PeerTry>? Tried { get; init; }
 }
+
+/// <summary>One producer/consumer count the RabbitMQ peer was measured with, in the same run.</summary>
+internal sealed record PeerTry(int Producers, int Consumers, double MsgsPerSec, double? P99Ms);
 
 /// <param name="Lag">Rows kept between a row's insert and its delete beyond the batch before (a backlog).</param>
 /// <param name="WalAutoCheckpointPages">Pages after which a commit checkpoints the WAL, as Farm's container databases.</param>

@@ -143,7 +143,8 @@ var peerSummary = peer switch
 {
     null => "no peer",
     { CommitsPerSec: not null } => string.Create(inv, $"peer {peer.Name} {peer.MsgsPerSec:0} rows/s"),
-    _ => string.Create(inv, $"peer {peer.Name} {peer.MsgsPerSec:0} msg/s received ({peer.SentPerSec:0} confirmed), p50 {peer.P50Ms:0.0} ms, p99 {peer.P99Ms:0.0} ms"),
+    _ => string.Create(inv, $"peer {peer.Name} {peer.MsgsPerSec:0} msg/s received ({peer.SentPerSec:0} confirmed), p50 {peer.P50Ms:0.0} ms, p99 {peer.P99Ms:0.0} ms")
+        + string.Concat((peer.Tried ?? []).Select(t => string.Create(inv, $" [{t.Producers}x{t.Consumers}: {t.MsgsPerSec:0} msg/s]"))),
 };
 var farmSummary = farm is null
     ? "farm not run (--peer-only)"

@@ -51,6 +51,12 @@ internal sealed class RabbitMqPeer(RabbitMqSettings settings, Uri uri, TimeSpan 
         + "hundred, consumers ack every N deliveries with multiple=true, one connection per producer "
         + "and per consumer; the defaults are the best of a sweep on the reference machine (perf/README.md)";
 
+    /// <summary>
+    /// Producers and consumers RabbitMQ did best with in the tuning sweep (perf/README.md): 2 and 2
+    /// beat 1 and 1, and (session 33, same runs as Farm) 4 and 4.
+    /// </summary>
+    public static readonly (int Producers, int Consumers) SweptBestShape = (2, 2);
+
     private const string SentAtHeader = RunState.SentAtProperty;
 
     public string Name => $"rabbitmq-{settings.QueueType}";

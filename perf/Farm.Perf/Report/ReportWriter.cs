@@ -92,9 +92,9 @@ internal static class ReportWriter
         {
             var ratio = Number(single["ratio_farm_to_peer"]);
             var others = string.Concat(peers.Where(r => r != single).Select(r =>
-                $" (against {r!["peer"]?["name"]}, measured right {(Timestamp(r) < Timestamp(single) ? "before" : "after")}: Farm {Text(r["farm"]?["msgs_per_sec"])} msg/s, {r["peer"]?["name"]} {Text(r["peer"]?["msgs_per_sec"])} msg/s, {Format(Number(r["ratio_farm_to_peer"]))}x)"));
+                $" (against {r!["peer"]?["name"]}, measured right {(Timestamp(r) < Timestamp(single) ? "before" : "after")}: Farm {Text(r["farm"]?["msgs_per_sec"])} msg/s, {r["peer"]?["name"]} {Text(r["peer"]?["msgs_per_sec"])} msg/s{PeerShapes(r["peer"])}, {Format(Number(r["ratio_farm_to_peer"]))}x)"));
             Row(md, "single queue at least 2x the best RabbitMQ configuration, same run",
-                $"Farm {Text(single["farm"]?["msgs_per_sec"])} msg/s, {single["peer"]?["name"]} {Text(single["peer"]?["msgs_per_sec"])} msg/s: {Format(ratio)}x{others}",
+                $"Farm {Text(single["farm"]?["msgs_per_sec"])} msg/s{FarmShape(single["farm"])}, {single["peer"]?["name"]} {Text(single["peer"]?["msgs_per_sec"])} msg/s{PeerShapes(single["peer"])}: {Format(ratio)}x{others}",
                 ratio >= 2, single["timestamp"]);
             HalfRateRow(md, latency, single);
         }
@@ -171,6 +171,27 @@ internal static class ReportWriter
         }
         SweepSection.Append(md, results, output);
         return md.ToString();
+    }
+
+    /// <summary>" (4 senders x 4 receivers)" from a single-queue result's farm settings; empty when absent.</summary>
+    private static string FarmShape(JsonNode? farm)
+        => farm?["settings"] is { } s && s["senders"] is not null ? $" ({Text(s["senders"])} senders x {Text(s["receivers"])} receivers)" : string.Empty;
+
+    /// <summary>
+    /// " (2 producers x 2 consumers; 4 x 4: 8,272 msg/s)": the counts the RabbitMQ peer ran with and
+    /// the other counts measured in the same run (peer.tried); empty for results without them.
+    /// </summary>
+    private static string PeerShapes(JsonNode? peer)
+    {
+        if (peer?["settings"] is not { } s || s["producers"] is null)
+        {
+            return string.Empty;
+        }
+
+        var tried = peer["tried"]?.AsArray()
+            .Where(t => !(Text(t?["producers"]) == Text(s["producers"]) && Text(t?["consumers"]) == Text(s["consumers"])))
+            .Select(t => $"; {Text(t?["producers"])} x {Text(t?["consumers"])}: {Text(t?["msgs_per_sec"])} msg/s") ?? [];
+        return $" ({Text(s["producers"])} producers x {Text(s["consumers"])} consumers{string.Concat(tried)})";
     }
 
     /// <summary>The latency sweep's paced point; before it existed, single-queue's full-rate p99.</summary>
