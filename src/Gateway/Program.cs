@@ -15,7 +15,11 @@ using Farm.Gateway.Routing;
 
 // A Farm node: the gateway (management API, messaging front door) and the broker in one process,
 // so killing the process kills the node as a unit.
-var builder = WebApplication.CreateSlimBuilder(args);
+// The content root is the node's own directory, not the working directory: the host watches its
+// content root, every directory under it, for configuration changes, and `farm up` keeps the data
+// under the working directory (./.farm), so every container write woke that watcher (about 5% of a
+// core; FarmLifecycleTests checks what the node watches). The node reads no files from it.
+var builder = WebApplication.CreateSlimBuilder(new WebApplicationOptions { Args = args, ContentRootPath = AppContext.BaseDirectory });
 NodeHostOptions options;
 try
 {
