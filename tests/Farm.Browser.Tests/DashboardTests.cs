@@ -89,6 +89,13 @@ public sealed class DashboardTests(ITestOutputHelper output)
         await Assertions.Expect(page.Locator("#updated")).Not.ToHaveTextAsync(updated!);
         Assert.True(await page.EvaluateAsync<bool>("() => document.querySelector('[data-testid=queue-invoices]').farmMark === 1"),
             "the invoices row was drawn again although nothing in it changed");
+        // A card whose figures change (node 1's heartbeat age, every view) keeps its buttons: only
+        // the figures' text is set, so a click on its kill button cannot be lost either.
+        await page.EvaluateAsync("() => { document.querySelector('[data-testid=node-1-kill]').farmMark = 1; }");
+        var facts = await page.GetByTestId("node-1").Locator(".facts").TextContentAsync();
+        await Assertions.Expect(page.GetByTestId("node-1").Locator(".facts")).Not.ToHaveTextAsync(facts!);
+        Assert.True(await page.EvaluateAsync<bool>("() => document.querySelector('[data-testid=node-1-kill]').farmMark === 1"),
+            "node 1's kill button was replaced when only its card's figures changed");
 
         // Kill node 2 with the page's control: its containers appear under the survivors.
         var node2Pid = farm.NodePid(2) ?? throw new InvalidOperationException("farm.json has no pid for node 2");

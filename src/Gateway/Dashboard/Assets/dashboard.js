@@ -10,10 +10,11 @@ const rate = r => r >= 100 ? Math.round(r).toLocaleString('en-US') : r >= 1 ? r.
 const seconds = s => s == null ? '—' : s < 10 ? s.toFixed(2) + ' s' : s.toFixed(1) + ' s';
 const clock = t => new Date(t).toLocaleTimeString('en-GB');
 
-// Draws a part of the page the feed redraws (a table body, the node cards), replacing only the rows
-// (or cards) that changed. Redrawing all of it on every event swapped buttons under a click in
-// progress (pressed on one button, released on its replacement), and the browser then clicked no
-// button at all: a lost click for a person, a failed step for the dashboard's browser test.
+// Draws a part of the page the feed redraws (a table body, the node cards), changing only what
+// changed. Redrawing all of it on every event swapped buttons under a click in progress (pressed on
+// one button, released on its replacement), and the browser then clicked no button at all: a lost
+// click for a person, a failed step for the dashboard's browser test. A row or card whose figures
+// change (a rate, a heartbeat's age) keeps its elements: only their text and attributes are set.
 const drawn = new Map();
 function draw(id, html) {
   if (drawn.get(id) === html) return;
@@ -26,9 +27,29 @@ function draw(id, html) {
     part.replaceChildren(...rows);
     return;
   }
-  rows.forEach((row, i) => {
-    if (!part.children[i].isEqualNode(row)) part.children[i].replaceWith(row);
-  });
+  rows.forEach((row, i) => morph(part.children[i], row));
+}
+
+// Makes the drawn node `old` look like `next`, keeping every element whose tag and place stay.
+function morph(old, next) {
+  if (old.isEqualNode(next)) return;
+  if (old.nodeType !== next.nodeType || old.nodeName !== next.nodeName) {
+    old.replaceWith(next);
+    return;
+  }
+  if (old.nodeType !== Node.ELEMENT_NODE) {
+    old.nodeValue = next.nodeValue;
+    return;
+  }
+  for (const a of [...old.attributes]) if (!next.hasAttribute(a.name)) old.removeAttribute(a.name);
+  for (const a of next.attributes) if (old.getAttribute(a.name) !== a.value) old.setAttribute(a.name, a.value);
+  const before = [...old.childNodes];
+  const after = [...next.childNodes];
+  if (before.length !== after.length) {
+    old.replaceChildren(...after);
+    return;
+  }
+  before.forEach((child, i) => morph(child, after[i]));
 }
 
 let view = null;          // the last view from the node
