@@ -113,7 +113,7 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
         var stale = Assert.Single(node.Containers);
 
         Volatile.Write(ref renewalsFail, true);
-        leaseClock.Advance(new NodeOptions().LeaseDuration);
+        await TestClock.AdvanceAndSettleAsync(leaseClock, new NodeOptions().LeaseDuration);
         Assert.Empty(node.Containers);
         Volatile.Write(ref renewalsFail, false);
         await node.AssignAsync(node.Farm, CancellationToken.None);
@@ -193,7 +193,7 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
         leaseClock.Advance(options.LeaseDuration - options.LeaseSafetyMargin - TimeSpan.FromMilliseconds(1));
         Assert.Single(await queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
 
-        leaseClock.Advance(TimeSpan.FromMilliseconds(1));
+        await TestClock.AdvanceAndSettleAsync(leaseClock, TimeSpan.FromMilliseconds(1));
 
         Assert.Empty(node.Containers);
         var refused = await Assert.ThrowsAsync<BrokerException>(() => queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));

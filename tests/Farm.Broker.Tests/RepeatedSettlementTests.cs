@@ -81,7 +81,7 @@ public sealed class RepeatedSettlementTests
 
         // Kept for the retention: a deferral sent again after it loses the lock.
         await queue.SettleAsync(false, [Settle(second, Disposition.Defer)]);
-        farm.Time.Advance(SettledLocks.Retention + TimeSpan.FromSeconds(1));
+        await TestClock.AdvanceAndSettleAsync(farm.Time, SettledLocks.Retention + TimeSpan.FromSeconds(1));
         Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(await queue.SettleAsync(false, [Settle(second, Disposition.Defer)], repeat: true)).ErrorCode);
         // A Complete is answered done while its lock would hold (its message is gone: the token
         // says which, ACompleteSentAgainToANewOwner...), and loses the lock after that.

@@ -181,7 +181,7 @@ public sealed class SendPathCorrectnessTests
         await queue.SendAsync([Text("a", "id-a"), Text("b", "id-b")]);
         Assert.Equal(2, await CountDuplicateRowsAsync(farm));
 
-        farm.Time.Advance(Deduplicated.DuplicateDetectionHistoryTimeWindow + farm.Options.DuplicatePruneInterval + TimeSpan.FromSeconds(1));
+        await TestClock.AdvanceAndSettleAsync(farm.Time, Deduplicated.DuplicateDetectionHistoryTimeWindow + farm.Options.DuplicatePruneInterval + TimeSpan.FromSeconds(1));
         await queue.SendAsync([Text("c", "id-c")]);
 
         Assert.Equal(1, await CountDuplicateRowsAsync(farm));

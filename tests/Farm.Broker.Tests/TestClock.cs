@@ -33,15 +33,17 @@ internal static class TestClock
     /// <summary>
     /// Moves the clock on by <paramref name="total"/> one <paramref name="step"/> at a time, so timers
     /// due on the way fire with the clock at their step (FakeTimeProvider fires everything due in one
-    /// Advance with the clock already at its end).
+    /// Advance with the clock already at its end). Each step settles (<see cref="AdvanceAndSettleAsync"/>)
+    /// before the next: a step's timers left to another thread would otherwise fire with the clock
+    /// already moved on.
     /// </summary>
-    public static void AdvanceTicking(FakeTimeProvider clock, TimeSpan total, TimeSpan step)
+    public static async Task AdvanceTickingAsync(FakeTimeProvider clock, TimeSpan total, TimeSpan step)
     {
         var left = total;
         while (left > TimeSpan.Zero)
         {
             var next = left < step ? left : step;
-            clock.Advance(next);
+            await AdvanceAndSettleAsync(clock, next);
             left -= next;
         }
     }

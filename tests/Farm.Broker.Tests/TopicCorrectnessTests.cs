@@ -191,7 +191,7 @@ public sealed class SweepCorrectnessTests : IAsyncLifetime
         Assert.True(_node.TryGetContainer(1, out var host));
         // To the lock's expiry, the sweep timer ticking on the way: no tick yet sees it expired
         // (the last one ran at 60.0 s), so the sweep under test is the first to.
-        TestClock.AdvanceTicking(_clock, TimeSpan.FromMilliseconds(60_100), new BrokerOptions().SweepInterval);
+        await TestClock.AdvanceTickingAsync(_clock, TimeSpan.FromMilliseconds(60_100), new BrokerOptions().SweepInterval);
         Assert.Equal(1, subscription.GetCounts().Locked);
         return (host, subscription);
     }
