@@ -316,7 +316,8 @@ internal sealed partial record PerfOptions
         if (options.Scenario == "single-queue")
         {
             // Farm's best on the reference machine (perf/README.md, session 33): four of each
-            // moved 14-27% more than two, with sent = received (no backlog building).
+            // moved 8-27% more than two in seven comparisons of nine (about the same in the other
+            // two), with sent = received (no backlog building).
             options = options with { Senders = 4, Receivers = 4 };
         }
         if (options.Scenario == "many-queues")

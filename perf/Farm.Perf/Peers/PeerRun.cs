@@ -41,8 +41,8 @@ internal static class PeerRun
     }
 
     /// <summary>
-    /// The fastest run whose check passed (a failed check wins over everything: its figures must not
-    /// count, so it is the one reported), with every run's figures beside it.
+    /// The fastest run, with every run's figures beside it; a run whose check failed is reported
+    /// instead, so the run fails and no figure of it counts.
     /// </summary>
     internal static PeerFigures Best(IReadOnlyList<PeerFigures> runs)
     {
@@ -53,14 +53,10 @@ internal static class PeerRun
             return best;
         }
 
-        return best with
-        {
-            Tried = runs.Select(r => new PeerTry(
-                r.Settings is RabbitMqSettings s ? s.Producers : 0,
-                r.Settings is RabbitMqSettings c ? c.Consumers : 0,
-                r.MsgsPerSec,
-                r.P99Ms)).ToList(),
-        };
+        var tried = runs.Select(r => r.Settings is RabbitMqSettings s
+            ? new PeerTry(s.Producers, s.Consumers, r.MsgsPerSec, r.P99Ms)
+            : new PeerTry(0, 0, r.MsgsPerSec, r.P99Ms));
+        return best with { Tried = [.. tried] };
     }
 
     /// <summary>Failures that end the peer's run (the broker is not there, or went away), not bugs.</summary>
