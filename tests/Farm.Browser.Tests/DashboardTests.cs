@@ -77,8 +77,12 @@ public sealed class DashboardTests(ITestOutputHelper output)
         await Assertions.Expect(page.GetByTestId("node-2-containers").GetByTestId($"container-{ownedByTwo.Id}")).ToBeVisibleAsync();
         await Assertions.Expect(page.GetByTestId("queue-invoices-dead-letters")).ToHaveTextAsync("1");
         // Rates come from the nodes' Prometheus counters: the traffic queue's show, the idle queue's stay 0.
-        await Assertions.Expect(page.GetByTestId("queue-traffic-send-rate")).Not.ToHaveTextAsync("0");
-        await Assertions.Expect(page.GetByTestId("queue-traffic-receive-rate")).Not.ToHaveTextAsync("0");
+        // They may wait for the traffic's container to settle where the farm spreads it (its sends
+        // fail over meanwhile) and for two scrapes after: on a machine busy with other tests that took
+        // more than Playwright's default 5 s once (clean-clone run, session 33).
+        var settled = new LocatorAssertionsToHaveTextOptions { Timeout = (float)FailoverBound.TotalMilliseconds };
+        await Assertions.Expect(page.GetByTestId("queue-traffic-send-rate")).Not.ToHaveTextAsync("0", settled);
+        await Assertions.Expect(page.GetByTestId("queue-traffic-receive-rate")).Not.ToHaveTextAsync("0", settled);
         await Assertions.Expect(page.GetByTestId("queue-empty-send-rate")).ToHaveTextAsync("0");
         await ScreenshotAsync(page, "1-farm");
 
