@@ -184,8 +184,12 @@ public sealed partial class AmqpSdkTests(ITestOutputHelper output)
             using var status = await farm.StatusJsonAsync();
             var owners = status.RootElement.GetProperty("containers").EnumerateArray()
                 .Select(c => c.GetProperty("owner_node")).ToList();
-            return owners.Count == containers && owners.All(o => o.ValueKind == JsonValueKind.Number)
-                && owners.GroupBy(o => o.GetInt32()).Count() == nodes && owners.GroupBy(o => o.GetInt32()).All(g => g.Count() == containersPerNode);
+            if (owners.Count != containers || owners.Any(o => o.ValueKind != JsonValueKind.Number))
+            {
+                return false;
+            }
+            var perNode = owners.GroupBy(o => o.GetInt32()).ToList();
+            return perNode.Count == nodes && perNode.All(g => g.Count() == containersPerNode);
         }, TimeSpan.FromSeconds(60), $"each of the {nodes} nodes owns {containersPerNode} of the {containers} containers");
 
         await RunFarmAsync(farm, "queue", "create", queue);

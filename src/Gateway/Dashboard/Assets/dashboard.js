@@ -19,15 +19,9 @@ const drawn = new Map();
 function draw(id, html) {
   if (drawn.get(id) === html) return;
   drawn.set(id, html);
-  const part = $(id);
   const next = document.createElement('template');
   next.innerHTML = html;
-  const rows = [...next.content.children];
-  if (part.children.length !== rows.length) {
-    part.replaceChildren(...rows);
-    return;
-  }
-  rows.forEach((row, i) => morph(part.children[i], row));
+  morphChildren($(id), next.content);
 }
 
 // Makes the drawn node `old` look like `next`, keeping every element whose tag and place stay.
@@ -43,6 +37,11 @@ function morph(old, next) {
   }
   for (const a of [...old.attributes]) if (!next.hasAttribute(a.name)) old.removeAttribute(a.name);
   for (const a of next.attributes) if (old.getAttribute(a.name) !== a.value) old.setAttribute(a.name, a.value);
+  morphChildren(old, next);
+}
+
+// Morphs each child of `old` into the child of `next` at its place; other counts replace them all.
+function morphChildren(old, next) {
   const before = [...old.childNodes];
   const after = [...next.childNodes];
   if (before.length !== after.length) {
