@@ -81,16 +81,31 @@ internal sealed class ReceiveLink : IAsyncDisposable
         using var linked = CancellationTokenSource.CreateLinkedTokenSource(timeout.Token, cancellationToken, _closing.Token);
         while (result.Count == 0)
         {
-            var wait = _buffer.Reader.WaitToReadAsync(linked.Token).AsTask();
-            if (await Task.WhenAny(wait, fault).ConfigureAwait(false) == fault)
+            // ReadAsync hands each message that arrives to one waiting receive, the longest waiting.
+            // WaitToReadAsync would wake every receive waiting on this link for each message (a
+            // processor's workers all wait at once), and all but one would find nothing and wait
+            // again: 4.3 thread-pool work items per message in the chain (perf/README "Session 34").
+            var read = _buffer.Reader.ReadAsync(linked.Token).AsTask();
+            if (await Task.WhenAny(read, fault).ConfigureAwait(false) == fault)
             {
+                // Withdraw the read; a message it took before that is handed out, not dropped
+                // (in ReceiveAndDelete the broker has deleted it already).
+                await linked.CancelAsync().ConfigureAwait(false);
+                if (await TakenAsync(read).ConfigureAwait(false) is { } taken)
+                {
+                    AddUnlessExpired(result, taken);
+                    TakeFromBuffer(result, maxMessages);
+                    return result;
+                }
+
                 var error = await fault.ConfigureAwait(false);
                 throw new FarmException(error.Message, error.Reason, error.EntityPath, error.InnerException);
             }
 
+            ReceivedMessage first;
             try
             {
-                await wait.ConfigureAwait(false);
+                first = await read.ConfigureAwait(false);
             }
             catch (OperationCanceledException) when (!cancellationToken.IsCancellationRequested)
             {
@@ -98,10 +113,24 @@ internal sealed class ReceiveLink : IAsyncDisposable
                 return result;
             }
 
+            AddUnlessExpired(result, first);
             TakeFromBuffer(result, maxMessages);
         }
 
         return result;
+    }
+
+    /// <summary>The message a withdrawn read took before it was withdrawn, or null.</summary>
+    private static async Task<ReceivedMessage?> TakenAsync(Task<ReceivedMessage> read)
+    {
+        try
+        {
+            return await read.ConfigureAwait(false);
+        }
+        catch (OperationCanceledException)
+        {
+            return null;
+        }
     }
 
     /// <summary>True when more is buffered or on its way than <paramref name="target"/>, with credit outstanding.</summary>
@@ -405,18 +434,22 @@ internal sealed class ReceiveLink : IAsyncDisposable
 
     private void TakeFromBuffer(List<ReceivedMessage> into, int max)
     {
-        var now = _connection.TimeProvider.GetUtcNow();
         while (into.Count < max && _buffer.Reader.TryRead(out var message))
         {
-            // A peek-lock message whose lock ran out while buffered is the broker's again (it will be
-            // redelivered); handing it out would only end in MessageLockLost.
-            if (_mode == ReceiveMode.PeekLock && message.LockedUntil is { } until && until.ToDateTimeOffset() <= now)
-            {
-                continue;
-            }
-
-            into.Add(message);
+            AddUnlessExpired(into, message);
         }
+    }
+
+    private void AddUnlessExpired(List<ReceivedMessage> into, ReceivedMessage message)
+    {
+        // A peek-lock message whose lock ran out while buffered is the broker's again (it will be
+        // redelivered); handing it out would only end in MessageLockLost.
+        if (_mode == ReceiveMode.PeekLock && message.LockedUntil is { } until && until.ToDateTimeOffset() <= _connection.TimeProvider.GetUtcNow())
+        {
+            return;
+        }
+
+        into.Add(message);
     }
 
     private async Task PumpAsync()
