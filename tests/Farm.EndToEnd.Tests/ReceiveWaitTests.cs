@@ -26,18 +26,21 @@ public sealed class ReceiveWaitTests(SdkFarmFixture fixture) : IClassFixture<Sdk
     }
 
     /// <summary>
-    /// Eight receives wait on one prefetching receiver at once (a processor's workers do); eight
-    /// messages sent one by one reach eight different receives. (Without prefetch, receives waiting
-    /// together share the credit of one: see README, "The SDK".)
+    /// Eight receives wait on one receiver at once (a processor's workers do); eight messages sent one
+    /// by one reach eight different receives. Without a prefetch each waiting receive holds credit of
+    /// its own (before, the eight shared the credit of one: the first got a message, the other seven
+    /// waited out their time with the messages still in the queue).
     /// </summary>
-    [Fact]
-    public async Task ReceivesWaitingTogether_EachGetOneOfTheMessagesSentOneByOne()
+    [Theory]
+    [InlineData(0)]
+    [InlineData(8)]
+    public async Task ReceivesWaitingTogether_EachGetOneOfTheMessagesSentOneByOne(int prefetch)
     {
         const int receives = 8;
         var queue = NewName();
         await CreateQueueAsync(queue);
         await using var client = new FarmClient(Connection);
-        await using var receiver = client.CreateReceiver(queue, new FarmReceiverOptions { ReceiveMode = FarmReceiveMode.ReceiveAndDelete, PrefetchCount = receives });
+        await using var receiver = client.CreateReceiver(queue, new FarmReceiverOptions { ReceiveMode = FarmReceiveMode.ReceiveAndDelete, PrefetchCount = prefetch });
         var waiting = Enumerable.Range(0, receives).Select(_ => receiver.ReceiveMessageAsync(Patience)).ToList();
 
         await using var sender = client.CreateSender(queue);
@@ -48,6 +51,27 @@ public sealed class ReceiveWaitTests(SdkFarmFixture fixture) : IClassFixture<Sdk
         var received = await Task.WhenAll(waiting).WaitAsync(Patience);
 
         Assert.Equal(Enumerable.Range(0, receives).Select(i => $"m{i}"), received.Select(m => m?.MessageId).Order());
+    }
+
+    /// <summary>
+    /// Two receives wait together on a receiver without a prefetch, in ReceiveAndDelete; one gives up
+    /// (its time runs out) and its credit is taken back, the other keeps its own: the message sent
+    /// after that reaches the receive still waiting, and nothing is left on credit for nobody.
+    /// </summary>
+    [Fact]
+    public async Task WhenOneOfTwoWaitingReceivesTimesOut_TheOtherStillGetsTheNextMessage()
+    {
+        var queue = NewName();
+        await CreateQueueAsync(queue);
+        await using var client = new FarmClient(Connection);
+        await using var receiver = client.CreateReceiver(queue, new FarmReceiverOptions { ReceiveMode = FarmReceiveMode.ReceiveAndDelete });
+        var patient = receiver.ReceiveMessageAsync(Patience);
+        Assert.Null(await receiver.ReceiveMessageAsync(TimeSpan.FromMilliseconds(300)));
+
+        await using var sender = client.CreateSender(queue);
+        await sender.SendMessageAsync(new FarmMessage("for the one still waiting") { MessageId = "m-1" });
+
+        Assert.Equal("m-1", (await patient.WaitAsync(Patience))?.MessageId);
     }
 
     /// <summary>A receive that timed out on a receiver leaves nothing waiting: the message sent next goes to the receiver's next receive.</summary>

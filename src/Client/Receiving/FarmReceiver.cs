@@ -73,14 +73,14 @@ public sealed class FarmReceiver : IAsyncDisposable
                 // Credit granted for this call must not outlive it: what arrives meanwhile stays
                 // buffered for the next call instead of being taken (and in ReceiveAndDelete,
                 // deleted) for nobody.
-                await _link.DrainAsync(DrainTimeout).ConfigureAwait(false);
+                await DrainLeftoverCreditAsync().ConfigureAwait(false);
                 throw;
             }
-            if (received.Count < maxMessages && _link.HasCreditBeyond(PrefetchCount))
+            if (received.Count < maxMessages && _link.HasCreditBeyond(Math.Max(PrefetchCount, _link.Wanted)))
             {
                 // This call granted more than the receiver prefetches and did not use it all (it
                 // timed out, or fewer came): take the rest back, and hand out what came meanwhile.
-                await _link.DrainAsync(DrainTimeout).ConfigureAwait(false);
+                await DrainLeftoverCreditAsync().ConfigureAwait(false);
                 received.AddRange(_link.TakeBuffered(maxMessages - received.Count));
             }
             if (PrefetchCount > 0)
@@ -317,6 +317,19 @@ public sealed class FarmReceiver : IAsyncDisposable
     /// call of its own), else, or when the stream broke or the broker asked for a retry, by a Settle
     /// call (retried by the connection's policy like any other call).
     /// </summary>
+    /// <summary>
+    /// Takes back the credit a receive leaves unused. A drain takes back all of it, so receives
+    /// still waiting on this receiver get theirs again afterwards.
+    /// </summary>
+    private async Task DrainLeftoverCreditAsync()
+    {
+        await _link.DrainAsync(DrainTimeout).ConfigureAwait(false);
+        if (_link.Wanted is > 0 and var wanted)
+        {
+            await _link.EnsureCreditAsync(Math.Max(PrefetchCount, wanted), CancellationToken.None).ConfigureAwait(false);
+        }
+    }
+
     private async Task<SettleResponse> SendSettlementsAsync(SettleRequest request)
     {
         try

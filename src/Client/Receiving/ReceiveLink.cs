@@ -26,6 +26,8 @@ internal sealed class ReceiveLink : IAsyncDisposable
     private readonly CancellationTokenSource _closing = new();
     private AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>? _call;
     private int _outstanding;
+    // Messages the receives in ReceiveAsync now asked for, together: the credit they need at once.
+    private int _wanted;
     private Task? _pump;
     private TaskCompletionSource? _creditSignal;
 
@@ -64,12 +66,43 @@ internal sealed class ReceiveLink : IAsyncDisposable
     public async Task<List<ReceivedMessage>> ReceiveAsync(int maxMessages, TimeSpan maxWait, int creditTarget, CancellationToken cancellationToken, bool batchedCredit = false)
     {
         Task<FarmException> fault;
+        int wanted;
         lock (_gate)
         {
             fault = _faultSignal.Task;
+            wanted = _wanted += maxMessages;
         }
 
-        await EnsureCreditAsync(creditTarget, cancellationToken, batchedCredit).ConfigureAwait(false);
+        try
+        {
+            // Receives made at once each get credit for what they asked (a receiver without a
+            // prefetch would otherwise have eight receives wait on the credit of one).
+            await EnsureCreditAsync(Math.Max(creditTarget, wanted), cancellationToken, batchedCredit && wanted <= creditTarget).ConfigureAwait(false);
+            return await WaitForMessagesAsync(maxMessages, maxWait, fault, cancellationToken).ConfigureAwait(false);
+        }
+        finally
+        {
+            lock (_gate)
+            {
+                _wanted -= maxMessages;
+            }
+        }
+    }
+
+    /// <summary>What the receives still waiting asked for, together (this one's share is gone once it returned).</summary>
+    public int Wanted
+    {
+        get
+        {
+            lock (_gate)
+            {
+                return _wanted;
+            }
+        }
+    }
+
+    private async Task<List<ReceivedMessage>> WaitForMessagesAsync(int maxMessages, TimeSpan maxWait, Task<FarmException> fault, CancellationToken cancellationToken)
+    {
         var result = new List<ReceivedMessage>(Math.Min(maxMessages, 64));
         TakeFromBuffer(result, maxMessages);
         if (result.Count > 0)
