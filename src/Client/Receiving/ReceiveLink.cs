@@ -126,7 +126,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
                 await linked.CancelAsync().ConfigureAwait(false);
                 if (await TakenAsync(read).ConfigureAwait(false) is { } taken)
                 {
-                    AddUnlessExpired(result, taken);
+                    AddUnlessExpired(result, taken, _connection.TimeProvider.GetUtcNow());
                     TakeFromBuffer(result, maxMessages);
                     return result;
                 }
@@ -146,7 +146,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
                 return result;
             }
 
-            AddUnlessExpired(result, first);
+            AddUnlessExpired(result, first, _connection.TimeProvider.GetUtcNow());
             TakeFromBuffer(result, maxMessages);
         }
 
@@ -467,17 +467,18 @@ internal sealed class ReceiveLink : IAsyncDisposable
 
     private void TakeFromBuffer(List<ReceivedMessage> into, int max)
     {
+        var now = _connection.TimeProvider.GetUtcNow();
         while (into.Count < max && _buffer.Reader.TryRead(out var message))
         {
-            AddUnlessExpired(into, message);
+            AddUnlessExpired(into, message, now);
         }
     }
 
-    private void AddUnlessExpired(List<ReceivedMessage> into, ReceivedMessage message)
+    private void AddUnlessExpired(List<ReceivedMessage> into, ReceivedMessage message, DateTimeOffset now)
     {
         // A peek-lock message whose lock ran out while buffered is the broker's again (it will be
         // redelivered); handing it out would only end in MessageLockLost.
-        if (_mode == ReceiveMode.PeekLock && message.LockedUntil is { } until && until.ToDateTimeOffset() <= _connection.TimeProvider.GetUtcNow())
+        if (_mode == ReceiveMode.PeekLock && message.LockedUntil is { } until && until.ToDateTimeOffset() <= now)
         {
             return;
         }
