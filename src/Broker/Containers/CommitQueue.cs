@@ -73,6 +73,8 @@ internal sealed partial class CommitQueue : IAsyncDisposable
 
     public long Epoch => Volatile.Read(ref _epoch);
 
+    public long ContainerId => _containerId;
+
     /// <summary>
     /// Message bytes of sends queued here and not committed yet. Sends stop being accepted
     /// (SERVICE_BUSY) while it is over the limit, so a container the disk cannot keep up with does

@@ -15,7 +15,11 @@ internal interface ISendTarget
     /// DeadLetterSource); receivers see it on every copy. <paramref name="name"/>: a send the client
     /// named, recorded with its answer in the same commit (see <see cref="Farm.ContainerStore.Containers.SendRecord"/>).
     /// </summary>
-    Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null, SendName? name = null);
+    /// <param name="with">Changes to commit in the same transaction as the messages (a send that completes what it forwards); the send takes them only into a commit of their container.</param>
+    Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null, SendName? name = null, CommitsWithSend? with = null);
+
+    /// <summary>The commit queue of the entity's container: one transaction can span only entities that share it.</summary>
+    Farm.Broker.Containers.CommitQueue Commits { get; }
 
     /// <summary>
     /// The answer a named send to this entity was given, when its record made at or after

@@ -25,7 +25,7 @@ internal sealed partial class QueueEntity
         return stored;
     }
 
-    public async Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null, SendName? name = null)
+    public async Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null, SendName? name = null, CommitsWithSend? with = null)
     {
         var payloads = SendValidation.Payloads(messages, _options);
         if (!_tailsCounted.Task.IsCompleted)
@@ -38,7 +38,7 @@ internal sealed partial class QueueEntity
         {
             while (true)
             {
-                var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource, name, lookup);
+                var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource, name, lookup, with);
                 if (waitFor is null)
                 {
                     if (commit is not null)
@@ -70,7 +70,7 @@ internal sealed partial class QueueEntity
     /// Accepts the batch and queues its commit (under the lock, so commits follow sequence order),
     /// or returns the outcome of an earlier send to wait for first.
     /// </summary>
-    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads, string? deadLetterSource, SendName? name, DuplicateLookup lookup)
+    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads, string? deadLetterSource, SendName? name, DuplicateLookup lookup, CommitsWithSend? with)
     {
         long total = payloads.Sum(p => (long)p.Length);
         var now = NowMs;
@@ -152,7 +152,9 @@ internal sealed partial class QueueEntity
             _sendingBytes += total;
             _preCountedSending += preCounted;
             var record = name is { } n ? new SendRecord(n.ProducerId, n.SendId, Id, results, now) : null;
-            var commit = QueueCommit(records, stored, duplicates, record, nextSequence, outcome, total, preCounted);
+            // Taken under the lock, with the commit it joins: nothing else can take it in between.
+            var joined = with is not null && ReferenceEquals(with.Commits, _commits) && with.TryTake() ? with : null;
+            var commit = QueueCommit(records, stored, duplicates, record, nextSequence, outcome, total, preCounted, joined);
             return (null, commit, results);
         }
     }
@@ -250,7 +252,8 @@ internal sealed partial class QueueEntity
     }
 
     private Task QueueCommit(
-        List<MessageRecord> records, List<StoredMessage> stored, List<DuplicateRecord> duplicates, SendRecord? record, long nextSequence, InFlightIds.Outcome? outcome, long bytes, int preCounted)
+        List<MessageRecord> records, List<StoredMessage> stored, List<DuplicateRecord> duplicates, SendRecord? record, long nextSequence, InFlightIds.Outcome? outcome, long bytes, int preCounted,
+        CommitsWithSend? with)
     {
         return _commits.CommitAsync(
             batch =>
@@ -262,9 +265,11 @@ internal sealed partial class QueueEntity
                 {
                     batch.Sends.Add(record);
                 }
+                with?.Write(batch);
             },
             onCommitted: () =>
             {
+                with?.OnCommitted();
                 List<MessageUpdate>? uncount = null;
                 lock (_gate)
                 {
@@ -292,8 +297,9 @@ internal sealed partial class QueueEntity
                     StartForwarding();
                 }
             },
-            onFailed: _ =>
+            onFailed: e =>
             {
+                with?.OnFailed(e);
                 // Forget the ids so a retry of this send (or a duplicate waiting for it) stores it.
                 lock (_gate)
                 {

@@ -183,6 +183,69 @@ internal sealed partial class QueueEntity
 
     private static readonly Task<BrokerException?> Done = Task.FromResult<BrokerException?>(null);
 
+    /// <summary>
+    /// Takes the locks of messages a send completes in its own transaction ("send via"): all of them
+    /// or, when one is not held (expired, settled, never there), none, failing with MESSAGE_LOCK_LOST.
+    /// Until the send commits they are settling, as a completion waiting for its commit is; a send
+    /// that fails before committing gives the locks back (<see cref="CommitsWithSend.GiveBack"/>).
+    /// </summary>
+    public CommitsWithSend PrepareCompletions(bool deadLetter, IReadOnlyList<string> lockTokens)
+    {
+        if (lockTokens.Count == 0)
+        {
+            throw FarmErrors.Invalid("A send that completes messages needs at least one lock token.");
+        }
+        var now = NowMs;
+        var writes = new List<PendingChange>();
+        var taken = new List<(Guid Token, StoredMessage Message)>();
+        lock (_gate)
+        {
+            ThrowIfDeleted();
+            var sub = SubQueueOf(deadLetter);
+            foreach (var lockToken in lockTokens.Distinct())
+            {
+                if (!Guid.TryParse(lockToken, out var token)
+                    || !_locks.TryGetValue(token, out var message)
+                    || message.Settling
+                    || !sub.Messages.ContainsKey(message.SequenceNumber)
+                    || message.LockedUntilMs <= now)
+                {
+                    throw FarmErrors.LockLost(PathOf(deadLetter), lockToken);
+                }
+                taken.Add((token, message));
+            }
+            foreach (var (_, message) in taken)
+            {
+                CompleteLocked(message, sub, writes);
+            }
+        }
+        return new CommitsWithSend(
+            _commits,
+            batch => writes.ForEach(w => w.Write(batch)),
+            () => writes.ForEach(w => w.OnCommitted()),
+            e => writes.ForEach(w => w.OnFailed(e)),
+            () => GiveLocksBack(taken));
+    }
+
+    /// <summary>Locks taken for a send that did not commit: held again, until they run out as they would have.</summary>
+    private void GiveLocksBack(List<(Guid Token, StoredMessage Message)> taken)
+    {
+        lock (_gate)
+        {
+            foreach (var (token, message) in taken)
+            {
+                message.Settling = false;
+                if (message.LockToken is null && !_locks.ContainsKey(token) && IsInMemory(SubQueueOf(message.SubQueue == SubQueue.DeadLetter), message))
+                {
+                    message.LockToken = token;
+                    _locks[token] = message;
+                    // Its expiry may have been passed over while it was settling: the sweep looks at it again.
+                    _lockExpiry.Enqueue(message, message.LockedUntilMs);
+                }
+            }
+        }
+    }
+
     private static void Fail(SettleResult result, BrokerException error)
     {
         result.ErrorCode = error.Code;

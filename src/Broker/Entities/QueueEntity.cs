@@ -20,6 +20,8 @@ internal sealed partial class QueueEntity : ISendTarget
 
     private readonly object _gate = new();
     private readonly CommitQueue _commits;
+
+    public CommitQueue Commits => _commits;
     private readonly TimeProvider _time;
     private readonly BrokerOptions _options;
     private readonly SubQueueState _main;

@@ -96,11 +96,53 @@ public sealed class MessagingService(BrokerNode node)
         if (name is { } repeated && request.Repeat
             && await target.FindRecordedSendAsync(repeated, RecentSends.RememberedSinceMs(node.Time), cancellationToken).ConfigureAwait(false) is { } answered)
         {
-            // Stored by another node (or before a restart) whose answer never reached the client.
-            return new SendResponse { SequenceNumbers = { answered } };
+            // Stored by another node (or before a restart) whose answer never reached the client;
+            // what it completed was completed in the same commit.
+            return new SendResponse { SequenceNumbers = { answered }, Completed = request.Completes is not null };
         }
-        var sequenceNumbers = await target.SendAsync(request.Messages, name: name).ConfigureAwait(false);
-        return new SendResponse { SequenceNumbers = { sequenceNumbers } };
+        if (request.Completes is not { } completes)
+        {
+            var sequenceNumbers = await target.SendAsync(request.Messages, name: name).ConfigureAwait(false);
+            return new SendResponse { SequenceNumbers = { sequenceNumbers } };
+        }
+        return await SendAndCompleteAsync(request, target, completes, name, cancellationToken).ConfigureAwait(false);
+    }
+
+    /// <summary>
+    /// A send that completes locked messages in its own transaction ("send via"): both entities must
+    /// be in one container, whose commit then stores the messages and deletes the completed ones
+    /// together. A send that stores nothing new (every message a duplicate) commits the completions
+    /// alone; one that fails before its commit gives the locks back, so the handler can still
+    /// abandon or dead-letter what it could not forward.
+    /// </summary>
+    private async Task<SendResponse> SendAndCompleteAsync(SendRequest request, ISendTarget target, SendCompletes completes, SendName? name, CancellationToken cancellationToken)
+    {
+        if (!EntityNames.TryParsePath(completes.Entity, out var sourceName, out var deadLetter, out var error))
+        {
+            throw FarmErrors.Invalid($"completes.entity: {error}");
+        }
+        var sourceRecord = await node.FindEntityAsync(sourceName, cancellationToken).ConfigureAwait(false);
+        if (sourceRecord.ContainerId != target.Commits.ContainerId)
+        {
+            throw FarmErrors.NotSupported(
+                $"'{target.Name}' (container {target.Commits.ContainerId}) and '{completes.Entity}' (container {sourceRecord.ContainerId}) are in different message containers; "
+                + "a send that completes a message is one transaction of one container. Send, then complete, or keep the two entities in one container.");
+        }
+        var source = await node.ResolveQueueAsync(sourceName, cancellationToken).ConfigureAwait(false);
+        var with = source.PrepareCompletions(deadLetter, completes.LockTokens);
+        long[] sequenceNumbers;
+        try
+        {
+            sequenceNumbers = await target.SendAsync(request.Messages, name: name, with: with).ConfigureAwait(false);
+        }
+        catch
+        {
+            // Only when the send failed before its commit took them (a failed commit failed them itself).
+            with.GiveBack();
+            throw;
+        }
+        await with.CommitAloneAsync().ConfigureAwait(false);
+        return new SendResponse { SequenceNumbers = { sequenceNumbers }, Completed = true };
     }
 
     public async Task<ReceiveBatchResponse> ReceiveBatchAsync(ReceiveBatchRequest request, CancellationToken cancellationToken)

@@ -36,7 +36,7 @@ internal sealed partial class TopicEntity
     /// atomic batch; returns their sequence numbers once durable (0 for a duplicate). A message no
     /// subscription wants is accepted and dropped, as in Azure Service Bus.
     /// </summary>
-    public async Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null, SendName? name = null)
+    public async Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null, SendName? name = null, CommitsWithSend? with = null)
     {
         var payloads = SendValidation.Payloads(messages, _options);
         if (!_copiesCounted.Task.IsCompleted)
@@ -49,7 +49,7 @@ internal sealed partial class TopicEntity
         {
             while (true)
             {
-                var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource, name, lookup);
+                var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource, name, lookup, with);
                 if (waitFor is null)
                 {
                     await commit!.ConfigureAwait(false);
@@ -74,7 +74,7 @@ internal sealed partial class TopicEntity
         }
     }
 
-    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads, string? deadLetterSource, SendName? name, DuplicateLookup lookup)
+    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads, string? deadLetterSource, SendName? name, DuplicateLookup lookup, CommitsWithSend? with)
     {
         var total = payloads.Sum(p => (long)p.Length);
         var settings = Settings;
@@ -102,7 +102,7 @@ internal sealed partial class TopicEntity
                 subscriptions = _subscriptions;
                 fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: false, deadLetterSource);
                 // Queued before the lock is let go: commits follow sequence order.
-                commit = Commit(accepted, subscriptions, fanOut, duplicates, record, outcome, total);
+                commit = Commit(accepted, subscriptions, fanOut, duplicates, record, outcome, total, with);
             }
         }
         else
@@ -120,7 +120,7 @@ internal sealed partial class TopicEntity
                 subscriptions = _subscriptions;
             }
             fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: subscriptions.Length >= ParallelFanOutThreshold, deadLetterSource);
-            commit = Commit(accepted, subscriptions, fanOut, duplicates, record, outcome, total);
+            commit = Commit(accepted, subscriptions, fanOut, duplicates, record, outcome, total, with);
         }
         return (null, commit, results);
     }
@@ -347,7 +347,7 @@ internal sealed partial class TopicEntity
     /// </summary>
     /// <param name="reserved">The bytes the send counted against MaxSizeInMegabytes until it commits or fails.</param>
     /// <param name="record">The named send's record (its results filled in by then), written with its messages.</param>
-    private Task Commit(List<Accepted> accepted, Subscription[] subscriptions, FanOut fanOut, List<DuplicateRecord> duplicates, SendRecord? record, InFlightIds.Outcome? outcome, long reserved)
+    private Task Commit(List<Accepted> accepted, Subscription[] subscriptions, FanOut fanOut, List<DuplicateRecord> duplicates, SendRecord? record, InFlightIds.Outcome? outcome, long reserved, CommitsWithSend? with)
     {
         var copies = StoreAloneOrCopy(accepted, fanOut);
         if (accepted.Count == 0)
@@ -359,6 +359,8 @@ internal sealed partial class TopicEntity
             return Task.CompletedTask;
         }
         var nextSequence = accepted[^1].SequenceNumber + 1;
+        // Taken with the commit it joins (a send that stores nothing leaves it to its caller).
+        var joined = with is not null && ReferenceEquals(with.Commits, _commits) && with.TryTake() ? with : null;
         return _commits.CommitAsync(
             batch =>
             {
@@ -387,9 +389,11 @@ internal sealed partial class TopicEntity
                 {
                     batch.Sends.Add(record);
                 }
+                joined?.Write(batch);
             },
             onCommitted: () =>
             {
+                joined?.OnCommitted();
                 lock (_sendGate)
                 {
                     // The send's bytes move from in flight to stored in one step, under the lock the
@@ -427,8 +431,9 @@ internal sealed partial class TopicEntity
                     DropCopies(copies.Select(c => c.SequenceNumber));
                 }
             },
-            onFailed: _ =>
+            onFailed: e =>
             {
+                joined?.OnFailed(e);
                 // Forget the ids so a retry of this send is not taken for a duplicate.
                 lock (_sendGate)
                 {

@@ -38,6 +38,8 @@ internal sealed partial class TopicEntity : ISendTarget
     private long _sendingBytes;
     private readonly DuplicateHistory _duplicates;
     private readonly CommitQueue _commits;
+
+    public CommitQueue Commits => _commits;
     private readonly TimeProvider _time;
     private readonly BrokerOptions _options;
     private long _nextSequence = 1;

@@ -79,6 +79,20 @@ public sealed class ProcessMessageEventArgs : EventArgs
     public Task<DateTimeOffset> RenewMessageLockAsync(FarmReceivedMessage message, CancellationToken cancellationToken = default)
         => _receiver.RenewMessageLockAsync(message, cancellationToken);
 
+    /// <summary>
+    /// Forwards: sends <paramref name="message"/> with <paramref name="sender"/> and completes the
+    /// message being processed in the same transaction (<see cref="FarmSender.SendMessageAndCompleteAsync"/>),
+    /// so it is never forwarded twice. Its entity and the sender's must share a message container.
+    /// No auto-complete follows.
+    /// </summary>
+    public async Task<long> SendMessageAndCompleteAsync(FarmSender sender, FarmMessage message, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(sender);
+        var sequenceNumber = await sender.SendMessageAndCompleteAsync(message, Message, cancellationToken).ConfigureAwait(false);
+        IsSettled = true;
+        return sequenceNumber;
+    }
+
     private void MarkSettled(FarmReceivedMessage message)
     {
         if (ReferenceEquals(message, Message))

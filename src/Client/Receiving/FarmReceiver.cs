@@ -313,11 +313,6 @@ public sealed class FarmReceiver : IAsyncDisposable
     }
 
     /// <summary>
-    /// Sends a batch of settlements: over the receive stream when its broker takes them there (no
-    /// call of its own), else, or when the stream broke or the broker asked for a retry, by a Settle
-    /// call (retried by the connection's policy like any other call).
-    /// </summary>
-    /// <summary>
     /// Takes back the credit a receive leaves unused. A drain takes back all of it, so receives
     /// still waiting on this receiver get theirs again afterwards.
     /// </summary>
@@ -330,6 +325,11 @@ public sealed class FarmReceiver : IAsyncDisposable
         }
     }
 
+    /// <summary>
+    /// Sends a batch of settlements: over the receive stream when its broker takes them there (no
+    /// call of its own), else, or when the stream broke or the broker asked for a retry, by a Settle
+    /// call (retried by the connection's policy like any other call).
+    /// </summary>
     private async Task<SettleResponse> SendSettlementsAsync(SettleRequest request)
     {
         try
