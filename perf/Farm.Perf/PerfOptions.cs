@@ -117,6 +117,9 @@ internal sealed partial record PerfOptions
           --queues 15         queues in the chain
           --rates 25,75,125   messages/s injected into the first queue, one point each
           --concurrency 8     MaxConcurrentCalls of each queue's processor
+          --forward with-send  how a handler forwards: with-send (args.SendMessageAndCompleteAsync:
+                              the send and the completion in one transaction) or then-complete
+                              (SendMessageAsync, then the processor's auto-complete)
           --warmup 20s        before the first point   --run-warmup 5s  before each later point
           --duration 30s      measured window of each point   --size 1024
           --out FILE          JSON result (default perf/results/chain.json)
@@ -129,7 +132,7 @@ internal sealed partial record PerfOptions
 
     private static readonly HashSet<string> ManyQueuesOptions = ["--queues", "--rate-per-queue", "--nodes", "--containers-per-node", "--senders", "--clients", "--create-concurrency", "--warmup", "--duration", "--size", "--out"];
 
-    private static readonly HashSet<string> ChainOptions = ["--queues", "--rates", "--concurrency", "--warmup", "--run-warmup", "--duration", "--size", "--out"];
+    private static readonly HashSet<string> ChainOptions = ["--queues", "--rates", "--concurrency", "--forward", "--warmup", "--run-warmup", "--duration", "--size", "--out"];
 
     private static readonly HashSet<string> SingleQueueOptions =
     [
@@ -172,6 +175,9 @@ internal sealed partial record PerfOptions
     public int Prefetch { get; init; } = 500;
 
     public ReceiveStyle ReceiveStyle { get; init; } = ReceiveStyle.Receiver;
+
+    /// <summary>chain: a handler completes what it forwards in the send's own transaction (true), or after it (false).</summary>
+    public bool ForwardWithSend { get; init; } = true;
 
     public int Concurrency { get; init; } = 128;
 
@@ -392,6 +398,15 @@ internal sealed partial record PerfOptions
                 "--prefetch" => options with { Prefetch = ParseInt(name, value, 0, 100_000) },
                 "--receive-style" => options with { ReceiveStyle = ParseStyle(value) },
                 "--concurrency" => options with { Concurrency = ParseInt(name, value, 1, 10_000) },
+                "--forward" => options with
+                {
+                    ForwardWithSend = value switch
+                    {
+                        "with-send" => true,
+                        "then-complete" => false,
+                        _ => throw new ArgumentException($"--forward must be with-send or then-complete; got '{value}'"),
+                    },
+                },
                 "--complete" => value == "none" ? options with { ReceiveAndDelete = true } : options with { CompleteWithSdk = ParseComplete(value) },
                 "--peer-batch" => options with { PeerBatch = ParseInt(name, value, 1, 100_000) },
                 "--peer-lag" => options with { PeerLag = ParseInt(name, value, 0, 10_000_000) },

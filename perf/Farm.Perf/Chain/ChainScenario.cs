@@ -10,8 +10,10 @@ namespace Farm.Perf.Chain;
 /// Issue 14's chain: <c>--queues</c> (15) queues on one node, a handler per queue that sends each
 /// message on to the next queue, as an application writes it with the SDK: a
 /// <see cref="FarmProcessor"/> per queue (peek-lock, auto-complete, <c>--concurrency</c> calls at
-/// once) whose handler sends <c>new FarmMessage(received)</c> through a FarmSender to the next queue
-/// and returns (the processor then completes the message); the last handler only completes. All
+/// once) whose handler forwards <c>new FarmMessage(received)</c> to the next queue: by default with
+/// the completion in the send's own transaction (<c>--forward with-send</c>, as NServiceBus's SQL
+/// transport forwards in one database transaction), or by a send after which the processor
+/// completes (<c>--forward then-complete</c>); the last handler only completes. All
 /// handlers share one FarmClient, as one process hosting the endpoints would. An injector sends
 /// into the first queue at each rate of <c>--rates</c> in turn; each rate gets a warm-up, a measured
 /// window (CPU of the node and of this process, end-to-end latency), a drain and its own
@@ -87,7 +89,11 @@ internal sealed class ChainScenario(PerfOptions options)
             Charts: [chart],
             Settings: new ChainSettings(
                 options.Concurrency, options.Size, options.Warmup.TotalSeconds, options.RunWarmup.TotalSeconds, options.Duration.TotalSeconds,
-                $"a FarmProcessor per queue (peek-lock, auto-complete, MaxConcurrentCalls {options.Concurrency}, SDK default prefetch), handler: SendMessageAsync(new FarmMessage(received)) to the next queue; one shared FarmClient; injector: one FarmClient, single-message sends paced evenly"),
+                $"a FarmProcessor per queue (peek-lock, auto-complete, MaxConcurrentCalls {options.Concurrency}, SDK default prefetch), handler: "
+                + (options.ForwardWithSend
+                    ? "args.SendMessageAndCompleteAsync(next, new FarmMessage(received)): the send and the completion in one transaction (--forward with-send)"
+                    : "SendMessageAsync(new FarmMessage(received)) to the next queue, then the processor's auto-complete (--forward then-complete)")
+                + "; one shared FarmClient; injector: one FarmClient, single-message sends paced evenly"),
             Machine: MachineInfo.Current(),
             Timestamp: DateTimeOffset.UtcNow,
             Command: command);
@@ -105,7 +111,14 @@ internal sealed class ChainScenario(PerfOptions options)
                 return;
             }
 
-            await next.SendMessageAsync(new FarmMessage(args.Message), args.CancellationToken).ConfigureAwait(false);
+            if (options.ForwardWithSend)
+            {
+                await args.SendMessageAndCompleteAsync(next, new FarmMessage(args.Message), args.CancellationToken).ConfigureAwait(false);
+            }
+            else
+            {
+                await next.SendMessageAsync(new FarmMessage(args.Message), args.CancellationToken).ConfigureAwait(false);
+            }
         };
         processor.ProcessErrorAsync += args =>
         {
