@@ -77,7 +77,9 @@ internal sealed partial record PerfOptions
           --senders, --inflight, --batch, --receivers, --prefetch, --concurrency
                               queue vs topic-1-sub: the single-queue load, same defaults (2, 1, 50, 2, 500, 128)
           --subscriptions 1000  subscriptions ($Default rule) of the fan-out topic
-          --fanout-rate 0     messages/s into it (0: as fast as --fanout-backlog lets)
+          --fanout-rate 0     messages/s into it (0: as fast as --fanout-backlog lets, then a
+                              second run paced at half the rate reached, one message a send,
+                              for its latency)
           --fanout-senders 1  --fanout-batch 20
           --fanout-backlog 100000  deliveries owed but not yet received above which its senders wait
           --fanout-clients 4  FarmClients its receivers (one per subscription) are spread over

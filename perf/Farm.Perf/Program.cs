@@ -293,7 +293,7 @@ static async Task<int> RunTopicsAsync(PerfOptions options, string command, JsonS
     Console.WriteLine($"topics: {(report.Passed ? "every message delivered exactly once per subscription" : "DELIVERY CHECK FAILED")}; {report.TotalS:0} s in all -> {output}");
     if (!report.Passed)
     {
-        var loads = (report.Warmup?.Loads ?? []).Concat(new[] { report.QueueVsTopic?.Queue, report.QueueVsTopic?.Topic1Sub, report.Fanout?.Run, report.Ordering?.On, report.Ordering?.Off }.OfType<LoadFigures>());
+        var loads = (report.Warmup?.Loads ?? []).Concat(new[] { report.QueueVsTopic?.Queue, report.QueueVsTopic?.Topic1Sub, report.Fanout?.Run, report.Fanout?.Paced, report.Ordering?.On, report.Ordering?.Off }.OfType<LoadFigures>());
         Console.Error.WriteLine("perf: !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
         Console.Error.WriteLine("perf: THE TOPICS RUN FAILED ITS DELIVERY CHECK: the figures above do not count.");
         foreach (var load in loads.Where(l => !l.Verification.Passed))

@@ -110,8 +110,10 @@ internal static class ReportWriter
             var fanout = topics["fanout"];
             var deliveries = Number(fanout?["deliveries_per_sec"]);
             var p99 = Number(fanout?["run"]?["p99_ms"]);
+            var paced = fanout?["paced"];
+            var pacedText = paced is null ? "" : $"; paced at half the rate, one message a send: {Text(paced["deliveries_per_sec"])} deliveries/s, p99 {Text(paced["p99_ms"])} ms";
             Row(md, "1,000 subscriptions: at least 100,000 deliveries/s, p99 under 200 ms",
-                $"{Text(fanout?["deliveries_per_sec"])} deliveries/s, p99 {Text(fanout?["run"]?["p99_ms"])} ms", deliveries >= 100_000 && p99 < 200, topics["timestamp"]);
+                $"{Text(fanout?["deliveries_per_sec"])} deliveries/s, p99 {Text(fanout?["run"]?["p99_ms"])} ms{pacedText}", deliveries >= 100_000 && p99 < 200, topics["timestamp"]);
             Row(md, "ordering on at least 0.8x off", $"{Format(Number(topics["ordering"]?["ratio"]))}x", Number(topics["ordering"]?["ratio"]) >= 0.8, topics["timestamp"]);
         }
         foreach (var (run, mode) in new[] { (failover, "forward"), (redirect, "redirect"), (postgresFailover, "forward, PostgreSQL farm") })

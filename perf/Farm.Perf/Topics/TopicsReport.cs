@@ -58,7 +58,10 @@ internal sealed record FanoutFigures(
     double CreateSubscriptionsS,
     string ReceiveStyle,
     double? DeliveriesPerNodeCpuS,
-    double? DeliveriesPerCpuS);
+    double? DeliveriesPerCpuS,
+    // The same load paced at half the messages/s the unpaced run reached (its p99 is the backlog
+    // cap's age): the latency of a rate the farm keeps up with. Null when --fanout-rate was given.
+    LoadFigures? Paced = null);
 
 internal sealed record OrderingFigures(
     int Subscriptions,
