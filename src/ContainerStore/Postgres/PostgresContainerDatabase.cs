@@ -378,17 +378,16 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
         RunAsync("scan a topic's copies", async connection =>
         {
             await using var transaction = await connection.BeginTransactionAsync(IsolationLevel.RepeatableRead, cancellationToken).ConfigureAwait(false);
+            var subscriptions = subscriptionIds.ToArray();
             // A subscription's lowest active message and everything after it may still be delivered:
             // the scan stops short of the lowest over all subscriptions (one index probe each).
-            foreach (var subscription in subscriptionIds)
+            await using (var lowestActive = new NpgsqlCommand(PostgresSql.ContainerDb.LowestActiveOfAny, connection, transaction) { Parameters = { Parameter(subscriptions) } })
             {
-                await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.LowestActive, connection, transaction) { Parameters = { Parameter(subscription) } };
-                if (await command.ExecuteScalarAsync(cancellationToken).ConfigureAwait(false) is long lowest)
+                if (await lowestActive.ExecuteScalarAsync(cancellationToken).ConfigureAwait(false) is long lowest)
                 {
                     throughSequence = Math.Min(throughSequence, lowest - 1);
                 }
             }
-            var subscriptions = subscriptionIds.ToArray();
             var unreferenced = new List<UnreferencedCopy>();
             var found = new HashSet<long>();
             var scannedThrough = Math.Max(afterSequence, throughSequence);

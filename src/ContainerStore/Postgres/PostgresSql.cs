@@ -507,8 +507,17 @@ internal static class PostgresSql
               AND NOT EXISTS (SELECT 1 FROM messages c WHERE c.entity_id = $2 AND c.sequence_number = messages.sequence_number)
             """;
 
-        /// <summary>The lowest sequence number of an entity's active messages in its main queue (null: none), from messages_by_sub_queue.</summary>
-        public const string LowestActive = "SELECT MIN(sequence_number) FROM messages WHERE entity_id = $1 AND sub_queue = 0 AND state = 0";
+        /// <summary>
+        /// The lowest sequence number of an active message in the main queue of any of the entities
+        /// $1 (null: none): one index probe each, in one statement (a statement per subscription was
+        /// 1,000 round trips per scan for a topic with 1,000, inside the commit loop).
+        /// </summary>
+        public const string LowestActiveOfAny = """
+            SELECT MIN(l.lowest)
+            FROM unnest($1::bigint[]) AS s(id)
+            CROSS JOIN LATERAL (SELECT MIN(m.sequence_number) AS lowest FROM messages m
+                                WHERE m.entity_id = s.id AND m.sub_queue = 0 AND m.state = 0) l
+            """;
 
         /// <summary>
         /// A topic's stored copies in ($3, $4], in order, at most $5, each with whether a row of one of

@@ -208,20 +208,17 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
         ReadAsync(async connection =>
         {
             using var transaction = connection.BeginTransaction(deferred: true);
+            var subscriptions = JsonArray(subscriptionIds);
             // A subscription's lowest active message and everything after it may still be delivered:
             // the scan stops short of the lowest over all subscriptions (one index probe each).
-            foreach (var subscription in subscriptionIds)
+            var lowest = await connection.ExecuteScalarAsync<long?>(new CommandDefinition(
+                SqliteSql.ContainerDb.LowestActiveOfAny, new { Subscriptions = subscriptions }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            if (lowest is { } sequence)
             {
-                var lowest = await connection.ExecuteScalarAsync<long?>(new CommandDefinition(
-                    SqliteSql.ContainerDb.LowestActive, new { EntityId = subscription }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
-                if (lowest is { } sequence)
-                {
-                    throughSequence = Math.Min(throughSequence, sequence - 1);
-                }
+                throughSequence = Math.Min(throughSequence, sequence - 1);
             }
             var unreferenced = new List<UnreferencedCopy>();
             var scannedThrough = Math.Max(afterSequence, throughSequence);
-            var subscriptions = subscriptionIds.Count == 0 ? [-1L] : subscriptionIds;
             if (throughSequence > afterSequence)
             {
                 var rows = (await connection.QueryAsync<(long Sequence, long Size, bool Referenced)>(new CommandDefinition(
@@ -237,7 +234,7 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             if (recheck.Count > 0)
             {
                 var rows = await connection.QueryAsync<(long Sequence, long Size, bool Referenced)>(new CommandDefinition(
-                    SqliteSql.ContainerDb.CheckCopies, new { TopicId = topicId, Subscriptions = subscriptions, Sequences = recheck },
+                    SqliteSql.ContainerDb.CheckCopies, new { TopicId = topicId, Subscriptions = subscriptions, Sequences = JsonArray(recheck) },
                     transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
                 var found = unreferenced.Select(u => u.SequenceNumber).ToHashSet();
                 unreferenced.AddRange(rows.Where(r => !r.Referenced && found.Add(r.Sequence)).Select(r => new UnreferencedCopy(r.Sequence, r.Size)));
@@ -304,7 +301,10 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
     public Task<IReadOnlyList<MessageRecord>> ReadByKeyAsync(long entityId, IReadOnlyCollection<long> sequenceNumbers, long copiesOf = 0, CancellationToken cancellationToken = default) =>
         ReadAsync<IReadOnlyList<MessageRecord>>(async connection =>
             await ReadMessagesAsync(connection, null, SqliteSql.ContainerDb.ReadByKey, int.MaxValue, long.MaxValue, cancellationToken,
-                ("@EntityId", entityId), ("@CopiesOf", copiesOf), ("@Sequences", "[" + string.Join(",", sequenceNumbers) + "]")).ConfigureAwait(false), cancellationToken);
+                ("@EntityId", entityId), ("@CopiesOf", copiesOf), ("@Sequences", JsonArray(sequenceNumbers))).ConfigureAwait(false), cancellationToken);
+
+    /// <summary>Ids as one JSON array parameter, read with json_each: one parameter however many ids.</summary>
+    private static string JsonArray(IEnumerable<long> ids) => "[" + string.Join(",", ids) + "]";
 
     public Task<IReadOnlyList<MessageRecord>> ReadFromAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, long copiesOf = 0, CancellationToken cancellationToken = default) =>
         ReadAsync<IReadOnlyList<MessageRecord>>(async connection =>
