@@ -27,6 +27,21 @@ public sealed class SendAndCompleteTests
     private static async Task<ReceivedMessage> ReceiveLockedAsync(QueueEntity queue, bool deadLetter = false) =>
         Assert.Single(await queue.ReceiveAsync(deadLetter, ReceiveMode.PeekLock, 1, TimeSpan.Zero, CancellationToken.None));
 
+    /// <summary>A message sent to <paramref name="from"/>, received peek-locked: what a handler forwards.</summary>
+    private static async Task<ReceivedMessage> ReceiveWorkAsync(QueueEntity from)
+    {
+        await from.SendAsync([BrokerHarness.Text("work")]);
+        return await ReceiveLockedAsync(from);
+    }
+
+    /// <summary>A forward the broker refuses after taking the locks and before committing (a TimeToLive below zero).</summary>
+    private static SendRequest RefusedForward(string lockToken)
+    {
+        var refused = Forward("to", "from", [lockToken]);
+        refused.Messages[0].TimeToLive = Google.Protobuf.WellKnownTypes.Duration.FromTimeSpan(TimeSpan.FromSeconds(-1));
+        return refused;
+    }
+
     private static async Task<SettleResult> CompleteAsync(QueueEntity queue, string lockToken) =>
         Assert.Single(await queue.SettleAsync(false, [new Settlement { LockToken = lockToken, Disposition = Disposition.Complete }]));
 
@@ -37,8 +52,7 @@ public sealed class SendAndCompleteTests
         var from = await farm.CreateQueueAsync("from");
         var to = await farm.CreateQueueAsync("to");
         var service = new MessagingService(farm.Node);
-        await from.SendAsync([BrokerHarness.Text("work")]);
-        var received = await ReceiveLockedAsync(from);
+        var received = await ReceiveWorkAsync(from);
         var commitsBefore = from.Commits.CommitCount;
 
         var answer = await service.SendAsync(Forward("to", "from", [received.LockToken]), default);
@@ -89,12 +103,8 @@ public sealed class SendAndCompleteTests
         var from = await farm.CreateQueueAsync("from");
         var to = await farm.CreateQueueAsync("to");
         var service = new MessagingService(farm.Node);
-        await from.SendAsync([BrokerHarness.Text("work")]);
-        var received = await ReceiveLockedAsync(from);
-        var refused = Forward("to", "from", [received.LockToken]);
-        refused.Messages[0].TimeToLive = Google.Protobuf.WellKnownTypes.Duration.FromTimeSpan(TimeSpan.FromSeconds(-1));
-
-        var failure = await Assert.ThrowsAsync<BrokerException>(() => service.SendAsync(refused, default));
+        var received = await ReceiveWorkAsync(from);
+        var failure = await Assert.ThrowsAsync<BrokerException>(() => service.SendAsync(RefusedForward(received.LockToken), default));
 
         Assert.Equal(FarmErrorCode.InvalidArgument, failure.Code);
         Assert.Equal(0, to.GetCounts().Total);
@@ -112,11 +122,8 @@ public sealed class SendAndCompleteTests
         var from = await farm.CreateQueueAsync("from", new QueueSettings { LockDuration = TimeSpan.FromSeconds(30) });
         await farm.CreateQueueAsync("to");
         var service = new MessagingService(farm.Node);
-        await from.SendAsync([BrokerHarness.Text("work")]);
-        var received = await ReceiveLockedAsync(from);
-        var refused = Forward("to", "from", [received.LockToken]);
-        refused.Messages[0].TimeToLive = Google.Protobuf.WellKnownTypes.Duration.FromTimeSpan(TimeSpan.FromSeconds(-1));
-        await Assert.ThrowsAsync<BrokerException>(() => service.SendAsync(refused, default));
+        var received = await ReceiveWorkAsync(from);
+        await Assert.ThrowsAsync<BrokerException>(() => service.SendAsync(RefusedForward(received.LockToken), default));
 
         farm.Time.Advance(TimeSpan.FromSeconds(31));
         await farm.SweepUntilAsync(() => from.GetCounts().Locked == 0, "the lock given back to run out");
@@ -133,8 +140,7 @@ public sealed class SendAndCompleteTests
         var to = await farm.CreateQueueAsync("to", new QueueSettings { RequiresDuplicateDetection = true });
         var service = new MessagingService(farm.Node);
         await to.SendAsync([BrokerHarness.Text("already there", "order-1")]);
-        await from.SendAsync([BrokerHarness.Text("work")]);
-        var received = await ReceiveLockedAsync(from);
+        var received = await ReceiveWorkAsync(from);
 
         var answer = await service.SendAsync(Forward("to", "from", [received.LockToken], messageId: "order-1"), default);
 
@@ -155,8 +161,7 @@ public sealed class SendAndCompleteTests
         await using var farm = await BrokerHarness.StartAsync();
         var from = await farm.CreateQueueAsync("from");
         await farm.CreateQueueAsync("to");
-        await from.SendAsync([BrokerHarness.Text("work")]);
-        var received = await ReceiveLockedAsync(from);
+        var received = await ReceiveWorkAsync(from);
         var first = await new MessagingService(farm.Node).SendAsync(Forward("to", "from", [received.LockToken], producer: "handler", sendId: 1), default);
 
         await farm.RestartAsync(crash: true);
