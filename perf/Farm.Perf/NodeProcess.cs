@@ -19,6 +19,13 @@ internal sealed class NodeProcess : IDisposable
     /// <summary>When set, every node's log lines are also appended to DIR/node-N.log (they carry timestamps): to see where a figure's time went.</summary>
     private static readonly string? LogDirectory = Environment.GetEnvironmentVariable("FARM_PERF_NODE_LOGS");
 
+    /// <summary>
+    /// <c>FARM_PERF_NODE_ENV="NAME=VALUE;NAME=VALUE"</c>: environment variables for the nodes only (a
+    /// runtime setting such as <c>DOTNET_GCgen0size</c> compared on the node without changing the
+    /// load generator, which the nodes otherwise inherit from).
+    /// </summary>
+    private static readonly string? NodeEnvironment = Environment.GetEnvironmentVariable("FARM_PERF_NODE_ENV");
+
     private readonly Process _process;
     private readonly Queue<string> _log = new();
 
@@ -82,6 +89,15 @@ internal sealed class NodeProcess : IDisposable
         }
 
         startInfo.Environment["DOTNET_CLI_TELEMETRY_OPTOUT"] = "1";
+        foreach (var setting in (NodeEnvironment ?? "").Split(';', StringSplitOptions.RemoveEmptyEntries | StringSplitOptions.TrimEntries))
+        {
+            var equals = setting.IndexOf('=', StringComparison.Ordinal);
+            if (equals <= 0)
+            {
+                throw new InvalidOperationException($"FARM_PERF_NODE_ENV: '{setting}' is not NAME=VALUE");
+            }
+            startInfo.Environment[setting[..equals]] = setting[(equals + 1)..];
+        }
         var process = Process.Start(startInfo) ?? throw new InvalidOperationException($"could not start node {nodeId}");
         var node = new NodeProcess(nodeId, process);
         Live[node] = 0;

@@ -1,4 +1,3 @@
-using System.Threading.Channels;
 using Farm.Testing;
 using Farm.Broker.Messaging;
 using Farm.Contracts.V1;
@@ -19,62 +18,6 @@ public sealed class ReceiveStreamSettleTests : IAsyncLifetime
 
     public async Task DisposeAsync() => await _farm.DisposeAsync();
 
-    /// <summary>A receive stream driven by hand: requests in, responses out, the call's task.</summary>
-    private sealed class Stream : IResponseStream<ReceiveResponse>, IAsyncDisposable
-    {
-        private readonly Channel<ReceiveRequest> _requests = Channel.CreateUnbounded<ReceiveRequest>();
-        private readonly Channel<ReceiveResponse> _responses = Channel.CreateUnbounded<ReceiveResponse>();
-        private readonly CancellationTokenSource _call = new();
-        private Task _running = Task.CompletedTask;
-
-        public static Stream Open(MessagingService service, ReceiveOpen open)
-        {
-            var stream = new Stream();
-            stream.Send(new ReceiveRequest { Open = open });
-            stream._running = service.ReceiveAsync(stream._requests.Reader.ReadAllAsync(), stream, stream._call.Token);
-            return stream;
-        }
-
-        public void Send(ReceiveRequest request) => _requests.Writer.TryWrite(request);
-
-        /// <summary>The call: ends when the broker ends the stream.</summary>
-        public Task Running => _running;
-
-        public Task WriteAsync(ReceiveResponse message, CancellationToken cancellationToken) => _responses.Writer.WriteAsync(message, cancellationToken).AsTask();
-
-        public async Task<ReceiveResponse> NextAsync()
-        {
-            using var deadline = new CancellationTokenSource(Patience);
-            return await _responses.Reader.ReadAsync(deadline.Token);
-        }
-
-        /// <summary>Whatever responses arrive until <paramref name="quiet"/> passes without one.</summary>
-        public async Task<List<ReceiveResponse>> DrainAsync(TimeSpan quiet)
-        {
-            var seen = new List<ReceiveResponse>();
-            while (true)
-            {
-                using var wait = new CancellationTokenSource(quiet);
-                try
-                {
-                    seen.Add(await _responses.Reader.ReadAsync(wait.Token));
-                }
-                catch (OperationCanceledException)
-                {
-                    return seen;
-                }
-            }
-        }
-
-        public async ValueTask DisposeAsync()
-        {
-            _requests.Writer.TryComplete();
-            await _call.CancelAsync();
-            await _running.ContinueWith(_ => { });
-            _call.Dispose();
-        }
-    }
-
     private static ReceiveOpen PeekLockOpen(string queue, bool settleOnStream = true) =>
         new() { Entity = queue, Mode = ReceiveMode.PeekLock, Credit = 10, SettleOnStream = settleOnStream };
 
@@ -88,7 +31,7 @@ public sealed class ReceiveStreamSettleTests : IAsyncLifetime
     {
         var queue = await _farm.CreateQueueAsync("q");
         await queue.SendAsync([BrokerHarness.Text("a"), BrokerHarness.Text("b"), BrokerHarness.Text("c")]);
-        await using var stream = Stream.Open(new MessagingService(_farm.Node), PeekLockOpen("q"));
+        await using var stream = ReceiveStreamDriver.Open(new MessagingService(_farm.Node), PeekLockOpen("q"));
 
         Assert.True((await stream.NextAsync()).SettlesOnStream);
         var delivered = new List<ReceivedMessage>();
@@ -132,7 +75,7 @@ public sealed class ReceiveStreamSettleTests : IAsyncLifetime
             "receive-and-delete" => new ReceiveOpen { Entity = "q", Mode = ReceiveMode.ReceiveAndDelete, Credit = 10, SettleOnStream = true },
             _ => PeekLockOpen("q"),
         };
-        await using var stream = Stream.Open(new MessagingService(_farm.Node), open);
+        await using var stream = ReceiveStreamDriver.Open(new MessagingService(_farm.Node), open);
 
         var first = await stream.NextAsync();
         Assert.False(first.SettlesOnStream);
@@ -156,7 +99,7 @@ public sealed class ReceiveStreamSettleTests : IAsyncLifetime
     {
         var queue = await _farm.CreateQueueAsync("q");
         await queue.SendAsync([BrokerHarness.Text("a"), BrokerHarness.Text("b")]);
-        var stream = Stream.Open(new MessagingService(_farm.Node), PeekLockOpen("q"));
+        var stream = ReceiveStreamDriver.Open(new MessagingService(_farm.Node), PeekLockOpen("q"));
         Assert.True((await stream.NextAsync()).SettlesOnStream);
         var delivered = new List<ReceivedMessage>();
         while (delivered.Count < 2)
@@ -197,7 +140,7 @@ public sealed class ReceiveStreamSettleTests : IAsyncLifetime
         var queue = await _farm.CreateQueueAsync("q");
         await queue.SendAsync([BrokerHarness.Text("a")]);
         var service = new MessagingService(_farm.Node);
-        var stream = Stream.Open(service, PeekLockOpen("q"));
+        var stream = ReceiveStreamDriver.Open(service, PeekLockOpen("q"));
         Assert.True((await stream.NextAsync()).SettlesOnStream);
         var message = Assert.Single((await stream.NextAsync()).Messages);
 
