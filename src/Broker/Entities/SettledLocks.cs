@@ -22,7 +22,12 @@ internal sealed class SettledLocks
 {
     public static readonly TimeSpan Retention = TimeSpan.FromSeconds(10);
     public const int Capacity = 16_384;
-    private const int InitialSize = 64;
+    /// <summary>
+    /// A quiet entity's ring: 16 entries of 40 bytes hold what 1 settlement a second keeps for the
+    /// retention. 64 entries cost 2.5 KB per entity for nothing: 38 MB of a node serving 15,000
+    /// queues at 1 msg/s each (gcdump, 2026-11-29). A busy entity's ring doubles as it needs.
+    /// </summary>
+    private const int InitialSize = 16;
 
     /// <summary>How a token was settled, and the commit that did it (its error, or null once done).</summary>
     public readonly record struct Settled(Disposition Disposition, Task<BrokerException?> Outcome);
