@@ -59,7 +59,7 @@ internal sealed class ReceiveStreamDriver : IResponseStream<ReceiveResponse>, IA
     {
         _requests.Writer.TryComplete();
         await _call.CancelAsync();
-        // Bounded: a stream that never ends fails its test instead of hanging the run.
+        // Bounded: a stream that never ends (its test's own assertions said so) does not hang the run.
         await _running.ContinueWith(_ => { }).WaitAsync(Patience).ContinueWith(_ => { });
         _call.Dispose();
     }
