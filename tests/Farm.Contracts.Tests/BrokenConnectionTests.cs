@@ -71,6 +71,37 @@ public sealed class BrokenConnectionTests
         Assert.True(cut.IsBrokenConnection(), $"not read as a broken connection: {cut.StatusCode} {cut.Status.Detail}");
     }
 
+    /// <summary>
+    /// A connection that carries only a quiet call (an idle receive stream) looks silent while the
+    /// peer is busy on another: it is not cut while any connection to that peer still brings bytes,
+    /// since the peer is then overloaded, not frozen, and what it just wrote to the quiet connection
+    /// may still be on its way. Once the whole peer falls silent, every connection is cut.
+    /// </summary>
+    [Fact]
+    public async Task AQuietConnection_IsNotCut_WhileAnotherConnectionToThePeerBringsBytes_UntilThePeerFallsSilent()
+    {
+        await using var peer = FrozenHttp2Peer.Start(chatter: true, oneCallPerConnection: true);
+        using var channel = FarmChannels.Create(peer.Address, keepAlivePingDelay: TimeSpan.FromMinutes(5), keepAlivePingTimeout: TimeSpan.FromMinutes(5));
+        var client = new Messaging.MessagingClient(channel);
+
+        // The first call takes the first connection, the one that chatters; the second gets a quiet one.
+        var busy = client.PeekAsync(new PeekRequest { Entity = "busy", MaxMessages = 1 }, deadline: DateTime.UtcNow.AddSeconds(60)).ResponseAsync;
+        await WaitUntilAsync(() => peer.CallsSeen >= 1, "the first call reached the peer");
+        var quiet = await Assert.ThrowsAsync<RpcException>(() =>
+            client.PeekAsync(new PeekRequest { Entity = "quiet", MaxMessages = 1 }, deadline: DateTime.UtcNow.AddSeconds(5)).ResponseAsync);
+
+        Assert.Equal(StatusCode.DeadlineExceeded, quiet.StatusCode);
+        Assert.True(peer.ConnectionsSeen >= 2, $"the client opened {peer.ConnectionsSeen} connection(s): the quiet call shared the busy one");
+        // Both calls and at least two health checks that went unanswered for their 1.5 s each.
+        Assert.True(peer.CallsSeen >= 4, $"the peer saw {peer.CallsSeen} calls: the probe did not ask it");
+        Assert.False(busy.IsCompleted, "the busy call ended while its connection brought bytes");
+
+        peer.FallSilent();
+        var cut = await Assert.ThrowsAsync<RpcException>(() => busy);
+
+        Assert.True(cut.IsBrokenConnection(), $"not read as a broken connection: {cut.StatusCode} {cut.Status.Detail}");
+    }
+
     [Fact]
     public async Task ARefusedConnection_IsDescribedInTheTransportsWords_NotExceptionNames()
     {
@@ -103,39 +134,69 @@ public sealed class BrokenConnectionTests
         Assert.Equal(StatusCode.Internal, withFarmError.AsUnavailableWhenBroken().StatusCode);
     }
 
+    private static async Task WaitUntilAsync(Func<bool> condition, string what)
+    {
+        var deadline = DateTime.UtcNow.AddSeconds(30);
+        while (!condition())
+        {
+            if (DateTime.UtcNow > deadline)
+            {
+                throw new TimeoutException($"Not within 30 s: {what}.");
+            }
+            await Task.Delay(20);
+        }
+    }
+
     /// <summary>
-    /// A loopback HTTP/2 peer that says hello (its SETTINGS, and the ack of the client's) and then
-    /// reads everything and answers nothing, as a process stopped with SIGSTOP would after its kernel
-    /// took the bytes: calls stay open, pings go unanswered. With <c>chatter</c> it sends a PING of
-    /// its own every 100 ms until <see cref="FallSilent"/>: bytes keep coming, as from an overloaded
-    /// node that still answers other calls but not these.
+    /// A loopback HTTP/2 peer that says hello on each connection (its SETTINGS, and the ack of the
+    /// client's) and then reads everything and answers nothing, as a process stopped with SIGSTOP
+    /// would after its kernel took the bytes: calls stay open, pings go unanswered. With
+    /// <c>chatter</c> it sends a PING of its own every 100 ms on its first connection until
+    /// <see cref="FallSilent"/>: bytes keep coming, as from an overloaded node that still answers
+    /// other calls but not these. With <c>oneCallPerConnection</c> its SETTINGS allow one stream
+    /// at a time, so the client opens a connection per concurrent call.
     /// </summary>
     private sealed class FrozenHttp2Peer : IAsyncDisposable
     {
         private const byte HeadersFrame = 0x1;
         private const byte SettingsFrame = 0x4;
         private const byte PingFrame = 0x6;
+        private const byte MaxConcurrentStreams = 0x3;
         private readonly TcpListener _listener;
         private readonly CancellationTokenSource _stop = new();
         private readonly CancellationTokenSource _silent = new();
-        private readonly SemaphoreSlim _writing = new(1, 1);
         private readonly bool _chatter;
-        private readonly Task _serving;
+        private readonly bool _oneCallPerConnection;
+        private readonly List<Task> _connections = [];
+        private readonly Task _accepting;
         private volatile bool _sawPing;
         private int _calls;
 
-        private FrozenHttp2Peer(bool chatter)
+        private FrozenHttp2Peer(bool chatter, bool oneCallPerConnection)
         {
             _chatter = chatter;
+            _oneCallPerConnection = oneCallPerConnection;
             _listener = new TcpListener(IPAddress.Loopback, 0);
             _listener.Start();
-            _serving = ServeAsync();
+            _accepting = AcceptAsync();
         }
 
-        public static FrozenHttp2Peer Start(bool chatter = false) => new(chatter);
+        public static FrozenHttp2Peer Start(bool chatter = false, bool oneCallPerConnection = false) => new(chatter, oneCallPerConnection);
 
         /// <summary>Calls the client opened (HEADERS frames seen).</summary>
         public int CallsSeen => Volatile.Read(ref _calls);
+
+        /// <summary>Connections the client opened.</summary>
+        public int ConnectionsSeen
+        {
+            get
+            {
+                lock (_connections)
+                {
+                    return _connections.Count;
+                }
+            }
+        }
 
         /// <summary>Stops the chatter: from now on nothing at all comes from the peer.</summary>
         public void FallSilent() => _silent.Cancel();
@@ -144,14 +205,27 @@ public sealed class BrokenConnectionTests
 
         public bool SawPing => _sawPing;
 
-        private async Task ServeAsync()
+        private async Task AcceptAsync()
         {
-            using var socket = await _listener.AcceptSocketAsync(_stop.Token);
+            while (!_stop.IsCancellationRequested)
+            {
+                var socket = await _listener.AcceptSocketAsync(_stop.Token);
+                lock (_connections)
+                {
+                    _connections.Add(ServeAsync(socket, chatter: _chatter && _connections.Count == 0));
+                }
+            }
+        }
+
+        private async Task ServeAsync(Socket socket, bool chatter)
+        {
+            using var owned = socket;
             await using var stream = new NetworkStream(socket, ownsSocket: false);
+            using var writing = new SemaphoreSlim(1, 1);
             var preface = new byte[24];
             await stream.ReadExactlyAsync(preface, _stop.Token);
-            await WriteAsync(stream, Frame(SettingsFrame, flags: 0));
-            var chatter = _chatter ? ChatterAsync(stream) : Task.CompletedTask;
+            await WriteAsync(stream, writing, _oneCallPerConnection ? OneStreamSettings() : Frame(SettingsFrame, flags: 0));
+            var chattering = chatter ? ChatterAsync(stream, writing) : Task.CompletedTask;
             var header = new byte[9];
             var acked = false;
             while (!_stop.IsCancellationRequested)
@@ -162,7 +236,7 @@ public sealed class BrokenConnectionTests
                 if (header[3] == SettingsFrame && (header[4] & 0x1) == 0 && !acked)
                 {
                     acked = true;
-                    await WriteAsync(stream, Frame(SettingsFrame, flags: 0x1));
+                    await WriteAsync(stream, writing, Frame(SettingsFrame, flags: 0x1));
                 }
                 else if (header[3] == PingFrame)
                 {
@@ -173,10 +247,10 @@ public sealed class BrokenConnectionTests
                     Interlocked.Increment(ref _calls);
                 }
             }
-            await chatter;
+            await chattering;
         }
 
-        private async Task ChatterAsync(NetworkStream stream)
+        private async Task ChatterAsync(NetworkStream stream, SemaphoreSlim writing)
         {
             using var silent = CancellationTokenSource.CreateLinkedTokenSource(_stop.Token, _silent.Token);
             using var timer = new PeriodicTimer(TimeSpan.FromMilliseconds(100));
@@ -186,7 +260,7 @@ public sealed class BrokenConnectionTests
                 {
                     // A PING of the peer's own (8 bytes of payload): the client reads it and acks it.
                     byte[] ping = [0, 0, 8, PingFrame, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
-                    await WriteAsync(stream, ping);
+                    await WriteAsync(stream, writing, ping);
                 }
             }
             catch (OperationCanceledException)
@@ -195,36 +269,46 @@ public sealed class BrokenConnectionTests
             }
         }
 
-        private async Task WriteAsync(NetworkStream stream, byte[] frame)
+        private async Task WriteAsync(NetworkStream stream, SemaphoreSlim writing, byte[] frame)
         {
-            await _writing.WaitAsync(_stop.Token);
+            await writing.WaitAsync(_stop.Token);
             try
             {
                 await stream.WriteAsync(frame, _stop.Token);
             }
             finally
             {
-                _writing.Release();
+                writing.Release();
             }
         }
 
         private static byte[] Frame(byte type, byte flags) => [0, 0, 0, type, flags, 0, 0, 0, 0];
 
+        /// <summary>SETTINGS with SETTINGS_MAX_CONCURRENT_STREAMS = 1.</summary>
+        private static byte[] OneStreamSettings() => [0, 0, 6, SettingsFrame, 0, 0, 0, 0, 0, 0, MaxConcurrentStreams, 0, 0, 0, 1];
+
         public async ValueTask DisposeAsync()
         {
             await _stop.CancelAsync();
             _listener.Stop();
-            try
+            Task[] served;
+            lock (_connections)
             {
-                await _serving;
+                served = [_accepting, .. _connections];
             }
-            catch (Exception e) when (e is OperationCanceledException or IOException or SocketException or EndOfStreamException)
+            foreach (var task in served)
             {
-                // The client hung up or the test ended: the peer's job is done.
+                try
+                {
+                    await task;
+                }
+                catch (Exception e) when (e is OperationCanceledException or IOException or SocketException or EndOfStreamException)
+                {
+                    // The client hung up or the test ended: the peer's job is done.
+                }
             }
             _stop.Dispose();
             _silent.Dispose();
-            _writing.Dispose();
         }
     }
 }

@@ -51,7 +51,9 @@ internal sealed record CreationPhase(int Queues, int Concurrency, double Seconds
 /// <param name="Clients">FarmClients the processors are spread over (each holds their receive streams).</param>
 /// <param name="StartS">From the first StartProcessingAsync to the last returning.</param>
 /// <param name="FirstDeliveryAllS">From the first send to every queue having delivered a message (null: some never did).</param>
-internal sealed record ManyQueuesReceivers(string Style, int Clients, int Processors, double StartS, double? FirstDeliveryAllS);
+/// <param name="Redelivered">Messages handed to a handler with DeliveryCount above 1 over the whole run (the handlers never fail: each waited out a lock).</param>
+/// <param name="ConnectionAborts">Connections the SDK's liveness probe cut over the whole run (farm.client.connection.aborts), taking the node for frozen.</param>
+internal sealed record ManyQueuesReceivers(string Style, int Clients, int Processors, double StartS, double? FirstDeliveryAllS, long Redelivered, long ConnectionAborts);
 
 /// <summary>A node's resident memory (VmRSS) at each phase, and its peak (VmHWM), in MiB.</summary>
 internal sealed record NodeMemory(

@@ -50,6 +50,7 @@ internal sealed class ManyQueuesScenario(PerfOptions options)
         var rssCreated = sampler.Current();
 
         var state = new RunState();
+        using var aborts = new ConnectionAbortCounter();
         var receiving = new ProcessorSet(connection, names, options.ReceiverClients, state);
         var startClock = Stopwatch.StartNew();
         await receiving.StartAsync(cancellationToken).ConfigureAwait(false);
@@ -134,7 +135,8 @@ internal sealed class ManyQueuesScenario(PerfOptions options)
             Creation: creation,
             Receivers: new ManyQueuesReceivers(
                 $"a FarmProcessor per queue (peek-lock, auto-complete, MaxConcurrentCalls 1, SDK default prefetch 3), spread round-robin over {options.ReceiverClients} FarmClients",
-                options.ReceiverClients, queues, Math.Round(receiversStart, 2), firstDeliveryAll is { } f ? Math.Round(f, 2) : null),
+                options.ReceiverClients, queues, Math.Round(receiversStart, 2), firstDeliveryAll is { } f ? Math.Round(f, 2) : null,
+                receiving.Redelivered, aborts.Aborts),
             Memory: memory,
             Cpu: cpuFigures,
             Targets: targets,

@@ -19,6 +19,14 @@ internal sealed class ProcessorSet(string connectionString, IReadOnlyList<string
     private readonly int[] _delivered = new int[queues.Count];
     private int _queuesDelivered;
     private long _lastFirstDelivery;
+    private long _redelivered;
+
+    /// <summary>
+    /// Messages that reached a handler with a DeliveryCount above 1: nothing failed in the handlers,
+    /// so each is a delivery that was lost on its way (a receive stream cut with it in flight) and
+    /// came back only after its lock ran out.
+    /// </summary>
+    public long Redelivered => Interlocked.Read(ref _redelivered);
 
     /// <summary>True once every queue has delivered at least one message.</summary>
     public bool AllDelivered => Volatile.Read(ref _queuesDelivered) == queues.Count;
@@ -40,6 +48,10 @@ internal sealed class ProcessorSet(string connectionString, IReadOnlyList<string
             processor.ProcessMessageAsync += args =>
             {
                 state.OnReceived(args.Message);
+                if (args.Message.DeliveryCount > 1)
+                {
+                    Interlocked.Increment(ref _redelivered);
+                }
                 if (Interlocked.Exchange(ref _delivered[index], 1) == 0 && Interlocked.Increment(ref _queuesDelivered) == queues.Count)
                 {
                     Interlocked.Exchange(ref _lastFirstDelivery, Stopwatch.GetTimestamp());

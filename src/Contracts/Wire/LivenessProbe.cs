@@ -13,13 +13,14 @@ namespace Farm.Contracts;
 /// and checks once a second, so a caller on a frozen gateway sat there for 2.5-4.5 s, as long as the
 /// survivors take 3 s to take the frozen node's containers over. While the channel has connections,
 /// this asks the peer's gRPC health service every <see cref="Interval"/>; an answer of any kind
-/// (even an error) means the peer lives. When none comes within <see cref="Timeout"/>, every
-/// connection of the channel that has also been silent that long (no byte read, none waiting in
-/// the socket) is aborted, so the calls on it fail at once as broken connections and go elsewhere
-/// (the SDK's failover, a gateway's hold for the next owner). A connection that still brings bytes
-/// is kept: an overloaded node answers its health check late but is not frozen, and cutting its
-/// clients off would only add their reconnects to its load (15,000 receivers reopening at once
-/// turned an overloaded node's backlog into minutes).
+/// (even an error) means the peer lives. When none comes within <see cref="Timeout"/> and every
+/// connection of the channel has also been silent that long (no byte read, none waiting in the
+/// socket), they are all aborted, so the calls on them fail at once as broken connections and go
+/// elsewhere (the SDK's failover, a gateway's hold for the next owner). While any connection still
+/// brings bytes, none is cut: an overloaded node answers its health check late but is not frozen,
+/// and cutting its clients off would only add their reconnects to its load (15,000 receivers
+/// reopening at once turned an overloaded node's backlog into minutes) and strand what it had just
+/// sent on the connections it cut.
 /// </summary>
 internal sealed class LivenessProbe : DelegatingHandler
 {
@@ -102,16 +103,26 @@ internal sealed class LivenessProbe : DelegatingHandler
         }
     }
 
-    /// <summary>Aborts the connections that brought nothing for <see cref="Timeout"/>; the others are busy, not frozen.</summary>
+    /// <summary>
+    /// Aborts the channel's connections when none of them brought anything for <see cref="Timeout"/>.
+    /// One that still brings bytes shows the peer lives (overloaded, not frozen), and then none is
+    /// cut: an idle receive stream's connection looks silent while the node is busy elsewhere, and
+    /// cutting it stranded the deliveries the node had just written to it, still on their way, under
+    /// locks that then ran their full duration (perf/README, session 36).
+    /// </summary>
     private void AbortSilentConnections()
     {
         var silentSince = Environment.TickCount64 - (long)Timeout.TotalMilliseconds;
-        foreach (var connection in _connections.Keys)
+        var connections = _connections.Keys;
+        foreach (var connection in connections)
         {
             if (!connection.SilentSince(silentSince))
             {
-                continue;
+                return;
             }
+        }
+        foreach (var connection in connections)
+        {
             _connections.TryRemove(connection, out _);
             AbortCount.Add(1, new KeyValuePair<string, object?>("server.address", _target));
             connection.Abort();
@@ -131,7 +142,9 @@ internal sealed class LivenessProbe : DelegatingHandler
     /// <summary>The connection's stream: notes when it last read a byte; forgets itself when the handler closes it.</summary>
     private sealed class TrackedStream(Socket socket, LivenessProbe owner) : NetworkStream(socket, ownsSocket: true)
     {
-        private long _lastRead = Environment.TickCount64;
+        // Nothing read yet: a connection the peer never said a word on is no sign that it lives (the
+        // kernel of a stopped process still accepts connections).
+        private long _lastRead = long.MinValue;
 
         /// <summary>Whether nothing was read since <paramref name="ticks"/> (Environment.TickCount64) and nothing waits to be.</summary>
         public bool SilentSince(long ticks)
