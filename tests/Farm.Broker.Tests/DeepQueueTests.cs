@@ -276,6 +276,29 @@ public sealed class DeepQueueTests : IAsyncLifetime
         Assert.InRange(queue.DueTimeEntries, 0, 3 * QueueEntity.DueTimeSlack);
     }
 
+    /// <summary>
+    /// A quiet queue (a message now and then, each received and completed) keeps no completed
+    /// message in its due-time heaps, not even until the next sweep: once it holds no lock and no
+    /// message, they are emptied with the completion. A stale entry kept the message and its payload
+    /// alive long enough to be promoted by the GC (24,000 messages at 15,000 queues).
+    /// </summary>
+    [Fact]
+    public async Task AQuietQueue_HoldsNoCompletedMessage_InItsDueTimeHeaps_RightAfterTheCompletion()
+    {
+        var queue = await _farm.CreateQueueAsync("quiet", new QueueSettings { DefaultMessageTimeToLive = TimeSpan.FromDays(1) });
+        for (var n = 1; n <= 3; n++)
+        {
+            await queue.SendAsync([Numbered(n)]);
+            var received = await ReceiveAsync(queue, 1);
+            Assert.Equal(n, NumberOf(Assert.Single(received)));
+            Assert.Equal(2, queue.DueTimeEntries);
+
+            await CompleteAsync(queue, received);
+
+            Assert.Equal(0, queue.DueTimeEntries);
+        }
+    }
+
     [Fact]
     public async Task DeepQueue_AbandonLockExpiryAndDefer_LoseNothing_AndKeepTheOrder()
     {

@@ -6,7 +6,7 @@ namespace Farm.Perf.ManyQueues;
 /// <summary>
 /// Counts the connections this process's Farm clients had cut by their liveness probe
 /// (farm.client.connection.aborts): each one a node taken for frozen, and every delivery in flight
-/// on it left to wait out its lock.
+/// on it left to wait out its lock. Each is printed with its time.
 /// </summary>
 internal sealed class ConnectionAbortCounter : IDisposable
 {
@@ -23,7 +23,13 @@ internal sealed class ConnectionAbortCounter : IDisposable
                 listener.EnableMeasurementEvents(instrument);
             }
         };
-        _listener.SetMeasurementEventCallback<long>((_, value, _, _) => Interlocked.Add(ref _aborts, value));
+        _listener.SetMeasurementEventCallback<long>((_, value, tags, _) =>
+        {
+            Interlocked.Add(ref _aborts, value);
+            // Timed, to be matched with the node's GC pauses and logs.
+            var peer = tags.Length > 0 ? tags[0].Value : "?";
+            Console.Error.WriteLine($"perf: {DateTime.UtcNow:HH:mm:ss.fff} the SDK's liveness probe cut a connection to {peer}: no answer to its health check, nothing on any connection for 1.5 s");
+        });
         _listener.Start();
     }
 

@@ -61,6 +61,7 @@ internal sealed partial class QueueEntity
             ForgetScheduledLocked(message);
             ForgetDeferredLocked(message);
             MessageLeftLocked(message.SequenceNumber, message.StoredAlone, message.PayloadSize);
+            ClearDueTimesWhenNoneLiveLocked();
         }
     }
 

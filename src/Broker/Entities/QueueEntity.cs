@@ -586,6 +586,7 @@ internal sealed partial class QueueEntity : ISendTarget
 
     private void CompactDueTimesLocked()
     {
+        ClearDueTimesWhenNoneLiveLocked();
         if (_lockExpiry.Count > (2L * _locks.Count) + DueTimeSlack)
         {
             _lockExpiry = new PriorityQueue<StoredMessage, long>(_locks.Values.Select(m => (m, m.LockedUntilMs)));
@@ -599,6 +600,32 @@ internal sealed partial class QueueEntity : ISendTarget
         {
             _scheduled = new PriorityQueue<StoredMessage, long>(
                 _main.Messages.Values.Where(m => m.State == StoredMessageState.Scheduled && m.ScheduledAtMs is not null).Select(m => (m, m.ScheduledAtMs!.Value)));
+        }
+    }
+
+    /// <summary>
+    /// Empties a due-time heap none of whose entries can be live any more (no lock held, no message
+    /// in memory), without waiting for the slack to fill: a quiet queue completes its one message and
+    /// holds nothing, and the stale entry would keep that message and its payload alive for seconds,
+    /// long enough to be carried into the older generations of the heap (15,000 quiet queues held
+    /// 24,000 completed messages, 30 MB, promoted at every gen0 collection). Clear keeps the array.
+    /// </summary>
+    private void ClearDueTimesWhenNoneLiveLocked()
+    {
+        if (_locks.Count == 0 && _lockExpiry.Count > 0)
+        {
+            _lockExpiry.Clear();
+        }
+        if (_main.Messages.Count == 0)
+        {
+            if (_timeToLive.Count > 0)
+            {
+                _timeToLive.Clear();
+            }
+            if (_scheduled.Count > 0)
+            {
+                _scheduled.Clear();
+            }
         }
     }
 
