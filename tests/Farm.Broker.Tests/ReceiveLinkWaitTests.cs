@@ -1,4 +1,5 @@
 using Farm.Testing;
+using Farm.Broker.Entities;
 using Farm.Broker.Messaging;
 using Farm.Contracts.V1;
 
@@ -7,7 +8,8 @@ namespace Farm.Broker.Tests;
 /// <summary>
 /// A receive link waiting for messages on an empty entity: a drain is answered at once and the
 /// link waits again with the credit that follows; the call's end ends a waiting link at once and
-/// takes nothing; a message that arrives while it waits is delivered.
+/// takes nothing; a message that arrives while it waits is delivered, and so is one whose lock ran
+/// out: the link waits without a timer of its own, so the sweep that frees the message must wake it.
 /// </summary>
 public sealed class ReceiveLinkWaitTests : IAsyncLifetime
 {
@@ -41,6 +43,25 @@ public sealed class ReceiveLinkWaitTests : IAsyncLifetime
         Assert.Equal("after the drain", Assert.Single(delivered.Messages).Message.Body.ToStringUtf8());
         await Eventually.UntilAsync(() => queue.WaitingPeekLockCredit == 1, Patience, "the link to wait with the credit left");
         Assert.False(stream.Running.IsCompleted);
+    }
+
+    [Fact]
+    public async Task AWaitingLink_IsWokenByTheSweep_WhenALockRunsOut_AndDeliversTheMessageAgain()
+    {
+        var queue = await _farm.CreateQueueAsync("q", new QueueSettings { LockDuration = TimeSpan.FromSeconds(10) });
+        await queue.SendAsync([BrokerHarness.Text("locked elsewhere")]);
+        using var deadline = new CancellationTokenSource(Patience);
+        var first = Assert.Single(await queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, deadline.Token));
+        await using var stream = ReceiveStreamDriver.Open(new MessagingService(_farm.Node), Open("q", credit: 1));
+        await Eventually.UntilAsync(() => queue.WaitingPeekLockCredit == 1, Patience, "the link to wait");
+
+        var next = stream.NextAsync();
+        // At most 15 s of sweeps: the lock's 10 s and a few passes, well short of any fallback wake-up a link might have.
+        await _farm.SweepUntilAsync(() => next.IsCompleted, "the message whose lock ran out to reach the waiting link", maxSweeps: 60);
+
+        var again = Assert.Single((await next).Messages);
+        Assert.Equal(first.Message.Body, again.Message.Body);
+        Assert.Equal(2, again.DeliveryCount);
     }
 
     [Fact]
