@@ -608,7 +608,7 @@ internal sealed partial class QueueEntity : ISendTarget
     /// in memory), without waiting for the slack to fill: a quiet queue completes its one message and
     /// holds nothing, and the stale entry would keep that message and its payload alive for seconds,
     /// long enough to be carried into the older generations of the heap (15,000 quiet queues held
-    /// 24,000 completed messages, 30 MB, promoted at every gen0 collection). Clear keeps the array.
+    /// 24,000 completed messages and 30 MB of their payloads). Clear keeps the array.
     /// </summary>
     private void ClearDueTimesWhenNoneLiveLocked()
     {
