@@ -88,6 +88,43 @@ public sealed class EntityLoadTests : IAsyncLifetime
         Assert.Equal(1, Volatile.Read(ref slowLoads));
     }
 
+    /// <summary>
+    /// A queue created on the node that serves its container starts loaded and empty, with no read
+    /// of its head (left to its first use, 15,000 new queues were loaded all at once when their
+    /// receivers opened); it serves from sequence number 1, and after a restart it is read back as
+    /// stored.
+    /// </summary>
+    [Fact]
+    public async Task AQueueCreatedOnTheNodeServingItsContainer_StartsLoaded_WithoutReadingItsHead()
+    {
+        var headReads = 0;
+        _farm.Provider = new InterceptedStoreProvider(new SqliteStoreProvider(), containerHook: (name, _, proceed) =>
+        {
+            if (name == nameof(IContainerDatabase.LoadEntityHeadAsync))
+            {
+                Interlocked.Increment(ref headReads);
+            }
+            return proceed();
+        });
+        await _farm.RestartAsync(crash: false);
+        var admin = new Farm.Broker.Administration.EntityAdministration(_farm.Node, _farm.Provider);
+
+        await admin.CreateQueueAsync(new Farm.Contracts.V1.CreateQueueRequest { Name = "fresh" }, CancellationToken.None);
+        var queue = await _farm.QueueAsync("fresh");
+        await queue.SendAsync([Text("first"), Text("second")]);
+        using var deadline = new CancellationTokenSource(TimeSpan.FromSeconds(30));
+        var received = await queue.ReceiveAsync(false, Farm.Contracts.V1.ReceiveMode.PeekLock, 1, TimeSpan.Zero, deadline.Token);
+
+        Assert.Equal(1, Assert.Single(received).SequenceNumber);
+        Assert.Equal(0, Volatile.Read(ref headReads));
+
+        await _farm.RestartAsync(crash: false);
+        var reloaded = await _farm.QueueAsync("fresh");
+
+        Assert.Equal(1, Volatile.Read(ref headReads));
+        Assert.Equal(2, reloaded.GetCounts().Active);
+    }
+
     [Fact]
     public async Task ASlowTopicLoad_HoldsUpNoOtherTopic_AndSubscriptionsAddedOrDeletedMeanwhileAreSoInTheLoadedTopic()
     {

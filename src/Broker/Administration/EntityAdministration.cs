@@ -86,7 +86,8 @@ public sealed partial class EntityAdministration(BrokerNode node, IStoreProvider
         {
             throw FarmErrors.EntityExists(request.Name);
         }
-        // New and empty; its container may be served by another node, which loads it on first use.
+        // New and empty: served here, it starts loaded without a read; else its container's owner loads it on first use.
+        await node.StartNewQueueAsync(record).ConfigureAwait(false);
         var info = DescribeQueue(record);
         info.Counts = new MessageCounts();
         return info;

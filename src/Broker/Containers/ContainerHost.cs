@@ -195,7 +195,22 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         return await load.Value.WaitAsync(cancellationToken).ConfigureAwait(false);
     }
 
-    private async Task<QueueEntity> LoadQueueAsync(EntityRecord record)
+    /// <summary>
+    /// A queue this node just created in this container: nothing is stored for it, so it starts
+    /// loaded and empty, without a read. Left to its first use, 15,000 new queues were loaded all at
+    /// once when their receivers opened, with the node silent to its clients meanwhile.
+    /// </summary>
+    public Task<QueueEntity> LoadNewQueueAsync(EntityRecord record)
+    {
+        if (_entities.TryGetValue(record.Id, out var loaded))
+        {
+            return Task.FromResult(loaded);
+        }
+        // The same slot as a first use's load: a send racing the create shares one load.
+        return _queueLoads.GetOrAdd(record.Id, _ => new Lazy<Task<QueueEntity>>(() => LoadQueueAsync(record, isNew: true))).Value;
+    }
+
+    private async Task<QueueEntity> LoadQueueAsync(EntityRecord record, bool isNew = false)
     {
         await _loadSlots.WaitAsync().ConfigureAwait(false);
         try
@@ -209,7 +224,9 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options, _options.MessageCacheSizePerEntity, _messageCache) { Resolve = _resolve };
             // The head only: a deep queue's takeover reads what the cache holds, not the backlog.
             // A first part of the head: the rest of the cache fills by read-back while it serves.
-            var load = await Database.LoadEntityHeadAsync(record.Id, _time.GetUtcNow().ToUnixTimeMilliseconds(), TakeoverLoadBytes, maxDuplicates: _options.DuplicateIdsInMemoryPerEntity).ConfigureAwait(false);
+            var load = isNew
+                ? EntityLoad.EmptyHead(record.Id)
+                : await Database.LoadEntityHeadAsync(record.Id, _time.GetUtcNow().ToUnixTimeMilliseconds(), TakeoverLoadBytes, maxDuplicates: _options.DuplicateIdsInMemoryPerEntity).ConfigureAwait(false);
             entity.Load(load);
             _entities[record.Id] = entity;
             LogEntityLoaded(_logger, record.Name, Id, load.Messages.Count, System.Diagnostics.Stopwatch.GetElapsedTime(started).TotalMilliseconds);

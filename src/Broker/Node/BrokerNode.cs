@@ -433,6 +433,20 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     /// <summary>True when this node serves the container the entity lives in.</summary>
     internal bool IsLocal(EntityRecord record) => _containers.ContainsKey(record.ContainerId);
 
+    /// <summary>
+    /// A queue was created: on the node that serves its container it starts loaded and empty (see
+    /// <see cref="ContainerHost.LoadNewQueueAsync"/>); elsewhere its owner loads it on first use.
+    /// </summary>
+    internal async Task StartNewQueueAsync(EntityRecord record)
+    {
+        if (!_containers.TryGetValue(record.ContainerId, out var host))
+        {
+            return;
+        }
+        await host.LoadNewQueueAsync(record).ConfigureAwait(false);
+        _entityIndex[record.Name] = record;
+    }
+
     /// <summary>Loads a queue or a subscription (with its topic).</summary>
     internal async Task<QueueEntity> LoadAsync(EntityRecord record, CancellationToken cancellationToken)
     {

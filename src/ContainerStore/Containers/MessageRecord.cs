@@ -113,7 +113,19 @@ public sealed record EntityLoad(
     bool DuplicateHistoryComplete = true,
     HeldTail? Held = null,
     StoredAloneTally StoredAlone = default,
-    long DeliveredThrough = 0);
+    long DeliveredThrough = 0)
+{
+    /// <summary>
+    /// The head load of an entity with nothing stored, as <see cref="IContainerDatabase.LoadEntityHeadAsync"/>
+    /// reads it: a queue just created starts from it without a read (entity ids are never reused, so
+    /// a new one has no rows).
+    /// </summary>
+    public static EntityLoad EmptyHead(long entityId) => new(
+        entityId, NextSequenceNumber: 1, Messages: [], DuplicateHistory: [],
+        Tails: [new StoredTail(SubQueue.Main, 0, 0, 0, 0), new StoredTail(SubQueue.DeadLetter, 0, 0, 0, 0)],
+        DuplicateHistoryComplete: true,
+        Held: HeldTails.Of([], [], []));
+}
 
 /// <summary>
 /// A subscription's rows that are their message's only stored form (see <see cref="MessageRecord.StoredAlone"/>):

@@ -710,6 +710,30 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
     }
 
     /// <summary>
+    /// A queue just created starts from <see cref="EntityLoad.EmptyHead"/> without a read: it must be
+    /// exactly what the head load reads for an entity with nothing stored, in a container that holds
+    /// other entities' messages.
+    /// </summary>
+    [StoreFact]
+    public async Task TheEmptyHead_IsWhatTheHeadLoadReadsForAnEntityWithNothingStored()
+    {
+        var database = await OpenAsync();
+        Assert.True(await database.RaiseEpochAsync(1));
+        await CommitAsync(database, 1, b => b.Inserts.Add(Message(OtherEntity, 1)));
+
+        var read = await database.LoadEntityHeadAsync(Entity, 0, cacheBytes: 1 << 20, maxDuplicates: 100);
+        var empty = EntityLoad.EmptyHead(Entity);
+
+        Assert.Equal((read.EntityId, read.NextSequenceNumber, read.DuplicateHistoryComplete, read.Held, read.StoredAlone, read.DeliveredThrough),
+            (empty.EntityId, empty.NextSequenceNumber, empty.DuplicateHistoryComplete, empty.Held, empty.StoredAlone, empty.DeliveredThrough));
+        Assert.Empty(read.Messages);
+        Assert.Empty(empty.Messages);
+        Assert.Empty(read.DuplicateHistory);
+        Assert.Empty(empty.DuplicateHistory);
+        Assert.Equal(read.Tails!.OrderBy(t => t.SubQueue), empty.Tails!.OrderBy(t => t.SubQueue));
+    }
+
+    /// <summary>
     /// A subscription's row that carries its own payload while its topic holds no copy is its
     /// message's only stored form: the paged reads say so row by row, and the head load counts such
     /// rows (with their bytes), in memory or not. A pointer row, or a row with its own payload whose
