@@ -86,7 +86,7 @@ public sealed class BrokenConnectionTests
 
         // The first call takes the first connection, the one that chatters; the second gets a quiet one.
         var busy = client.PeekAsync(new PeekRequest { Entity = "busy", MaxMessages = 1 }, deadline: DateTime.UtcNow.AddSeconds(60)).ResponseAsync;
-        await WaitUntilAsync(() => peer.CallsSeen >= 1, "the first call reached the peer");
+        await peer.FirstCall.WaitAsync(TimeSpan.FromSeconds(30));
         var quiet = await Assert.ThrowsAsync<RpcException>(() =>
             client.PeekAsync(new PeekRequest { Entity = "quiet", MaxMessages = 1 }, deadline: DateTime.UtcNow.AddSeconds(5)).ResponseAsync);
 
@@ -134,19 +134,6 @@ public sealed class BrokenConnectionTests
         Assert.Equal(StatusCode.Internal, withFarmError.AsUnavailableWhenBroken().StatusCode);
     }
 
-    private static async Task WaitUntilAsync(Func<bool> condition, string what)
-    {
-        var deadline = DateTime.UtcNow.AddSeconds(30);
-        while (!condition())
-        {
-            if (DateTime.UtcNow > deadline)
-            {
-                throw new TimeoutException($"Not within 30 s: {what}.");
-            }
-            await Task.Delay(20);
-        }
-    }
-
     /// <summary>
     /// A loopback HTTP/2 peer that says hello on each connection (its SETTINGS, and the ack of the
     /// client's) and then reads everything and answers nothing, as a process stopped with SIGSTOP
@@ -169,6 +156,7 @@ public sealed class BrokenConnectionTests
         private readonly bool _oneCallPerConnection;
         private readonly List<Task> _connections = [];
         private readonly Task _accepting;
+        private readonly TaskCompletionSource _firstCall = new(TaskCreationOptions.RunContinuationsAsynchronously);
         private volatile bool _sawPing;
         private int _calls;
 
@@ -185,6 +173,9 @@ public sealed class BrokenConnectionTests
 
         /// <summary>Calls the client opened (HEADERS frames seen).</summary>
         public int CallsSeen => Volatile.Read(ref _calls);
+
+        /// <summary>Completes when the first call reaches the peer.</summary>
+        public Task FirstCall => _firstCall.Task;
 
         /// <summary>Connections the client opened.</summary>
         public int ConnectionsSeen
@@ -245,6 +236,7 @@ public sealed class BrokenConnectionTests
                 else if (header[3] == HeadersFrame)
                 {
                     Interlocked.Increment(ref _calls);
+                    _firstCall.TrySetResult();
                 }
             }
             await chattering;

@@ -191,8 +191,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         {
             return await LoadSubscriptionAsync(record, cancellationToken).ConfigureAwait(false);
         }
-        var load = _queueLoads.GetOrAdd(record.Id, _ => new Lazy<Task<QueueEntity>>(() => LoadQueueAsync(record)));
-        return await load.Value.WaitAsync(cancellationToken).ConfigureAwait(false);
+        return await SharedQueueLoad(record, isNew: false).WaitAsync(cancellationToken).ConfigureAwait(false);
     }
 
     /// <summary>
@@ -207,10 +206,14 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             return Task.FromResult(loaded);
         }
         // The same slot as a first use's load: a send racing the create shares one load.
-        return _queueLoads.GetOrAdd(record.Id, _ => new Lazy<Task<QueueEntity>>(() => LoadQueueAsync(record, isNew: true))).Value;
+        return SharedQueueLoad(record, isNew: true);
     }
 
-    private async Task<QueueEntity> LoadQueueAsync(EntityRecord record, bool isNew = false)
+    /// <summary>The one load of a queue under way, started by whichever caller came first.</summary>
+    private Task<QueueEntity> SharedQueueLoad(EntityRecord record, bool isNew) =>
+        _queueLoads.GetOrAdd(record.Id, _ => new Lazy<Task<QueueEntity>>(() => LoadQueueAsync(record, isNew))).Value;
+
+    private async Task<QueueEntity> LoadQueueAsync(EntityRecord record, bool isNew)
     {
         await _loadSlots.WaitAsync().ConfigureAwait(false);
         try
