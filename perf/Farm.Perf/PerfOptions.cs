@@ -113,6 +113,8 @@ internal sealed partial record PerfOptions
           --senders 4         sender clients, each covering a slice of the queues
           --clients 8         FarmClients the processors are spread over
           --create-concurrency 16  create calls in flight (after the first 200, made one by one)
+          --restart           SIGKILL every node once the queues exist and start it again, so the
+                              receivers' first use loads every queue from the store (a restart's storm)
           --warmup 30s  --duration 60s  --size 1024
           --out FILE          JSON result (default perf/results/many-queues.json)
         chain (its own node; a FarmProcessor per queue forwarding to the next; see Chain/ChainScenario.cs):
@@ -132,7 +134,7 @@ internal sealed partial record PerfOptions
 
     private static readonly HashSet<string> DeepBacklogOptions = ["--messages", "--shallow", "--drain", "--size", "--senders", "--batch", "--receivers", "--prefetch", "--out"];
 
-    private static readonly HashSet<string> ManyQueuesOptions = ["--queues", "--rate-per-queue", "--nodes", "--containers-per-node", "--senders", "--clients", "--create-concurrency", "--warmup", "--duration", "--size", "--out"];
+    private static readonly HashSet<string> ManyQueuesOptions = ["--queues", "--rate-per-queue", "--nodes", "--containers-per-node", "--senders", "--clients", "--create-concurrency", "--restart", "--warmup", "--duration", "--size", "--out"];
 
     private static readonly HashSet<string> ChainOptions = ["--queues", "--rates", "--concurrency", "--forward", "--warmup", "--run-warmup", "--duration", "--size", "--out"];
 
@@ -290,6 +292,9 @@ internal sealed partial record PerfOptions
     /// <summary>many-queues: containers each node owns (each has its own commit loop); null: 1 on one node, 2 on three.</summary>
     public int? ContainersPerNode { get; init; }
 
+    /// <summary>many-queues: SIGKILL and restart every node after the queues are created, so they are loaded from the store on first use.</summary>
+    public bool Restart { get; init; }
+
     /// <summary>many-queues: FarmClients the per-queue processors are spread over.</summary>
     public int ReceiverClients { get; init; } = 8;
 
@@ -378,6 +383,12 @@ internal sealed partial record PerfOptions
             if (name == "--redirect")
             {
                 options = options with { Redirect = true };
+                continue;
+            }
+
+            if (name == "--restart")
+            {
+                options = options with { Restart = true };
                 continue;
             }
 

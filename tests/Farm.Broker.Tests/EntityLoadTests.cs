@@ -125,6 +125,117 @@ public sealed class EntityLoadTests : IAsyncLifetime
         Assert.Equal(2, reloaded.GetCounts().Active);
     }
 
+    /// <summary>
+    /// A node that starts with many stored queues (a restart, a takeover) asks the container in one
+    /// read which of them are quiet (nothing stored): those start without a head load, the others
+    /// get theirs; each serves as stored, a drained queue going on from its next sequence number.
+    /// </summary>
+    [Fact]
+    public async Task AfterARestart_QuietQueuesStartWithoutAHeadLoad_AndEveryQueueServesAsStored()
+    {
+        var drained = new List<string>();
+        var holding = new List<string>();
+        var untouched = new List<string>();
+        for (var i = 0; i < 30; i++)
+        {
+            var name = $"q-{i}";
+            var queue = await _farm.CreateQueueAsync(name);
+            switch (i % 3)
+            {
+                case 0:
+                    await queue.SendAsync([Text("a"), Text("b")]);
+                    using (var deadline = new CancellationTokenSource(TimeSpan.FromSeconds(30)))
+                    {
+                        Assert.Equal(2, (await queue.ReceiveAsync(false, Farm.Contracts.V1.ReceiveMode.ReceiveAndDelete, 2, TimeSpan.Zero, deadline.Token)).Count);
+                    }
+                    drained.Add(name);
+                    break;
+                case 1:
+                    await queue.SendAsync([Text(name)]);
+                    holding.Add(name);
+                    break;
+                default:
+                    untouched.Add(name);
+                    break;
+            }
+        }
+
+        var headLoads = new System.Collections.Concurrent.ConcurrentBag<long>();
+        var askedQuiet = new System.Collections.Concurrent.ConcurrentBag<long>();
+        _farm.Provider = new InterceptedStoreProvider(new SqliteStoreProvider(), containerHook: (name, args, proceed) =>
+        {
+            if (name == nameof(IContainerDatabase.LoadEntityHeadAsync))
+            {
+                headLoads.Add((long)args[0]!);
+            }
+            if (name == nameof(IContainerDatabase.LoadQuietHeadsAsync))
+            {
+                foreach (var id in (IReadOnlyCollection<long>)args[0]!)
+                {
+                    askedQuiet.Add(id);
+                }
+            }
+            return proceed();
+        });
+        await _farm.RestartAsync(crash: true);
+
+        var loaded = (await Task.WhenAll(drained.Concat(holding).Concat(untouched).Select(_farm.QueueAsync)).WaitAsync(TimeSpan.FromSeconds(30)))
+            .ToDictionary(q => q.Name);
+
+        Assert.Equal(loaded.Values.Select(q => q.Id).Order(), askedQuiet.Order());
+        Assert.Equal(holding.Select(n => loaded[n].Id).Order(), headLoads.Order());
+        Assert.All(holding, n => Assert.Equal(1, loaded[n].GetCounts().Active));
+        Assert.All(drained.Concat(untouched), n => Assert.Equal(0, loaded[n].GetCounts().Active));
+        Assert.Equal(new long[] { 3 }, await loaded[drained[0]].SendAsync([Text("c")]));
+        Assert.Equal(new long[] { 1 }, await loaded[untouched[0]].SendAsync([Text("first")]));
+        Assert.Equal(new long[] { 2 }, await loaded[holding[0]].SendAsync([Text("second")]));
+    }
+
+    /// <summary>
+    /// A queue's first load reads its record afresh (with the others loading then, in one read): a
+    /// record cached before another node changed the queue loads with the change, and one cached
+    /// before the queue was deleted fails as not found.
+    /// </summary>
+    [Fact]
+    public async Task AQueuesLoad_ReadsItsRecordAfresh_SoAStaleCachedRecordNeitherServesOldSettingsNorADeletedQueue()
+    {
+        await _farm.CreateQueueAsync("tuned");
+        await _farm.CreateQueueAsync("gone");
+        var staleTuned = await _farm.Node.FindEntityAsync("tuned", CancellationToken.None);
+        var staleGone = await _farm.Node.FindEntityAsync("gone", CancellationToken.None);
+        await _farm.RestartAsync(crash: true);
+        await _farm.Node.Farm.UpdateEntityAsync("tuned", new QueueSettings { MaxDeliveryCount = 3 }.ToJson());
+        await _farm.Node.Farm.DeleteEntityAsync("gone");
+
+        var tuned = await _farm.Node.LoadAsync(staleTuned, CancellationToken.None);
+        var error = await Assert.ThrowsAsync<BrokerException>(() => _farm.Node.LoadAsync(staleGone, CancellationToken.None));
+
+        Assert.Equal(3, tuned.Settings.MaxDeliveryCount);
+        Assert.Equal(Farm.Contracts.V1.FarmErrorCode.MessagingEntityNotFound, error.Code);
+        var lookup = await Assert.ThrowsAsync<BrokerException>(() => _farm.QueueAsync("gone"));
+        Assert.Equal(Farm.Contracts.V1.FarmErrorCode.MessagingEntityNotFound, lookup.Code);
+    }
+
+    /// <summary>A failed lookup of the quiet queues fails the loads waiting on it; the next use of each queue loads it.</summary>
+    [Fact]
+    public async Task AFailedQuietLookup_FailsItsCallers_AndTheNextUseLoadsTheQueue()
+    {
+        await (await _farm.CreateQueueAsync("kept")).SendAsync([Text("kept")]);
+        await _farm.CreateQueueAsync("empty");
+        var failures = 1;
+        _farm.Provider = new InterceptedStoreProvider(new SqliteStoreProvider(), containerHook: (name, _, proceed) =>
+            name == nameof(IContainerDatabase.LoadQuietHeadsAsync) && Interlocked.Decrement(ref failures) >= 0
+                ? Task.FromException<IReadOnlyList<EntityLoad>>(new InvalidOperationException("the container database went away"))
+                : proceed());
+        await _farm.RestartAsync(crash: true);
+
+        var error = await Assert.ThrowsAsync<InvalidOperationException>(() => _farm.QueueAsync("kept"));
+        Assert.Contains("went away", error.Message);
+
+        Assert.Equal(1, (await _farm.QueueAsync("kept")).GetCounts().Active);
+        Assert.Equal(new long[] { 1 }, await (await _farm.QueueAsync("empty")).SendAsync([Text("first")]));
+    }
+
     [Fact]
     public async Task ASlowTopicLoad_HoldsUpNoOtherTopic_AndSubscriptionsAddedOrDeletedMeanwhileAreSoInTheLoadedTopic()
     {

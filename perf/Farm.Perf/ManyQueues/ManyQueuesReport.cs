@@ -53,7 +53,8 @@ internal sealed record CreationPhase(int Queues, int Concurrency, double Seconds
 /// <param name="FirstDeliveryAllS">From the first send to every queue having delivered a message (null: some never did).</param>
 /// <param name="Redelivered">Messages handed to a handler with DeliveryCount above 1 over the whole run (the handlers never fail: each waited out a lock).</param>
 /// <param name="ConnectionAborts">Connections the SDK's liveness probe cut over the whole run (farm.client.connection.aborts), taking the node for frozen.</param>
-internal sealed record ManyQueuesReceivers(string Style, int Clients, int Processors, double StartS, double? FirstDeliveryAllS, long Redelivered, long ConnectionAborts);
+/// <param name="RestartS">--restart: seconds from SIGKILLing the nodes to every container served again, before the receivers opened (null: no restart; every queue then starts loaded, created on its node).</param>
+internal sealed record ManyQueuesReceivers(string Style, int Clients, int Processors, double StartS, double? FirstDeliveryAllS, long Redelivered, long ConnectionAborts, double? RestartS);
 
 /// <summary>A node's resident memory (VmRSS) at each phase, and its peak (VmHWM), in MiB.</summary>
 internal sealed record NodeMemory(

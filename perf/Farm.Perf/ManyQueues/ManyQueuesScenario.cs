@@ -48,6 +48,14 @@ internal sealed class ManyQueuesScenario(PerfOptions options)
         var creation = await CreateQueuesAsync(admin, names, cancellationToken).ConfigureAwait(false);
         sampler.Mark("queues created");
         var rssCreated = sampler.Current();
+        double? restartSeconds = null;
+        if (options.Restart)
+        {
+            restartSeconds = await RestartAsync(farm, cancellationToken).ConfigureAwait(false);
+            nodes = farm.NodeIds.Select(id => (Id: id, Pid: farm.Node(id).ProcessId)).ToList();
+            sampler.Follow(nodes.Select(n => n.Pid).ToList());
+            sampler.Mark("restarted");
+        }
 
         var state = new RunState();
         using var aborts = new ConnectionAbortCounter();
@@ -136,7 +144,7 @@ internal sealed class ManyQueuesScenario(PerfOptions options)
             Receivers: new ManyQueuesReceivers(
                 $"a FarmProcessor per queue (peek-lock, auto-complete, MaxConcurrentCalls 1, SDK default prefetch 3), spread round-robin over {options.ReceiverClients} FarmClients",
                 options.ReceiverClients, queues, Math.Round(receiversStart, 2), firstDeliveryAll is { } f ? Math.Round(f, 2) : null,
-                receiving.Redelivered, aborts.Aborts),
+                receiving.Redelivered, aborts.Aborts, restartSeconds),
             Memory: memory,
             Cpu: cpuFigures,
             Targets: targets,
@@ -147,6 +155,35 @@ internal sealed class ManyQueuesScenario(PerfOptions options)
             Machine: MachineInfo.Current(),
             Timestamp: DateTimeOffset.UtcNow,
             Command: command);
+    }
+
+    /// <summary>
+    /// --restart: SIGKILLs every node and starts it again on the same data, then waits until the
+    /// containers are served again; the queues are then all stored and none loaded. Returns the seconds taken.
+    /// </summary>
+    private async Task<double> RestartAsync(LocalFarm farm, CancellationToken cancellationToken)
+    {
+        var clock = Stopwatch.StartNew();
+        foreach (var id in farm.NodeIds)
+        {
+            farm.Kill(id);
+        }
+        var ids = farm.NodeIds;
+        await Task.WhenAll(ids.Select(id => farm.RestartAsync(id, cancellationToken))).ConfigureAwait(false);
+        using var watch = new FarmWatch(farm);
+        while (clock.Elapsed < BalanceTimeout)
+        {
+            var status = await watch.GetStatusAsync(cancellationToken).ConfigureAwait(false);
+            if (FarmWatch.IsBalanced(status, farm.NodeIds, ContainersPerNode))
+            {
+                Console.Error.WriteLine(string.Create(Inv, $"perf: every node SIGKILLed and started again; containers served after {clock.Elapsed.TotalSeconds:0.0} s: {FarmWatch.Describe(status)}; nodes {string.Join(", ", farm.NodeIds.Select(id => $"{id} (pid {farm.Node(id).ProcessId})"))}"));
+                return Math.Round(clock.Elapsed.TotalSeconds, 2);
+            }
+
+            await Task.Delay(200, cancellationToken).ConfigureAwait(false);
+        }
+
+        throw new TimeoutException($"the restarted farm did not serve its containers within {BalanceTimeout.TotalSeconds:0} s");
     }
 
     /// <summary>One node: its one container. Three: 2 containers per node (or --containers-per-node), balanced, so the queues spread over them.</summary>

@@ -10,7 +10,7 @@ internal sealed class MemorySampler : IDisposable
 {
     private static readonly TimeSpan Every = TimeSpan.FromSeconds(1);
 
-    private readonly IReadOnlyList<int> _pids;
+    private IReadOnlyList<int> _pids;
     private readonly Stopwatch _clock;
     private readonly List<(double At, string Phase, double?[] Rss)> _samples = [];
     private readonly CancellationTokenSource _stop = new();
@@ -33,6 +33,15 @@ internal sealed class MemorySampler : IDisposable
         }
 
         Sample();
+    }
+
+    /// <summary>The nodes were started again (same order, new processes): sample those from now on.</summary>
+    public void Follow(IReadOnlyList<int> pids)
+    {
+        lock (_samples)
+        {
+            _pids = pids;
+        }
     }
 
     /// <summary>Each node's RSS now, in MiB.</summary>

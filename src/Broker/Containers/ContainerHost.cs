@@ -211,36 +211,169 @@ internal sealed partial class ContainerHost : IAsyncDisposable
 
     /// <summary>The one load of a queue under way, started by whichever caller came first.</summary>
     private Task<QueueEntity> SharedQueueLoad(EntityRecord record, bool isNew) =>
-        _queueLoads.GetOrAdd(record.Id, _ => new Lazy<Task<QueueEntity>>(() => LoadQueueAsync(record, isNew))).Value;
+        _queueLoads.GetOrAdd(record.Id, _ => new Lazy<Task<QueueEntity>>(() => isNew ? StartNewQueue(record) : AwaitFirstUse(record))).Value;
 
-    private async Task<QueueEntity> LoadQueueAsync(EntityRecord record, bool isNew)
+    /// <summary>Queues wanted for the first time, waiting for <see cref="FindQuietQueuesAsync"/>.</summary>
+    private readonly ConcurrentQueue<(EntityRecord Record, TaskCompletionSource<QueueEntity> Loaded)> _firstUses = new();
+    private int _findingQuiet;
+
+    /// <summary>Most queues one <see cref="IContainerDatabase.LoadQuietHeadsAsync"/> asks about.</summary>
+    internal const int QuietLookupBatch = 512;
+
+    private Task<QueueEntity> StartNewQueue(EntityRecord record)
+    {
+        try
+        {
+            return Task.FromResult(Register(record, EntityLoad.EmptyHead(record.Id), System.Diagnostics.Stopwatch.GetTimestamp()));
+        }
+        catch (Exception e)
+        {
+            return Task.FromException<QueueEntity>(e);
+        }
+        finally
+        {
+            _queueLoads.TryRemove(record.Id, out _);
+        }
+    }
+
+    /// <summary>
+    /// A first use's load: the queue joins those waiting for one lookup of which are quiet (nothing
+    /// stored). A node that starts with 15,000 stored queues, most of them empty, is asked for all of
+    /// them within seconds; eight statements each kept it too busy to answer its clients.
+    /// </summary>
+    private Task<QueueEntity> AwaitFirstUse(EntityRecord record)
+    {
+        var loaded = new TaskCompletionSource<QueueEntity>(TaskCreationOptions.RunContinuationsAsynchronously);
+        _firstUses.Enqueue((record, loaded));
+        if (Interlocked.CompareExchange(ref _findingQuiet, 1, 0) == 0)
+        {
+            _ = Task.Run(FindQuietQueuesAsync);
+        }
+        return loaded.Task;
+    }
+
+    /// <summary>
+    /// One at a time per container: takes the queues waiting (up to <see cref="QuietLookupBatch"/>),
+    /// starts the quiet ones at once from one read, and hands each of the others to its own head load
+    /// (<see cref="LoadHeadAsync"/>, up to <see cref="LoadsAtOnce"/> side by side, so a slow one holds
+    /// up no other); again until none is waiting.
+    /// </summary>
+    private async Task FindQuietQueuesAsync()
+    {
+        while (true)
+        {
+            var batch = new List<(EntityRecord Record, TaskCompletionSource<QueueEntity> Loaded)>();
+            while (batch.Count < QuietLookupBatch && _firstUses.TryDequeue(out var waiting))
+            {
+                batch.Add(waiting);
+            }
+            if (batch.Count == 0)
+            {
+                Volatile.Write(ref _findingQuiet, 0);
+                // A queue that arrived after the last dequeue, while this still ran, found it running: take it.
+                if (_firstUses.IsEmpty || Interlocked.CompareExchange(ref _findingQuiet, 1, 0) != 0)
+                {
+                    return;
+                }
+                continue;
+            }
+
+            var started = System.Diagnostics.Stopwatch.GetTimestamp();
+            Dictionary<long, EntityRecord> records;
+            Dictionary<long, EntityLoad> quiet;
+            try
+            {
+                // Each record afresh (a node that served the container before may have changed it since it was cached), all in one read.
+                records = (await _farm.GetEntitiesByIdAsync([.. batch.Select(w => w.Record.Id)]).ConfigureAwait(false)).ToDictionary(r => r.Id);
+                quiet = (await Database.LoadQuietHeadsAsync([.. records.Keys], _time.GetUtcNow().ToUnixTimeMilliseconds()).ConfigureAwait(false))
+                    .ToDictionary(l => l.EntityId);
+            }
+            catch (Exception e)
+            {
+                // Each caller sees the failure; the next use of each queue tries again.
+                foreach (var (record, loaded) in batch)
+                {
+                    Fail(record, loaded, e);
+                }
+                continue;
+            }
+            foreach (var (cached, loaded) in batch)
+            {
+                if (!records.TryGetValue(cached.Id, out var record))
+                {
+                    Fail(cached, loaded, FarmErrors.EntityNotFound(cached.Name));
+                }
+                else if (quiet.TryGetValue(record.Id, out var load))
+                {
+                    Finish(record, loaded, () => Register(record, load, started));
+                }
+                else
+                {
+                    _ = LoadHeadAsync(record, loaded);
+                }
+            }
+        }
+    }
+
+    /// <summary>A queue with something stored: its head load, in one of the <see cref="LoadsAtOnce"/> slots.</summary>
+    private async Task LoadHeadAsync(EntityRecord record, TaskCompletionSource<QueueEntity> loaded)
     {
         await _loadSlots.WaitAsync().ConfigureAwait(false);
         try
         {
-            if (_entities.TryGetValue(record.Id, out var loaded))
-            {
-                return loaded;
-            }
             var started = System.Diagnostics.Stopwatch.GetTimestamp();
-            var settings = QueueSettings.FromJson(record.PropertiesJson);
-            var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options, _options.MessageCacheSizePerEntity, _messageCache) { Resolve = _resolve };
             // The head only: a deep queue's takeover reads what the cache holds, not the backlog.
             // A first part of the head: the rest of the cache fills by read-back while it serves.
-            var load = isNew
-                ? EntityLoad.EmptyHead(record.Id)
-                : await Database.LoadEntityHeadAsync(record.Id, _time.GetUtcNow().ToUnixTimeMilliseconds(), TakeoverLoadBytes, maxDuplicates: _options.DuplicateIdsInMemoryPerEntity).ConfigureAwait(false);
-            entity.Load(load);
-            _entities[record.Id] = entity;
-            LogEntityLoaded(_logger, record.Name, Id, load.Messages.Count, System.Diagnostics.Stopwatch.GetElapsedTime(started).TotalMilliseconds);
-            return entity;
+            var load = await Database.LoadEntityHeadAsync(record.Id, _time.GetUtcNow().ToUnixTimeMilliseconds(), TakeoverLoadBytes, maxDuplicates: _options.DuplicateIdsInMemoryPerEntity).ConfigureAwait(false);
+            Finish(record, loaded, () => Register(record, load, started));
+        }
+        catch (Exception e)
+        {
+            Fail(record, loaded, e);
         }
         finally
         {
             _loadSlots.Release();
-            // Loaded (later callers find it above) or failed (the next caller tries again).
-            _queueLoads.TryRemove(record.Id, out _);
         }
+    }
+
+    /// <summary>Serves the queue and hands it to its callers; later callers find it loaded.</summary>
+    private void Finish(EntityRecord record, TaskCompletionSource<QueueEntity> loaded, Func<QueueEntity> register)
+    {
+        QueueEntity entity;
+        try
+        {
+            entity = register();
+        }
+        catch (Exception e)
+        {
+            Fail(record, loaded, e);
+            return;
+        }
+        loaded.TrySetResult(entity);
+        _queueLoads.TryRemove(record.Id, out _);
+    }
+
+    /// <summary>The load failed: its callers see why, and the next use of the queue tries again.</summary>
+    private void Fail(EntityRecord record, TaskCompletionSource<QueueEntity> loaded, Exception error)
+    {
+        _queueLoads.TryRemove(record.Id, out _);
+        loaded.TrySetException(error);
+    }
+
+    /// <summary>Builds the queue from what was read and serves it from now on (the one loaded already, if any).</summary>
+    private QueueEntity Register(EntityRecord record, EntityLoad load, long started)
+    {
+        if (_entities.TryGetValue(record.Id, out var loaded))
+        {
+            return loaded;
+        }
+        var settings = QueueSettings.FromJson(record.PropertiesJson);
+        var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options, _options.MessageCacheSizePerEntity, _messageCache) { Resolve = _resolve };
+        entity.Load(load);
+        _entities[record.Id] = entity;
+        LogEntityLoaded(_logger, record.Name, Id, load.Messages.Count, System.Diagnostics.Stopwatch.GetElapsedTime(started).TotalMilliseconds);
+        return entity;
     }
 
     /// <summary>

@@ -299,6 +299,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             return true;
         }
         LogContainerTaken(_logger, containerId, lease.Epoch, System.Diagnostics.Stopwatch.GetElapsedTime(started).TotalMilliseconds);
+        _ = LearnEntitiesAsync(farm, host);
         Telemetry.BrokerMetrics.RecordTake(containerId, NodeId);
         if (host.IsLost)
         {
@@ -306,6 +307,27 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             OnContainerLost(host);
         }
         return true;
+    }
+
+    /// <summary>
+    /// After a take, in the background: the container's entities by name, in one read, so the first
+    /// use of each (thousands at once after a restart or a takeover) finds its record cached instead
+    /// of reading it. Never replaces what is cached; the load reads each record afresh anyway.
+    /// </summary>
+    private async Task LearnEntitiesAsync(IFarmStore farm, ContainerHost host)
+    {
+        try
+        {
+            foreach (var record in await farm.ListEntitiesInContainerAsync(host.Id).ConfigureAwait(false))
+            {
+                _entityIndex.TryAdd(record.Name, record);
+            }
+        }
+        catch (Exception e)
+        {
+            // Only a lost shortcut: each entity's first use reads its record.
+            LogLearnEntitiesFailed(_logger, host.Id, e);
+        }
     }
 
     /// <summary>
@@ -353,7 +375,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     /// </summary>
     internal async ValueTask<QueueEntity> ResolveQueueAsync(string name, CancellationToken cancellationToken)
     {
-        var record = await FindEntityAsync(name, cancellationToken).ConfigureAwait(false);
+        var (record, fresh) = await LookUpEntityAsync(name, cancellationToken).ConfigureAwait(false);
         if (record.Kind == EntityKinds.Topic)
         {
             throw FarmErrors.Invalid($"'{record.Name}' is a topic: receive from one of its subscriptions, '{record.Name}/Subscriptions/NAME'.");
@@ -362,9 +384,10 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         {
             return cached;
         }
-        if (host is not null)
+        if (host is not null && !fresh && record.Kind == EntityKinds.Subscription)
         {
-            // About to load it: read the record afresh, another node may have changed it since it was cached.
+            // About to load it: read the record afresh, another node may have changed it since it was
+            // cached. (A queue's load reads its record afresh itself, together with others'.)
             record = await FreshRecordAsync(name, cancellationToken).ConfigureAwait(false);
         }
         return await LoadAsync(record, cancellationToken).ConfigureAwait(false);
@@ -416,15 +439,21 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         await Farm.GetEntityAsync(name, cancellationToken).ConfigureAwait(false) ?? throw FarmErrors.EntityNotFound(name);
 
     /// <summary>The entity's record (queue, topic or subscription), cached by name: routing must not cost a database query per call.</summary>
-    internal async ValueTask<EntityRecord> FindEntityAsync(string name, CancellationToken cancellationToken)
+    internal async ValueTask<EntityRecord> FindEntityAsync(string name, CancellationToken cancellationToken) =>
+        (await LookUpEntityAsync(name, cancellationToken).ConfigureAwait(false)).Record;
+
+    /// <summary>As <see cref="FindEntityAsync"/>, and whether the record was just read from the farm database (not cached).</summary>
+    private async ValueTask<(EntityRecord Record, bool Fresh)> LookUpEntityAsync(string name, CancellationToken cancellationToken)
     {
         if (_entityIndex.TryGetValue(name, out var known))
         {
-            return known;
+            return (known, false);
         }
+        // A node that starts with thousands of queues reads each one's record here on its first use:
+        // the load below need not read it a second time.
         var record = await Farm.GetEntityAsync(name, cancellationToken).ConfigureAwait(false) ?? throw FarmErrors.EntityNotFound(name);
         _entityIndex[name] = record;
-        return record;
+        return (record, true);
     }
 
     /// <summary>Forgets what this node cached about an entity (it was deleted or changed elsewhere).</summary>
@@ -454,7 +483,17 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         {
             throw FarmErrors.NotOwner(record.Name, OwnerAddressOf(record.ContainerId));
         }
-        var entity = await host.LoadEntityAsync(record, cancellationToken).ConfigureAwait(false);
+        QueueEntity entity;
+        try
+        {
+            entity = await host.LoadEntityAsync(record, cancellationToken).ConfigureAwait(false);
+        }
+        catch (BrokerException e) when (e.Code == Contracts.V1.FarmErrorCode.MessagingEntityNotFound)
+        {
+            // Deleted since it was cached: the next use looks the name up again.
+            _entityIndex.TryRemove(KeyValuePair.Create(record.Name, record));
+            throw;
+        }
         _entityIndex[record.Name] = record;
         return entity;
     }
@@ -599,6 +638,9 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
 
     [LoggerMessage(Level = LogLevel.Error, Message = "Closing container {ContainerId} after it was lost failed")]
     private static partial void LogDisposeFailed(ILogger logger, long containerId, Exception exception);
+
+    [LoggerMessage(Level = LogLevel.Warning, Message = "Could not list the entities of container {ContainerId} after taking it; each is looked up on its first use")]
+    private static partial void LogLearnEntitiesFailed(ILogger logger, long containerId, Exception exception);
 
     [LoggerMessage(Level = LogLevel.Warning, Message = "Heartbeat failed")]
     private static partial void LogHeartbeatFailed(ILogger logger, Exception exception);

@@ -120,11 +120,18 @@ public sealed record EntityLoad(
     /// reads it: a queue just created starts from it without a read (entity ids are never reused, so
     /// a new one has no rows).
     /// </summary>
-    public static EntityLoad EmptyHead(long entityId) => new(
-        entityId, NextSequenceNumber: 1, Messages: [], DuplicateHistory: [],
-        Tails: [new StoredTail(SubQueue.Main, 0, 0, 0, 0), new StoredTail(SubQueue.DeadLetter, 0, 0, 0, 0)],
+    public static EntityLoad EmptyHead(long entityId) => QuietHead(entityId, nextSequenceNumber: 1, deliveredThrough: 0);
+
+    /// <summary>
+    /// The head load of an entity that has no message stored and no live duplicate-detection id
+    /// (see <see cref="IContainerDatabase.LoadQuietHeadsAsync"/>): only its counter and delivery mark.
+    /// </summary>
+    public static EntityLoad QuietHead(long entityId, long nextSequenceNumber, long deliveredThrough) => new(
+        entityId, nextSequenceNumber, Messages: [], DuplicateHistory: [],
+        Tails: [new StoredTail(SubQueue.Main, 0, nextSequenceNumber - 1, 0, 0), new StoredTail(SubQueue.DeadLetter, 0, nextSequenceNumber - 1, 0, 0)],
         DuplicateHistoryComplete: true,
-        Held: HeldTails.Of([], [], []));
+        Held: HeldTails.Of([], [], []),
+        DeliveredThrough: deliveredThrough);
 }
 
 /// <summary>

@@ -194,6 +194,7 @@ internal sealed class FarmSql
     public string ListOwnershipChanges { get; private set; } = "";
     public string InsertEntity { get; private set; } = "";
     public string GetEntity { get; private set; } = "";
+    public string GetEntitiesById { get; private set; } = "";
     public string GetEntityName { get; private set; } = "";
     public string ListEntities { get; private set; } = "";
     public string ListEntitiesOfKind { get; private set; } = "";

@@ -272,6 +272,16 @@ internal abstract class FarmStore(FarmSql sql) : IFarmStore
         }, cancellationToken);
     }
 
+    public Task<IReadOnlyList<EntityRecord>> GetEntitiesByIdAsync(IReadOnlyCollection<long> ids, CancellationToken cancellationToken = default)
+    {
+        ArgumentNullException.ThrowIfNull(ids);
+        return RunAsync<IReadOnlyList<EntityRecord>>("read entities", async connection =>
+        {
+            var rows = await connection.QueryAsync<EntityRow>(Command(Sql.GetEntitiesById, new { Ids = "[" + string.Join(",", ids) + "]" }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return rows.Select(r => r.ToRecord()).ToList();
+        }, cancellationToken);
+    }
+
     public Task<IReadOnlyList<EntityRecord>> ListEntitiesAsync(string? kind = null, CancellationToken cancellationToken = default) =>
         RunAsync<IReadOnlyList<EntityRecord>>("list entities", async connection =>
         {

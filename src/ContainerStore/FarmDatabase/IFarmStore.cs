@@ -102,6 +102,9 @@ public interface IFarmStore : IAsyncDisposable
     /// <summary>Looks an entity up by name, case-insensitive.</summary>
     Task<EntityRecord?> GetEntityAsync(string name, CancellationToken cancellationToken = default);
 
+    /// <summary>The entities with these ids that exist, in one read (in no particular order).</summary>
+    Task<IReadOnlyList<EntityRecord>> GetEntitiesByIdAsync(IReadOnlyCollection<long> ids, CancellationToken cancellationToken = default);
+
     Task<IReadOnlyList<EntityRecord>> ListEntitiesAsync(string? kind = null, CancellationToken cancellationToken = default);
 
     Task<IReadOnlyList<EntityRecord>> ListEntitiesInContainerAsync(long containerId, CancellationToken cancellationToken = default);

@@ -293,6 +293,21 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
                 maxRows, maxBytes, cancellationToken).ConfigureAwait(false),
             cancellationToken);
 
+    public Task<IReadOnlyList<EntityLoad>> LoadQuietHeadsAsync(IReadOnlyCollection<long> entityIds, long nowMs, CancellationToken cancellationToken = default) =>
+        RunAsync<IReadOnlyList<EntityLoad>>("load entities", async connection =>
+        {
+            var quiet = new List<EntityLoad>();
+            await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.FindQuiet, connection) { Parameters = { Parameter(entityIds.ToArray()), Parameter(nowMs) } };
+            await using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
+            while (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
+            {
+                // Sequence numbers start at 1 for an entity that never had a counter written.
+                quiet.Add(EntityLoad.QuietHead(
+                    reader.GetInt64(0), reader.IsDBNull(1) ? 1 : reader.GetInt64(1), reader.IsDBNull(2) ? 0 : reader.GetInt64(2)));
+            }
+            return quiet;
+        }, cancellationToken);
+
     public Task<EntityLoad> LoadEntityStateAsync(long entityId, long nowMs, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default) =>
         RunAsync("load an entity", async connection =>
         {

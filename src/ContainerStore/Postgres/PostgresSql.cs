@@ -249,6 +249,9 @@ internal static class PostgresSql
 
         public const string GetEntity = $"SELECT {EntityColumns} FROM entities WHERE name_key = @NameKey";
 
+        /// <summary>The entities whose ids are in @Ids, a JSON array (as on SQLite): one parameter however many.</summary>
+        public const string GetEntitiesById = $"SELECT {EntityColumns} FROM entities WHERE id IN (SELECT jsonb_array_elements_text(CAST(@Ids AS jsonb))::bigint)";
+
         public const string ListEntities = $"SELECT {EntityColumns} FROM entities ORDER BY name_key";
 
         public const string ListEntitiesOfKind = $"SELECT {EntityColumns} FROM entities WHERE kind = @Kind ORDER BY name_key";
@@ -395,6 +398,18 @@ internal static class PostgresSql
 
         /// <summary>The counter first (what a scalar read takes), then the delivery mark.</summary>
         public const string ReadNextSequence = "SELECT next_sequence, delivered_through FROM entity_state WHERE entity_id = $1";
+
+        /// <summary>
+        /// Of the entity ids $1, those with no message row and no duplicate id live at $2, with their
+        /// counter and delivery mark (null: never written): an index probe of each table per id.
+        /// </summary>
+        public const string FindQuiet = """
+            SELECT i.id, s.next_sequence, s.delivered_through
+            FROM unnest($1::bigint[]) AS i(id)
+            LEFT JOIN entity_state s ON s.entity_id = i.id
+            WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.entity_id = i.id)
+              AND NOT EXISTS (SELECT 1 FROM duplicates d WHERE d.entity_id = i.id AND d.expires_at_ms > $2)
+            """;
 
         /// <summary>
         /// Column order is fixed: <see cref="PostgresContainerDatabase"/> reads by ordinal. Ordered by

@@ -149,6 +149,15 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
                 new StoredAloneTally(alone.Count, alone.Bytes), mark);
         }, cancellationToken);
 
+    public Task<IReadOnlyList<EntityLoad>> LoadQuietHeadsAsync(IReadOnlyCollection<long> entityIds, long nowMs, CancellationToken cancellationToken = default) =>
+        ReadAsync<IReadOnlyList<EntityLoad>>(async connection =>
+        {
+            var rows = await connection.QueryAsync<(long EntityId, long? Next, long? Mark)>(new CommandDefinition(
+                SqliteSql.ContainerDb.FindQuiet, new { Ids = JsonArray(entityIds), NowMs = nowMs }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            // Sequence numbers start at 1 for an entity that never had a counter written.
+            return [.. rows.Select(r => EntityLoad.QuietHead(r.EntityId, r.Next ?? 1, r.Mark ?? 0))];
+        }, cancellationToken);
+
     public Task<EntityLoad> LoadEntityStateAsync(long entityId, long nowMs, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default) =>
         ReadAsync(async connection =>
         {

@@ -212,6 +212,9 @@ internal static class SqliteSql
 
         public const string GetEntity = $"SELECT {EntityColumns} FROM entities WHERE name_key = @NameKey";
 
+        /// <summary>The entities whose ids are in @Ids, a JSON array: one parameter however many.</summary>
+        public const string GetEntitiesById = $"SELECT {EntityColumns} FROM entities WHERE id IN (SELECT value FROM json_each(@Ids))";
+
         public const string ListEntities = $"SELECT {EntityColumns} FROM entities ORDER BY name_key";
 
         public const string ListEntitiesOfKind = $"SELECT {EntityColumns} FROM entities WHERE kind = @Kind ORDER BY name_key";
@@ -333,6 +336,19 @@ internal static class SqliteSql
 
         /// <summary>What a load needs of the entity's state row: its counter and its delivery mark.</summary>
         public const string ReadEntityState = "SELECT next_sequence, delivered_through FROM entity_state WHERE entity_id = @EntityId";
+
+        /// <summary>
+        /// Of @Ids (a JSON array of entity ids), those with no message row and no duplicate id live at
+        /// @NowMs, with their counter and delivery mark (null: never written): a primary-key probe of
+        /// each table per id.
+        /// </summary>
+        public const string FindQuiet = """
+            SELECT i.value, s.next_sequence, s.delivered_through
+            FROM json_each(@Ids) i
+            LEFT JOIN entity_state s ON s.entity_id = i.value
+            WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.entity_id = i.value)
+              AND NOT EXISTS (SELECT 1 FROM duplicates d WHERE d.entity_id = i.value AND d.expires_at_ms > @NowMs)
+            """;
 
         /// <summary>
         /// Column order is fixed: <see cref="SqliteMessageReader"/> reads by ordinal. Ordered by the

@@ -722,15 +722,58 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         await CommitAsync(database, 1, b => b.Inserts.Add(Message(OtherEntity, 1)));
 
         var read = await database.LoadEntityHeadAsync(Entity, 0, cacheBytes: 1 << 20, maxDuplicates: 100);
-        var empty = EntityLoad.EmptyHead(Entity);
 
+        AssertSameEmptyHead(read, EntityLoad.EmptyHead(Entity));
+    }
+
+    /// <summary>
+    /// A node that starts with thousands of stored queues reads the quiet ones (nothing stored, no
+    /// live duplicate id) in one statement: each must be exactly what its head load reads, and an
+    /// entity with anything stored (a message in any state or sub-queue, a duplicate id still live)
+    /// must be left to its head load.
+    /// </summary>
+    [StoreFact]
+    public async Task TheQuietHeads_AreWhatTheHeadLoadReads_AndLeaveOutEveryEntityWithSomethingStored()
+    {
+        const long never = 40, drained = 41, marked = 42, active = 43, deferred = 44, scheduled = 45, deadLettered = 46, remembering = 47, forgotten = 48;
+        const long nowMs = 5_000;
+        var database = await OpenOwnedAsync(epoch: 1);
+        await CommitAsync(database, 1, b =>
+        {
+            b.Inserts.AddRange([Message(drained, 1), Message(drained, 2), Message(active, 1)]);
+            b.Inserts.Add(Message(deferred, 1) with { State = StoredMessageState.Deferred });
+            b.Inserts.Add(Message(scheduled, 1) with { State = StoredMessageState.Scheduled, ScheduledAtMs = 9_000 });
+            b.Inserts.Add(Message(deadLettered, 1) with { SubQueue = SubQueue.DeadLetter });
+            b.SequenceCounters[drained] = 3;
+            b.SequenceCounters[marked] = 7;
+            b.DeliveryMarks[marked] = 4;
+            b.Duplicates.Add(new DuplicateRecord(remembering, "kept", ExpiresAtMs: nowMs + 1));
+            b.Duplicates.Add(new DuplicateRecord(forgotten, "gone", ExpiresAtMs: nowMs));
+        });
+        await CommitAsync(database, 1, b => b.Deletes.AddRange([new MessageKey(drained, 1), new MessageKey(drained, 2)]));
+
+        var quiet = await database.LoadQuietHeadsAsync([never, drained, marked, active, deferred, scheduled, deadLettered, remembering, forgotten], nowMs);
+
+        Assert.Equal([never, drained, marked, forgotten], quiet.Select(l => l.EntityId).Order());
+        foreach (var load in quiet)
+        {
+            AssertSameEmptyHead(await database.LoadEntityHeadAsync(load.EntityId, nowMs, cacheBytes: 1 << 20, maxDuplicates: 100), load);
+        }
+        Assert.Equal((3L, 0L), (quiet.Single(l => l.EntityId == drained).NextSequenceNumber, quiet.Single(l => l.EntityId == drained).DeliveredThrough));
+        Assert.Equal((7L, 4L), (quiet.Single(l => l.EntityId == marked).NextSequenceNumber, quiet.Single(l => l.EntityId == marked).DeliveredThrough));
+        Assert.Empty(await database.LoadQuietHeadsAsync([], nowMs));
+    }
+
+    /// <summary>Two head loads of an entity with nothing in memory to hold: every field the same.</summary>
+    private static void AssertSameEmptyHead(EntityLoad read, EntityLoad expected)
+    {
         Assert.Equal((read.EntityId, read.NextSequenceNumber, read.DuplicateHistoryComplete, read.Held, read.StoredAlone, read.DeliveredThrough),
-            (empty.EntityId, empty.NextSequenceNumber, empty.DuplicateHistoryComplete, empty.Held, empty.StoredAlone, empty.DeliveredThrough));
+            (expected.EntityId, expected.NextSequenceNumber, expected.DuplicateHistoryComplete, expected.Held, expected.StoredAlone, expected.DeliveredThrough));
         Assert.Empty(read.Messages);
-        Assert.Empty(empty.Messages);
+        Assert.Empty(expected.Messages);
         Assert.Empty(read.DuplicateHistory);
-        Assert.Empty(empty.DuplicateHistory);
-        Assert.Equal(read.Tails!.OrderBy(t => t.SubQueue), empty.Tails!.OrderBy(t => t.SubQueue));
+        Assert.Empty(expected.DuplicateHistory);
+        Assert.Equal(read.Tails!.OrderBy(t => t.SubQueue), expected.Tails!.OrderBy(t => t.SubQueue));
     }
 
     /// <summary>

@@ -821,6 +821,26 @@ public abstract class FarmStoreContract : IAsyncLifetime
         Assert.Empty(await store.ListEntitiesInContainerAsync(404));
     }
 
+    /// <summary>A node loading many queues at once reads their records afresh in one read: the ones that still exist, as stored now.</summary>
+    [StoreFact]
+    public async Task GetEntitiesById_ReadsTheOnesThatExist_AsStoredNow()
+    {
+        var store = await OpenAsync();
+        var container = await CreateContainerAsync(store);
+        var kept = await store.CreateEntityAsync("kept", EntityKinds.Queue, container.Id, "{}");
+        var changed = await store.CreateEntityAsync("changed", EntityKinds.Queue, container.Id, "{}");
+        var deleted = await store.CreateEntityAsync("deleted", EntityKinds.Queue, container.Id, "{}");
+        await store.UpdateEntityAsync("changed", """{"maxDeliveryCount":3}""");
+        await store.DeleteEntityAsync("deleted");
+
+        var read = (await store.GetEntitiesByIdAsync([kept.Id, changed.Id, deleted.Id, 404])).OrderBy(e => e.Id).ToList();
+
+        Assert.Equal([kept.Id, changed.Id], read.Select(e => e.Id));
+        Assert.Equal(("kept", EntityKinds.Queue, container.Id), (read[0].Name, read[0].Kind, read[0].ContainerId));
+        Assert.Equal("""{"maxDeliveryCount":3}""", read[1].PropertiesJson);
+        Assert.Empty(await store.GetEntitiesByIdAsync([]));
+    }
+
     [StoreFact]
     public async Task Container_EntityCount_CountsOnlyTopLevelEntities()
     {
