@@ -216,6 +216,44 @@ public sealed class EntityLoadTests : IAsyncLifetime
         Assert.Equal(Farm.Contracts.V1.FarmErrorCode.MessagingEntityNotFound, lookup.Code);
     }
 
+    /// <summary>
+    /// A node that takes a container learns its entities' records in one read: the first uses of
+    /// its queues (thousands at once after a restart) read no record by name, and a name the
+    /// container does not have is still looked up (and found missing).
+    /// </summary>
+    [Fact]
+    public async Task AfterATake_TheContainersEntitiesAreKnownFromOneRead_NotReadOneNameAtATime()
+    {
+        var names = Enumerable.Range(0, 20).Select(i => $"known-{i}").ToList();
+        foreach (var name in names)
+        {
+            await _farm.CreateQueueAsync(name);
+        }
+        var byName = new System.Collections.Concurrent.ConcurrentBag<string>();
+        var listings = 0;
+        _farm.Provider = new InterceptedStoreProvider(new SqliteStoreProvider(), farmHook: (name, args, proceed) =>
+        {
+            if (name == nameof(IFarmStore.GetEntityAsync))
+            {
+                byName.Add((string)args[0]!);
+            }
+            if (name == nameof(IFarmStore.ListEntitiesInContainerAsync))
+            {
+                Interlocked.Increment(ref listings);
+            }
+            return proceed();
+        });
+        await _farm.RestartAsync(crash: true);
+
+        var queues = await Task.WhenAll(names.Select(_farm.QueueAsync)).WaitAsync(TimeSpan.FromSeconds(30));
+        var missing = await Assert.ThrowsAsync<BrokerException>(() => _farm.QueueAsync("never-created"));
+
+        Assert.Equal(names, queues.Select(q => q.Name));
+        Assert.Equal(1, Volatile.Read(ref listings));
+        Assert.Equal(["never-created"], byName);
+        Assert.Equal(Farm.Contracts.V1.FarmErrorCode.MessagingEntityNotFound, missing.Code);
+    }
+
     /// <summary>A failed lookup of the quiet queues fails the loads waiting on it; the next use of each queue loads it.</summary>
     [Fact]
     public async Task AFailedQuietLookup_FailsItsCallers_AndTheNextUseLoadsTheQueue()

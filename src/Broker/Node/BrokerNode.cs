@@ -299,7 +299,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             return true;
         }
         LogContainerTaken(_logger, containerId, lease.Epoch, System.Diagnostics.Stopwatch.GetElapsedTime(started).TotalMilliseconds);
-        _ = LearnEntitiesAsync(farm, host);
+        LearnEntities(farm, host);
         Telemetry.BrokerMetrics.RecordTake(containerId, NodeId);
         if (host.IsLost)
         {
@@ -309,11 +309,24 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         return true;
     }
 
+    /// <summary>The index's reads of taken containers' entities under way (never faulted): a name not cached waits for them first.</summary>
+    private Task _learning = Task.CompletedTask;
+    private readonly Lock _learningGate = new();
+
     /// <summary>
     /// After a take, in the background: the container's entities by name, in one read, so the first
     /// use of each (thousands at once after a restart or a takeover) finds its record cached instead
-    /// of reading it. Never replaces what is cached; the load reads each record afresh anyway.
+    /// of reading it. Never replaces what is cached; a queue's load reads its record afresh anyway.
     /// </summary>
+    private void LearnEntities(IFarmStore farm, ContainerHost host)
+    {
+        var learning = LearnEntitiesAsync(farm, host);
+        lock (_learningGate)
+        {
+            _learning = _learning.IsCompleted ? learning : Task.WhenAll(_learning, learning);
+        }
+    }
+
     private async Task LearnEntitiesAsync(IFarmStore farm, ContainerHost host)
     {
         try
@@ -439,7 +452,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         await Farm.GetEntityAsync(name, cancellationToken).ConfigureAwait(false) ?? throw FarmErrors.EntityNotFound(name);
 
     /// <summary>The entity's record (queue, topic or subscription), cached by name: routing must not cost a database query per call.</summary>
-    internal async ValueTask<EntityRecord> FindEntityAsync(string name, CancellationToken cancellationToken) =>
+    public async ValueTask<EntityRecord> FindEntityAsync(string name, CancellationToken cancellationToken) =>
         (await LookUpEntityAsync(name, cancellationToken).ConfigureAwait(false)).Record;
 
     /// <summary>As <see cref="FindEntityAsync"/>, and whether the record was just read from the farm database (not cached).</summary>
@@ -449,6 +462,20 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         {
             return (known, false);
         }
+        // A container just taken may be listing its entities: wait for that rather than read each name.
+        Task learning;
+        lock (_learningGate)
+        {
+            learning = _learning;
+        }
+        if (!learning.IsCompleted)
+        {
+            await learning.WaitAsync(cancellationToken).ConfigureAwait(false);
+            if (_entityIndex.TryGetValue(name, out known))
+            {
+                return (known, false);
+            }
+        }
         // A node that starts with thousands of queues reads each one's record here on its first use:
         // the load below need not read it a second time.
         var record = await Farm.GetEntityAsync(name, cancellationToken).ConfigureAwait(false) ?? throw FarmErrors.EntityNotFound(name);
@@ -456,8 +483,19 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         return (record, true);
     }
 
-    /// <summary>Forgets what this node cached about an entity (it was deleted or changed elsewhere).</summary>
-    internal void ForgetEntity(string name) => _entityIndex.TryRemove(name, out _);
+    /// <summary>Forgets what this node cached about an entity (it was deleted or changed elsewhere), and with <paramref name="withSubscriptions"/> about a topic's subscriptions.</summary>
+    public void ForgetEntity(string name, bool withSubscriptions = false)
+    {
+        _entityIndex.TryRemove(name, out _);
+        if (!withSubscriptions)
+        {
+            return;
+        }
+        foreach (var key in _entityIndex.Keys.Where(k => k.StartsWith(name + EntityNames.SubscriptionsSegment, StringComparison.OrdinalIgnoreCase)))
+        {
+            _entityIndex.TryRemove(key, out _);
+        }
+    }
 
     /// <summary>True when this node serves the container the entity lives in.</summary>
     internal bool IsLocal(EntityRecord record) => _containers.ContainsKey(record.ContainerId);

@@ -1,6 +1,4 @@
 using System.Collections.Concurrent;
-using Farm.Broker;
-using Farm.Broker.Entities;
 using Farm.Broker.Node;
 
 namespace Farm.Gateway.Routing;
@@ -27,8 +25,9 @@ internal interface IOwnerDirectory
 }
 
 /// <summary>
-/// The gateway's owner directory: entity → container from the farm database (cached by name, so
-/// routing costs no query per call; forgotten when the owner says the entity is gone), container →
+/// The gateway's owner directory: entity → container from the broker's entity index (the farm
+/// database's records cached by name, so routing costs no query per call; learned in one read for
+/// a container the node takes; forgotten when the owner says the entity is gone), container →
 /// owner from the broker's <see cref="IOwnershipView"/>, which its ownership pass refreshes every
 /// heartbeat, and which a held call refreshes for its container when it tries again (at most once
 /// per <see cref="RefreshInterval"/> per container, however many calls are held).
@@ -37,8 +36,6 @@ internal sealed class OwnerDirectory(BrokerNode node, TimeProvider time) : IOwne
 {
     /// <summary>How often one container's owner may be read from the farm database for held calls.</summary>
     public static readonly TimeSpan RefreshInterval = TimeSpan.FromMilliseconds(50);
-
-    private readonly ConcurrentDictionary<string, (string Name, long ContainerId)> _containers = new(StringComparer.OrdinalIgnoreCase);
 
     /// <summary>Container id → the last refresh of its owner (shared by every call held for it) and when it started.</summary>
     private readonly ConcurrentDictionary<long, (Task Refresh, long StartedAt)> _refreshes = new();
@@ -49,11 +46,7 @@ internal sealed class OwnerDirectory(BrokerNode node, TimeProvider time) : IOwne
 
     public async Task<EntityLocation> LocateAsync(string entityName, CancellationToken cancellationToken, bool fresh = false)
     {
-        if (!_containers.TryGetValue(entityName, out var entity))
-        {
-            var record = await node.Farm.GetEntityAsync(entityName, cancellationToken).ConfigureAwait(false) ?? throw FarmErrors.EntityNotFound(entityName);
-            entity = _containers[entityName] = (record.Name, record.ContainerId);
-        }
+        var entity = await node.FindEntityAsync(entityName, cancellationToken).ConfigureAwait(false);
         if (fresh && !Ownership.ServesContainer(entity.ContainerId))
         {
             await RefreshAsync(entity.ContainerId, cancellationToken).ConfigureAwait(false);
@@ -76,12 +69,5 @@ internal sealed class OwnerDirectory(BrokerNode node, TimeProvider time) : IOwne
     }
 
     /// <summary>Forgets the entity, and for a topic its subscriptions.</summary>
-    public void Forget(string entityName)
-    {
-        _containers.TryRemove(entityName, out _);
-        foreach (var key in _containers.Keys.Where(k => k.StartsWith(entityName + EntityNames.SubscriptionsSegment, StringComparison.OrdinalIgnoreCase)))
-        {
-            _containers.TryRemove(key, out _);
-        }
-    }
+    public void Forget(string entityName) => node.ForgetEntity(entityName, withSubscriptions: true);
 }
