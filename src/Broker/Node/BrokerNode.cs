@@ -476,8 +476,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
                 return (known, false);
             }
         }
-        // A node that starts with thousands of queues reads each one's record here on its first use:
-        // the load below need not read it a second time.
+        // Just read: a subscription's load (ResolveQueueAsync) need not read it a second time.
         var record = await Farm.GetEntityAsync(name, cancellationToken).ConfigureAwait(false) ?? throw FarmErrors.EntityNotFound(name);
         _entityIndex[name] = record;
         return (record, true);
