@@ -205,7 +205,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         {
             return Task.FromResult(loaded);
         }
-        // The same slot as a first use's load: a send racing the create shares one load.
+        // Through the same shared load as a first use: a send racing the create shares it.
         return SharedQueueLoad(record, isNew: true);
     }
 
