@@ -1,4 +1,5 @@
 using Farm.Broker.Entities;
+using Farm.Contracts.V1;
 using Farm.Broker.Topics;
 using Farm.ContainerStore.FarmDatabase;
 using Farm.ContainerStore.Containers;
@@ -41,6 +42,79 @@ public sealed class EntityLoadTests : IAsyncLifetime
                 return await (Task<EntityLoad>)proceed()!;
             }
         });
+
+    /// <summary>
+    /// A real SQLite provider whose reads of <paramref name="entityId"/>'s head finish, then call
+    /// <paramref name="onHeld"/> and wait for <paramref name="release"/> before handing back what they read.
+    /// </summary>
+    private static InterceptedStoreProvider HoldingAfterHeadLoadOf(long entityId, Task release, Action onHeld) =>
+        new(new SqliteStoreProvider(), containerHook: (name, args, proceed) =>
+        {
+            if (name == nameof(IContainerDatabase.LoadEntityHeadAsync) && (long)args[0]! == entityId)
+            {
+                return HeldAsync();
+            }
+            return proceed();
+
+            async Task<EntityLoad> HeldAsync()
+            {
+                var load = await (Task<EntityLoad>)proceed()!;
+                onHeld();
+                await release;
+                return load;
+            }
+        });
+
+    /// <summary>
+    /// A queue whose load finishes after its container was lost (the host is closing) is not left
+    /// serving in the closed host: its callers see why, and nothing of it stays there. Before, it
+    /// was registered in the closing host after the host had unloaded what it held; nothing would
+    /// ever unload it, and its receivers waited on it for good (seen after restarts of 3 nodes).
+    /// </summary>
+    [Fact]
+    public async Task AQueueLoadThatFinishesAfterItsContainerWasLost_LeavesNothingServingThere()
+    {
+        var queue = await _farm.CreateQueueAsync("late");
+        await queue.SendAsync([Text("kept")]);
+        var release = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var read = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        _farm.Provider = HoldingAfterHeadLoadOf(queue.Id, release.Task, () => read.TrySetResult());
+        await _farm.RestartAsync(crash: false);
+
+        var load = _farm.QueueAsync("late");
+        await read.Task.WaitAsync(TimeSpan.FromSeconds(30));
+        var host = Assert.Single(_farm.Node.Containers);
+        _farm.Node.OnContainerLostForTests(host);
+        release.SetResult();
+
+        var error = await Assert.ThrowsAsync<BrokerException>(() => load.WaitAsync(TimeSpan.FromSeconds(30)));
+        Assert.Equal(FarmErrorCode.ServiceBusy, error.Code);
+        Assert.False(host.TryGetEntity(queue.Id, out _));
+    }
+
+    /// <summary>The same for a topic: a load that finishes after the loss leaves neither it nor its subscriptions serving there.</summary>
+    [Fact]
+    public async Task ATopicLoadThatFinishesAfterItsContainerWasLost_LeavesNothingServingThere()
+    {
+        var topic = await _farm.CreateTopicAsync("late-topic");
+        var subscription = await _farm.CreateSubscriptionAsync("late-topic", "only");
+        await topic.SendAsync([Text("kept")]);
+        var release = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var read = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        _farm.Provider = HoldingAfterHeadLoadOf(subscription.Id, release.Task, () => read.TrySetResult());
+        await _farm.RestartAsync(crash: false);
+
+        var load = _farm.TopicAsync("late-topic");
+        await read.Task.WaitAsync(TimeSpan.FromSeconds(30));
+        var host = Assert.Single(_farm.Node.Containers);
+        _farm.Node.OnContainerLostForTests(host);
+        release.SetResult();
+
+        var error = await Assert.ThrowsAsync<BrokerException>(() => load.WaitAsync(TimeSpan.FromSeconds(30)));
+        Assert.Equal(FarmErrorCode.ServiceBusy, error.Code);
+        Assert.False(host.TryGetTopic(topic.Id, out _));
+        Assert.False(host.TryGetEntity(subscription.Id, out _));
+    }
 
     [Fact]
     public async Task ASlowLoad_HoldsUpNoOtherQueue_AndCallersOfTheSameQueueShareOneLoad()

@@ -25,6 +25,9 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     private readonly ITimer _sweepTimer;
     private int _lost;
     private int _sweeping;
+    // Set first thing in DisposeAsync: a load that finishes after it must not leave its entity
+    // serving in a host nobody will unload again (its receivers would wait on it forever).
+    private int _closing;
     private Func<string, CancellationToken, Task<ISendTarget>> _resolve = null!;
     private IFarmStore _farm = null!;
     private MessageCacheBudget _messageCache = null!;
@@ -372,6 +375,11 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options, _options.MessageCacheSizePerEntity, _messageCache) { Resolve = _resolve };
         entity.Load(load);
         _entities[record.Id] = entity;
+        ThrowIfClosing(entity.Name, () =>
+        {
+            entity.Unload(UnloadReason(entity.Name));
+            _entities.TryRemove(KeyValuePair.Create(record.Id, entity));
+        });
         LogEntityLoaded(_logger, record.Name, Id, load.Messages.Count, System.Diagnostics.Stopwatch.GetElapsedTime(started).TotalMilliseconds);
         return entity;
     }
@@ -473,6 +481,15 @@ internal sealed partial class ContainerHost : IAsyncDisposable
                 _entities[subscription.Id] = subscription.Queue;
             }
             _topics[record.Id] = topic;
+            ThrowIfClosing(topic.Name, () =>
+            {
+                topic.Unload(UnloadReason(topic.Name));
+                _topics.TryRemove(KeyValuePair.Create(record.Id, topic));
+                foreach (var (subscription, _) in subscriptions)
+                {
+                    _entities.TryRemove(KeyValuePair.Create(subscription.Id, subscription.Queue));
+                }
+            });
             LogTopicLoaded(_logger, record.Name, Id, subscriptions.Count);
             return topic;
         }
@@ -562,6 +579,11 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             var subscription = NewSubscription(record, topicId, rules);
             _entities[record.Id] = subscription.Queue;
             topic.AddSubscription(subscription);
+            ThrowIfClosing(record.Name, () =>
+            {
+                subscription.Queue.Unload(UnloadReason(record.Name));
+                _entities.TryRemove(KeyValuePair.Create(record.Id, subscription.Queue));
+            });
             return subscription.Queue;
         }
         finally
@@ -672,24 +694,42 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         }
     }
 
+    /// <summary>Why an entity of this host stops serving when the host closes.</summary>
+    private BrokerException UnloadReason(string name) => IsLost
+        ? FarmErrors.NotOwner(name, null)
+        : FarmErrors.Busy($"The broker serving '{name}' is stopping; try again.");
+
+    /// <summary>
+    /// Called by a load right after it registered what it loaded. When the host has begun closing,
+    /// its dispose may already have unloaded what it found, without this: <paramref name="undo"/>
+    /// unloads it and takes it out, and the caller sees why. The full fence orders the register
+    /// before the read of <see cref="_closing"/>, as <see cref="DisposeAsync"/> orders its write
+    /// before its walk of the maps: one of the two always sees the other.
+    /// </summary>
+    private void ThrowIfClosing(string name, Action undo)
+    {
+        if (Interlocked.CompareExchange(ref _closing, 0, 0) == 0)
+        {
+            return;
+        }
+        undo();
+        throw UnloadReason(name);
+    }
+
     public async ValueTask DisposeAsync()
     {
+        // First: a load finishing from now on unloads its own entity (ThrowIfClosing).
+        Interlocked.Exchange(ref _closing, 1);
         // Entities stop taking work before the commit queue drains. A topic send still in the queue
         // commits afterwards; its subscriptions, only unloaded, leave its rows for the next owner
         // (only a deleted subscription drops rows), so nothing acknowledged is deleted here.
         foreach (var topic in _topics.Values)
         {
-            topic.Unload(IsLost
-                ? FarmErrors.NotOwner(topic.Name, null)
-                : FarmErrors.Busy(
-                    $"The broker serving '{topic.Name}' is stopping; try again."));
+            topic.Unload(UnloadReason(topic.Name));
         }
         foreach (var entity in _entities.Values)
         {
-            entity.Unload(IsLost
-                ? FarmErrors.NotOwner(entity.Name, null)
-                : FarmErrors.Busy(
-                    $"The broker serving '{entity.Name}' is stopping; try again."));
+            entity.Unload(UnloadReason(entity.Name));
         }
         // Timers go after the entities stopped serving: a lost container must stop handing out
         // messages at once, not after a timer's disposal yields.
