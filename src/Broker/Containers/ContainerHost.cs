@@ -468,11 +468,15 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             var topicLoad = await Database.LoadEntityStateAsync(record.Id, nowMs, _options.DuplicateIdsInMemoryPerEntity).ConfigureAwait(false);
             var children = await _farm.ListChildEntitiesAsync(record.Id).ConfigureAwait(false);
             var rules = (await _farm.ListRulesOfTopicAsync(record.Id).ConfigureAwait(false)).ToLookup(r => r.SubscriptionId);
+            var quiet = await QuietHeadsAsync([.. children.Select(c => c.Id)], nowMs).ConfigureAwait(false);
             var subscriptions = new List<(TopicEntity.Subscription, EntityLoad)>();
             foreach (var child in children)
             {
                 var subscription = NewSubscription(child, record.Id, rules[child.Id]);
-                var load = await Database.LoadEntityHeadAsync(child.Id, nowMs, TakeoverLoadBytes, copiesOf: record.Id).ConfigureAwait(false);
+                // Only a subscription with rows of its own needs its head read (one read each).
+                var load = quiet.TryGetValue(child.Id, out var quietLoad)
+                    ? quietLoad
+                    : await Database.LoadEntityHeadAsync(child.Id, nowMs, TakeoverLoadBytes, copiesOf: record.Id).ConfigureAwait(false);
                 subscriptions.Add((subscription, load));
             }
             topic.Load(topicLoad, subscriptions);
@@ -500,6 +504,24 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             // (below) sees the load going or the loaded topic, never neither.
             _topicLoads.TryRemove(record.Id, out _);
         }
+    }
+
+    /// <summary>
+    /// Which of <paramref name="entityIds"/> have nothing stored (see <see cref="IContainerDatabase.LoadQuietHeadsAsync"/>),
+    /// <see cref="QuietLookupBatch"/> to a read. A topic with 1,000 subscriptions read each one's head
+    /// in turn when it loaded (a restart, a takeover), most of them empty.
+    /// </summary>
+    private async Task<Dictionary<long, EntityLoad>> QuietHeadsAsync(IReadOnlyList<long> entityIds, long nowMs)
+    {
+        var quiet = new Dictionary<long, EntityLoad>();
+        foreach (var chunk in entityIds.Chunk(QuietLookupBatch))
+        {
+            foreach (var load in await Database.LoadQuietHeadsAsync(chunk, nowMs).ConfigureAwait(false))
+            {
+                quiet[load.EntityId] = load;
+            }
+        }
+        return quiet;
     }
 
     /// <summary>
