@@ -116,6 +116,47 @@ public sealed class EntityLoadTests : IAsyncLifetime
         Assert.False(host.TryGetEntity(subscription.Id, out _));
     }
 
+    /// <summary>The same for a subscription added to a loaded topic while its container is lost: it is not left serving there.</summary>
+    [Fact]
+    public async Task ASubscriptionAddedAsItsContainerIsLost_LeavesNothingServingThere()
+    {
+        await _farm.CreateTopicAsync("late-add");
+        var release = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var read = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        long holdFor = -1;
+        _farm.Provider = new InterceptedStoreProvider(new SqliteStoreProvider(), farmHook: (name, args, proceed) =>
+        {
+            if (name == nameof(IFarmStore.ListRulesAsync) && (long)args[0]! == Volatile.Read(ref holdFor))
+            {
+                return HeldAsync();
+            }
+            return proceed();
+
+            async Task<IReadOnlyList<RuleRecord>> HeldAsync()
+            {
+                var rules = await (Task<IReadOnlyList<RuleRecord>>)proceed()!;
+                read.TrySetResult();
+                await release.Task;
+                return rules;
+            }
+        });
+        await _farm.RestartAsync(crash: false);
+        var topic = await _farm.TopicAsync("late-add");
+        var record = await _farm.Node.Farm.CreateChildEntityAsync(topic.Id, EntityNames.SubscriptionPath("late-add", "late"),
+            EntityKinds.Subscription, new SubscriptionSettings().ToJson(), RuleDefinitions.DefaultRule.Name, RuleDefinitions.ToJson(RuleDefinitions.DefaultRule));
+        Volatile.Write(ref holdFor, record.Id);
+        var host = Assert.Single(_farm.Node.Containers);
+
+        var add = host.AddSubscriptionAsync(topic.Id, record, CancellationToken.None);
+        await read.Task.WaitAsync(TimeSpan.FromSeconds(30));
+        _farm.Node.OnContainerLostForTests(host);
+        release.SetResult();
+
+        var error = await Assert.ThrowsAsync<BrokerException>(() => add.WaitAsync(TimeSpan.FromSeconds(30)));
+        Assert.Equal(FarmErrorCode.ServiceBusy, error.Code);
+        Assert.False(host.TryGetEntity(record.Id, out _));
+    }
+
     [Fact]
     public async Task ASlowLoad_HoldsUpNoOtherQueue_AndCallersOfTheSameQueueShareOneLoad()
     {
