@@ -1,3 +1,4 @@
+using Farm.Broker.Containers;
 using Farm.Broker.Entities;
 using Farm.Contracts.V1;
 using Farm.Broker.Topics;
@@ -24,46 +25,49 @@ public sealed class EntityLoadTests : IAsyncLifetime
 
     /// <summary>
     /// A real SQLite provider whose reads of <paramref name="entityId"/>'s head call
-    /// <paramref name="onHeld"/> and then wait for <paramref name="release"/>.
+    /// <paramref name="onHeld"/> and then wait for <paramref name="release"/>: before the read, or
+    /// with <paramref name="afterTheRead"/> once it is done, before handing back what it read.
     /// </summary>
-    private static InterceptedStoreProvider HoldingHeadLoadOf(long entityId, Task release, Action onHeld) =>
+    private static InterceptedStoreProvider HoldingHeadLoadOf(long entityId, Task release, Action onHeld, bool afterTheRead = false) =>
         new(new SqliteStoreProvider(), containerHook: (name, args, proceed) =>
         {
-            if (name == nameof(IContainerDatabase.LoadEntityHeadAsync) && (long)args[0]! == entityId)
+            if (name != nameof(IContainerDatabase.LoadEntityHeadAsync) || (long)args[0]! != entityId)
+            {
+                return proceed();
+            }
+            if (!afterTheRead)
             {
                 onHeld();
-                return HeldAsync();
             }
-            return proceed();
+            return HeldAsync();
 
             async Task<EntityLoad> HeldAsync()
             {
-                await release;
-                return await (Task<EntityLoad>)proceed()!;
-            }
-        });
-
-    /// <summary>
-    /// A real SQLite provider whose reads of <paramref name="entityId"/>'s head finish, then call
-    /// <paramref name="onHeld"/> and wait for <paramref name="release"/> before handing back what they read.
-    /// </summary>
-    private static InterceptedStoreProvider HoldingAfterHeadLoadOf(long entityId, Task release, Action onHeld) =>
-        new(new SqliteStoreProvider(), containerHook: (name, args, proceed) =>
-        {
-            if (name == nameof(IContainerDatabase.LoadEntityHeadAsync) && (long)args[0]! == entityId)
-            {
-                return HeldAsync();
-            }
-            return proceed();
-
-            async Task<EntityLoad> HeldAsync()
-            {
+                if (!afterTheRead)
+                {
+                    await release;
+                    return await (Task<EntityLoad>)proceed()!;
+                }
                 var load = await (Task<EntityLoad>)proceed()!;
                 onHeld();
                 await release;
                 return load;
             }
         });
+
+    /// <summary>
+    /// Once <paramref name="held"/> says a load is held, loses the node's only container (its host
+    /// begins closing), lets the load go on, and returns the lost host and the error the load ended with.
+    /// </summary>
+    private async Task<(ContainerHost Host, BrokerException Error)> LoseTheContainerWhileHeld(Task load, Task held, TaskCompletionSource release)
+    {
+        await held.WaitAsync(TimeSpan.FromSeconds(30));
+        var host = Assert.Single(_farm.Node.Containers);
+        _farm.Node.OnContainerLostForTests(host);
+        release.SetResult();
+        var error = await Assert.ThrowsAsync<BrokerException>(() => load.WaitAsync(TimeSpan.FromSeconds(30)));
+        return (host, error);
+    }
 
     /// <summary>
     /// A queue whose load finishes after its container was lost (the host is closing) is not left
@@ -78,16 +82,11 @@ public sealed class EntityLoadTests : IAsyncLifetime
         await queue.SendAsync([Text("kept")]);
         var release = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         var read = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
-        _farm.Provider = HoldingAfterHeadLoadOf(queue.Id, release.Task, () => read.TrySetResult());
+        _farm.Provider = HoldingHeadLoadOf(queue.Id, release.Task, () => read.TrySetResult(), afterTheRead: true);
         await _farm.RestartAsync(crash: false);
 
-        var load = _farm.QueueAsync("late");
-        await read.Task.WaitAsync(TimeSpan.FromSeconds(30));
-        var host = Assert.Single(_farm.Node.Containers);
-        _farm.Node.OnContainerLostForTests(host);
-        release.SetResult();
+        var (host, error) = await LoseTheContainerWhileHeld(_farm.QueueAsync("late"), read.Task, release);
 
-        var error = await Assert.ThrowsAsync<BrokerException>(() => load.WaitAsync(TimeSpan.FromSeconds(30)));
         Assert.Equal(FarmErrorCode.ServiceBusy, error.Code);
         Assert.False(host.TryGetEntity(queue.Id, out _));
     }
@@ -101,16 +100,11 @@ public sealed class EntityLoadTests : IAsyncLifetime
         await topic.SendAsync([Text("kept")]);
         var release = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         var read = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
-        _farm.Provider = HoldingAfterHeadLoadOf(subscription.Id, release.Task, () => read.TrySetResult());
+        _farm.Provider = HoldingHeadLoadOf(subscription.Id, release.Task, () => read.TrySetResult(), afterTheRead: true);
         await _farm.RestartAsync(crash: false);
 
-        var load = _farm.TopicAsync("late-topic");
-        await read.Task.WaitAsync(TimeSpan.FromSeconds(30));
-        var host = Assert.Single(_farm.Node.Containers);
-        _farm.Node.OnContainerLostForTests(host);
-        release.SetResult();
+        var (host, error) = await LoseTheContainerWhileHeld(_farm.TopicAsync("late-topic"), read.Task, release);
 
-        var error = await Assert.ThrowsAsync<BrokerException>(() => load.WaitAsync(TimeSpan.FromSeconds(30)));
         Assert.Equal(FarmErrorCode.ServiceBusy, error.Code);
         Assert.False(host.TryGetTopic(topic.Id, out _));
         Assert.False(host.TryGetEntity(subscription.Id, out _));
@@ -145,14 +139,10 @@ public sealed class EntityLoadTests : IAsyncLifetime
         var record = await _farm.Node.Farm.CreateChildEntityAsync(topic.Id, EntityNames.SubscriptionPath("late-add", "late"),
             EntityKinds.Subscription, new SubscriptionSettings().ToJson(), RuleDefinitions.DefaultRule.Name, RuleDefinitions.ToJson(RuleDefinitions.DefaultRule));
         Volatile.Write(ref holdFor, record.Id);
-        var host = Assert.Single(_farm.Node.Containers);
 
-        var add = host.AddSubscriptionAsync(topic.Id, record, CancellationToken.None);
-        await read.Task.WaitAsync(TimeSpan.FromSeconds(30));
-        _farm.Node.OnContainerLostForTests(host);
-        release.SetResult();
+        var add = Assert.Single(_farm.Node.Containers).AddSubscriptionAsync(topic.Id, record, CancellationToken.None);
+        var (host, error) = await LoseTheContainerWhileHeld(add, read.Task, release);
 
-        var error = await Assert.ThrowsAsync<BrokerException>(() => add.WaitAsync(TimeSpan.FromSeconds(30)));
         Assert.Equal(FarmErrorCode.ServiceBusy, error.Code);
         Assert.False(host.TryGetEntity(record.Id, out _));
     }

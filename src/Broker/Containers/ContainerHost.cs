@@ -288,8 +288,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             {
                 // Each record afresh (a node that served the container before may have changed it since it was cached), all in one read.
                 records = (await _farm.GetEntitiesByIdAsync([.. batch.Select(w => w.Record.Id)]).ConfigureAwait(false)).ToDictionary(r => r.Id);
-                quiet = (await Database.LoadQuietHeadsAsync([.. records.Keys], _time.GetUtcNow().ToUnixTimeMilliseconds()).ConfigureAwait(false))
-                    .ToDictionary(l => l.EntityId);
+                quiet = await QuietHeadsAsync([.. records.Keys], _time.GetUtcNow().ToUnixTimeMilliseconds()).ConfigureAwait(false);
             }
             catch (Exception e)
             {
