@@ -123,6 +123,34 @@ public sealed class DeliveryCountedAtSendTests
         Assert.All(third, m => Assert.Equal(3, m.DeliveryCount));
     }
 
+    /// <summary>
+    /// A message a receiver waits for is handed out as the send brought it (no parse of its stored
+    /// bytes); one that comes again, or was sent with nobody waiting, is parsed from its bytes.
+    /// </summary>
+    [Fact]
+    public async Task AMessageSentToAWaitingReceiver_IsHandedOutAsSent_AndParsedFromItsBytesWhenItComesAgain()
+    {
+        await using var farm = await BrokerHarness.StartAsync();
+        var queue = await farm.CreateQueueAsync("as-sent");
+
+        var receive = await WaitingReceiveAsync(queue, maxMessages: 1);
+        var sent = BrokerHarness.Text("one", "m-1");
+        await queue.SendAsync([sent]);
+        var first = Assert.Single(await receive);
+        Assert.Same(sent, first.Message);
+
+        await queue.SettleAsync(false, [new Settlement { LockToken = first.LockToken, Disposition = Disposition.Abandon }]);
+        var again = Assert.Single(await queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
+        Assert.NotSame(sent, again.Message);
+        Assert.Equal(sent, again.Message);
+
+        var unawaited = BrokerHarness.Text("two", "m-2");
+        await queue.SendAsync([unawaited]);
+        var second = Assert.Single(await queue.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
+        Assert.NotSame(unawaited, second.Message);
+        Assert.Equal(unawaited, second.Message);
+    }
+
     [Fact]
     public async Task AQueueWhoseMessagesGetOneDelivery_NeverCountsAtSend()
     {

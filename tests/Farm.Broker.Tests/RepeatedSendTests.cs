@@ -184,4 +184,29 @@ public sealed class RepeatedSendTests
         await Store(1); // forgotten: stored again
         Assert.Equal(RecentSends.Capacity + 11, stored);
     }
+
+    [Theory]
+    [InlineData(new long[] { 7, 8, 9 }, false)]
+    [InlineData(new long[] { 5, 0, 9 }, true)] // the middle one a duplicate: not a run
+    [InlineData(new long[] { 0 }, false)]
+    [InlineData(new long[] { 12, 11 }, true)]
+    public async Task ARepeatAfterTheFirstTryAnswered_GetsItsAnswer_NumberForNumber(long[] numbers, bool completed)
+    {
+        var sends = new RecentSends(TestClock.Create());
+        var stored = 0;
+        Task<SendResponse> Store() => sends.SendOnceAsync(
+            new SendRequest { Entity = "q", ProducerId = "p", SendId = 1 },
+            () =>
+            {
+                stored++;
+                return Task.FromResult(new SendResponse { SequenceNumbers = { numbers }, Completed = completed });
+            });
+
+        await Store();
+        var repeat = await Store();
+
+        Assert.Equal(1, stored);
+        Assert.Equal(numbers, repeat.SequenceNumbers);
+        Assert.Equal(completed, repeat.Completed);
+    }
 }

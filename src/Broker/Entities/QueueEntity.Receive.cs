@@ -138,6 +138,8 @@ internal sealed partial class QueueEntity
                 bytes += ResponseSizeOf(message);
                 result.Add(ToReceivedWithoutMessage(message, peekLock));
                 payloads.Add((message.Payload, message.SharedParse));
+                // A message that stays locked, or comes again, holds only its bytes (SharedParse).
+                message.SharedParse = null;
             }
             MaybeRefillLocked(sub);
             if (taken.Count > 0 && (!peekLock || toCount.Count > 0 || mark > 0))

@@ -126,6 +126,8 @@ internal sealed partial class QueueEntity
                     ExpiresAtMs = expiresAt,
                     DeadLetterSource = deadLetterSource,
                     DurableCountAhead = countedAhead,
+                    // Handed to the waiting receiver as it came: its delivery parses nothing.
+                    SharedParse = countedAhead ? new SharedParse(message) : null,
                 });
                 records.Add(new MessageRecord
                 {

@@ -9,10 +9,27 @@ namespace Farm.Broker.Entities;
 /// messages allow), never changed. A thousand subscriptions cost one parse, not a thousand.
 /// Lives as long as a message holding it does; nothing is parsed before the first delivery, so a
 /// backlog nobody received from holds no parsed copies.
+/// <para>
+/// A queue message sent to a receiver already waiting for it starts with the send's own parsed
+/// message (<see cref="SharedParse(Message)"/>): it is handed out within milliseconds, so holding it
+/// costs nothing, and its delivery parses nothing. A delivery lets go of the parse
+/// (<c>QueueEntity.TryTakeAsync</c>), so a message left locked or abandoned holds only its bytes.
+/// </para>
 /// </summary>
 internal sealed class SharedParse
 {
     private Message? _message;
+
+    /// <summary>Parsed at the first delivery.</summary>
+    public SharedParse()
+    {
+    }
+
+    /// <summary>
+    /// Already parsed: <paramref name="parsed"/> is the message the payload was serialized from, and
+    /// nobody changes it afterwards (a send's request is not touched once stored).
+    /// </summary>
+    public SharedParse(Message parsed) => _message = parsed;
 
     /// <summary>The parsed <paramref name="payload"/> (the payload every holder shares); not to be changed.</summary>
     public Message Get(byte[] payload)
