@@ -7,29 +7,20 @@ namespace Farm.Broker.Entities;
 /// subscriptions): the first delivery parses it, every other delivery of it hands out the same
 /// <see cref="Message"/>. Shared read-only: it is only serialized (concurrently, which protobuf
 /// messages allow), never changed. A thousand subscriptions cost one parse, not a thousand.
-/// Lives as long as a message holding it does; nothing is parsed before the first delivery, so a
-/// backlog nobody received from holds no parsed copies.
+/// Lives until each message holding it was handed out (a delivery lets go of it) or left memory;
+/// nothing is parsed before the first delivery, so a backlog nobody received from holds no parsed copies.
 /// <para>
 /// A queue message sent to a receiver already waiting for it starts with the send's own parsed
-/// message (<see cref="SharedParse(Message)"/>): it is handed out within milliseconds, so holding it
-/// costs nothing, and its delivery parses nothing. A delivery lets go of the parse
-/// (<c>QueueEntity.TryTakeAsync</c>), so a message left locked or abandoned holds only its bytes.
+/// message as <paramref name="parsed"/> (the message the payload was serialized from, which nobody
+/// changes once stored): it is handed out within milliseconds, so holding it costs nothing, and its
+/// delivery parses nothing. A delivery lets go of the parse (<c>QueueEntity.TryTakeAsync</c>), so a
+/// message left locked or abandoned holds only its bytes.
 /// </para>
 /// </summary>
-internal sealed class SharedParse
+/// <param name="parsed">Null: parsed at the first delivery.</param>
+internal sealed class SharedParse(Message? parsed = null)
 {
-    private Message? _message;
-
-    /// <summary>Parsed at the first delivery.</summary>
-    public SharedParse()
-    {
-    }
-
-    /// <summary>
-    /// Already parsed: <paramref name="parsed"/> is the message the payload was serialized from, and
-    /// nobody changes it afterwards (a send's request is not touched once stored).
-    /// </summary>
-    public SharedParse(Message parsed) => _message = parsed;
+    private Message? _message = parsed;
 
     /// <summary>The parsed <paramref name="payload"/> (the payload every holder shares); not to be changed.</summary>
     public Message Get(byte[] payload)
