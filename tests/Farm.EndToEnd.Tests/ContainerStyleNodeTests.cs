@@ -4,6 +4,7 @@ using System.Net;
 using System.Net.Sockets;
 using System.Text;
 using System.Text.Json;
+using System.Text.RegularExpressions;
 using Farm.Client;
 using Farm.Testing;
 
@@ -16,7 +17,7 @@ namespace Farm.EndToEnd.Tests;
 /// planned moves before it exits, with nothing acknowledged lost.
 /// </summary>
 [Collection(FarmCollection.Name)]
-public sealed class ContainerStyleNodeTests
+public sealed partial class ContainerStyleNodeTests
 {
     private static readonly TimeSpan Deadline = TimeSpan.FromSeconds(60);
 
@@ -31,7 +32,11 @@ public sealed class ContainerStyleNodeTests
             using var http = new HttpClient { Timeout = TimeSpan.FromSeconds(5) };
             foreach (var node in new[] { node1, node2 })
             {
-                await Eventually.UntilAsync(async () => await HealthAsync(http, node) == HttpStatusCode.OK, Deadline, $"node {node.Id}'s /healthz to answer 200; its log: {node.Log}");
+                await node.WaitUntilServingAsync(Deadline);
+                if (!await Eventually.HoldsWithinAsync(async () => await HealthAsync(http, node) == HttpStatusCode.OK, Deadline))
+                {
+                    Assert.Fail($"node {node.Id}'s /healthz did not answer 200 within {Deadline}; its log: {node.Log}");
+                }
             }
             var connection = $"Endpoint=http://127.0.0.1:{node1.Port},http://127.0.0.1:{node2.Port}";
             using var admin = new FarmAdministrationClient(connection);
@@ -162,10 +167,12 @@ public sealed class ContainerStyleNodeTests
         }
     }
 
+    /// <summary>
+    /// Starts a node on ports the OS picks (port 0), read back from its "serving at" line: a port
+    /// probed free and then released can be taken by another test's connection before the node binds it.
+    /// </summary>
     private static EnvNode StartNode(int id, string data)
     {
-        var port = FreePort();
-        var metricsPort = FreePort();
         var start = new ProcessStartInfo("dotnet")
         {
             UseShellExecute = false,
@@ -178,24 +185,18 @@ public sealed class ContainerStyleNodeTests
         start.Environment["FARM_NODE_ID"] = id.ToString(CultureInfo.InvariantCulture);
         start.Environment["FARM_DATA"] = data;
         start.Environment["FARM_HOST"] = "0.0.0.0";
-        start.Environment["FARM_PORT"] = port.ToString(CultureInfo.InvariantCulture);
-        start.Environment["FARM_METRICS_PORT"] = metricsPort.ToString(CultureInfo.InvariantCulture);
+        start.Environment["FARM_PORT"] = "0";
+        start.Environment["FARM_METRICS_PORT"] = "0";
         start.Environment["FARM_ADVERTISE_HOST"] = "localhost";
         start.Environment["FARM_DRAIN_ON_STOP"] = "true";
-        var node = new EnvNode(id, port, metricsPort, new Process { StartInfo = start });
+        var node = new EnvNode(id, new Process { StartInfo = start, EnableRaisingEvents = true });
         node.Process.OutputDataReceived += (_, e) => node.Append(e.Data);
         node.Process.ErrorDataReceived += (_, e) => node.Append(e.Data);
+        node.Process.Exited += (_, _) => node.Exited();
         node.Process.Start();
         node.Process.BeginOutputReadLine();
         node.Process.BeginErrorReadLine();
         return node;
-    }
-
-    private static int FreePort()
-    {
-        using var listener = new TcpListener(IPAddress.Loopback, 0);
-        listener.Start();
-        return ((IPEndPoint)listener.LocalEndpoint).Port;
     }
 
     private static void Signal(int pid, string signal)
@@ -204,17 +205,51 @@ public sealed class ContainerStyleNodeTests
         kill.WaitForExit();
     }
 
-    private sealed class EnvNode(int id, int port, int metricsPort, Process process) : IDisposable
+    private sealed partial class EnvNode(int id, Process process) : IDisposable
     {
         private readonly StringBuilder _log = new();
+        private readonly TaskCompletionSource<(int Port, int MetricsPort)> _serving = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
         public int Id { get; } = id;
 
-        public int Port { get; } = port;
+        /// <summary>The gRPC port the node bound; known once it serves.</summary>
+        public int Port => _serving.Task.Result.Port;
 
-        public int MetricsPort { get; } = metricsPort;
+        /// <summary>The port of its /metrics, /healthz and /api listener; known once it serves.</summary>
+        public int MetricsPort => _serving.Task.Result.MetricsPort;
 
         public Process Process { get; } = process;
+
+        /// <summary>Waits for the node's "serving at" line; fails at once, with its log, if it exits first.</summary>
+        public async Task WaitUntilServingAsync(TimeSpan deadline)
+        {
+            try
+            {
+                await _serving.Task.WaitAsync(deadline);
+            }
+            catch (TimeoutException)
+            {
+                throw new TimeoutException($"node {Id} did not say it serves within {deadline}; its log: {Log}");
+            }
+        }
+
+        public void Exited()
+        {
+            if (_serving.Task.IsCompleted)
+            {
+                return;
+            }
+            try
+            {
+                // Let the reader finish the redirected output first, so the failure carries the last lines.
+                Process.WaitForExit();
+                _serving.TrySetException(new InvalidOperationException($"node {Id} exited (code {Process.ExitCode}) before it served; its log: {Log}"));
+            }
+            catch (Exception e) when (e is InvalidOperationException or ObjectDisposedException)
+            {
+                _serving.TrySetException(new InvalidOperationException($"node {Id} exited before it served; its log: {Log}"));
+            }
+        }
 
         public string Log
         {
@@ -235,8 +270,15 @@ public sealed class ContainerStyleNodeTests
                 {
                     _log.AppendLine(line);
                 }
+                if (ServingLine().Match(line) is { Success: true } serving)
+                {
+                    _serving.TrySetResult((int.Parse(serving.Groups[1].Value, CultureInfo.InvariantCulture), int.Parse(serving.Groups[2].Value, CultureInfo.InvariantCulture)));
+                }
             }
         }
+
+        [GeneratedRegex(@"serving at http://[^:]+:(\d+), metrics at http://[^:]+:(\d+)/")]
+        private static partial Regex ServingLine();
 
         public void Dispose() => Process.Dispose();
     }

@@ -1,7 +1,5 @@
 using System.Diagnostics;
 using System.Globalization;
-using System.Net;
-using System.Net.Sockets;
 using System.Text.Json;
 using Farm.Client;
 using Farm.Testing;
@@ -116,7 +114,7 @@ public sealed class PrometheusTests(ITestOutputHelper output)
                     static_configs:
                       - targets: [{string.Join(", ", targets.Select(t => $"'{t.Authority}'"))}]
                 """);
-            var port = FreePort();
+            var port = FreePorts.Pick();
             var start = new ProcessStartInfo(binary)
             {
                 ArgumentList =
@@ -167,13 +165,6 @@ public sealed class PrometheusTests(ITestOutputHelper output)
             }
             var value = Assert.Single(result.EnumerateArray()).GetProperty("value")[1].GetString()!;
             return double.Parse(value, CultureInfo.InvariantCulture);
-        }
-
-        private static int FreePort()
-        {
-            using var listener = new TcpListener(IPAddress.Loopback, 0);
-            listener.Start();
-            return ((IPEndPoint)listener.LocalEndpoint).Port;
         }
 
         public async ValueTask DisposeAsync()

@@ -1,7 +1,6 @@
 using System.Globalization;
-using System.Net;
-using System.Net.Sockets;
 using System.Security.Cryptography;
+using Farm.Testing;
 using Npgsql;
 
 namespace Farm.EndToEnd.Tests;
@@ -49,7 +48,7 @@ internal sealed class ThrowawayPostgres : IAsyncDisposable
 
         var directory = Directory.CreateTempSubdirectory($"{DirectoryPrefix}{Environment.ProcessId}-").FullName;
         var password = Convert.ToHexString(RandomNumberGenerator.GetBytes(12));
-        var server = new ThrowawayPostgres(directory, bin, runAs, FreePort(), password);
+        var server = new ThrowawayPostgres(directory, bin, runAs, FreePorts.Pick(), password);
         try
         {
             await server.InitAndStartAsync(listenAddresses, allowedNetwork);
@@ -187,13 +186,6 @@ internal sealed class ThrowawayPostgres : IAsyncDisposable
                 .LastOrDefault()
             : null);
         return initdb is null ? null : Path.GetDirectoryName(new FileInfo(initdb).ResolveLinkTarget(returnFinalTarget: true)?.FullName ?? initdb);
-    }
-
-    private static int FreePort()
-    {
-        using var listener = new TcpListener(IPAddress.Loopback, 0);
-        listener.Start();
-        return ((IPEndPoint)listener.LocalEndpoint).Port;
     }
 
     private static async Task RunAsync(params string[] command)
