@@ -81,4 +81,77 @@ public sealed class ReceiveLinkWaitTests : IAsyncLifetime
         await queue.SendAsync([BrokerHarness.Text("nobody waits")]);
         Assert.Equal(1, queue.GetCounts().Active);
     }
+
+    [Fact]
+    public async Task AWaitingLink_KeepsOneWaiter_HoweverManyMessagesWokeIt()
+    {
+        var queue = await _farm.CreateQueueAsync("q");
+        await using var stream = ReceiveStreamDriver.Open(new MessagingService(_farm.Node), Open("q", credit: 1));
+        for (var i = 0; i < 20; i++)
+        {
+            await Eventually.UntilAsync(() => queue.WaitingPeekLockCredit == 1, Patience, $"the link to wait before message {i}");
+            Assert.Equal(1, queue.ReceiveWaiters);
+            await queue.SendAsync([BrokerHarness.Text($"message {i}")]);
+            var delivered = Assert.Single((await stream.NextAsync()).Messages);
+            Assert.Equal($"message {i}", delivered.Message.Body.ToStringUtf8());
+            stream.Send(new ReceiveRequest { Credit = 1 });
+        }
+
+        await stream.CancelAsync();
+        await Assert.ThrowsAnyAsync<OperationCanceledException>(() => stream.Running.WaitAsync(Patience));
+        Assert.Equal(0, queue.ReceiveWaiters);
+        Assert.Equal(0, queue.WaitingPeekLockCredit);
+    }
+
+    [Fact]
+    public async Task AWaitThatRunsItsTime_IsEndedByTheSweep_NotBefore_AndLeavesNothingRegistered()
+    {
+        var queue = await _farm.CreateQueueAsync("q");
+        var waiter = new ReceiveWaiter();
+
+        Assert.Empty(await queue.TakeOrArm(false, ReceiveMode.PeekLock, 5, waiter, TimeSpan.FromSeconds(30)));
+        var wait = waiter.WaitAsync().AsTask();
+        Assert.Equal(5, queue.WaitingPeekLockCredit);
+        Assert.Equal(1, queue.ReceiveWaiters);
+
+        // 29 s of sweeps: more than enough for every entity to be swept in full, but the wait has time left.
+        for (var swept = TimeSpan.Zero; swept < TimeSpan.FromSeconds(29); swept += _farm.Options.SweepInterval)
+        {
+            _farm.Time.Advance(_farm.Options.SweepInterval);
+        }
+        Assert.False(wait.IsCompleted);
+
+        await _farm.SweepUntilAsync(() => wait.IsCompleted, "the sweep to end the wait past its 30 s", maxSweeps: 20);
+        await wait;
+        queue.EndWait(false, waiter);
+        Assert.Equal(0, queue.WaitingPeekLockCredit);
+        Assert.Equal(0, queue.ReceiveWaiters);
+    }
+
+    [Fact]
+    public async Task AnArrivalWakesAnArmedWaiter_AndALookThatTakesMessages_LeavesItUnregistered()
+    {
+        var queue = await _farm.CreateQueueAsync("q");
+        var waiter = new ReceiveWaiter();
+
+        Assert.Empty(await queue.TakeOrArm(false, ReceiveMode.PeekLock, 5, waiter, TimeSpan.FromSeconds(30)));
+        var wait = waiter.WaitAsync().AsTask();
+        await queue.SendAsync([BrokerHarness.Text("wake up")]);
+        await wait.WaitAsync(Patience);
+        Assert.Equal(0, queue.ReceiveWaiters); // the arrival took it off the list
+        queue.EndWait(false, waiter);
+        Assert.Equal(0, queue.WaitingPeekLockCredit);
+
+        var taken = await queue.TakeOrArm(false, ReceiveMode.PeekLock, 5, waiter, TimeSpan.FromSeconds(30));
+        Assert.Equal("wake up", Assert.Single(taken).Message.Body.ToStringUtf8());
+        Assert.Equal(0, queue.ReceiveWaiters);
+        Assert.Equal(0, queue.WaitingPeekLockCredit);
+
+        // A wake with no wait armed is dropped: the next wait waits.
+        waiter.Wake();
+        Assert.Empty(await queue.TakeOrArm(false, ReceiveMode.PeekLock, 5, waiter, TimeSpan.FromSeconds(30)));
+        Assert.False(waiter.WaitAsync().IsCompleted);
+        queue.EndWait(false, waiter);
+        Assert.Equal(0, queue.ReceiveWaiters);
+    }
 }

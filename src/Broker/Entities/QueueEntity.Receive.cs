@@ -64,6 +64,53 @@ internal sealed partial class QueueEntity
         }
     }
 
+    /// <summary>
+    /// A receive stream's look: takes up to <paramref name="maxMessages"/> messages at once, or,
+    /// when there are none, leaves <paramref name="waiter"/> armed and registered with the sub-queue
+    /// (before the look, so an arrival in between is not missed) and returns empty. The stream then
+    /// awaits the waiter and calls <see cref="EndWait"/>. The waiter wakes at an arrival, at the
+    /// sweep after <paramref name="maxWait"/>, or when the stream wakes it (a drain, the call's end).
+    /// </summary>
+    public Task<IReadOnlyList<ReceivedMessage>> TakeOrArm(bool deadLetter, ReceiveMode mode, int maxMessages, ReceiveWaiter waiter, TimeSpan maxWait)
+    {
+        maxMessages = Math.Clamp(maxMessages, 1, _options.MaxMessagesPerReceive);
+        var sub = SubQueueOf(deadLetter);
+        waiter.Arm(NowMs + (long)maxWait.TotalMilliseconds);
+        sub.Register(waiter);
+        var taking = TryTakeAsync(deadLetter, mode, maxMessages);
+        if (taking.IsCompletedSuccessfully && taking.Result.Count == 0)
+        {
+            if (mode == ReceiveMode.PeekLock && !deadLetter)
+            {
+                // Sends meanwhile may count these deliveries in their insert (PreCountBudgetLocked).
+                lock (_gate)
+                {
+                    waiter.WaitingCredit = maxMessages;
+                    sub.WaitingPeekLockCredit += maxMessages;
+                }
+            }
+            return taking;
+        }
+        // Took messages (or failed): no wait follows.
+        sub.Unregister(waiter);
+        return taking;
+    }
+
+    /// <summary>After a wait <see cref="TakeOrArm"/> left armed: off the sub-queue's list, its credit no longer waiting.</summary>
+    public void EndWait(bool deadLetter, ReceiveWaiter waiter)
+    {
+        var sub = SubQueueOf(deadLetter);
+        sub.Unregister(waiter);
+        if (waiter.WaitingCredit > 0)
+        {
+            lock (_gate)
+            {
+                sub.WaitingPeekLockCredit -= waiter.WaitingCredit;
+                waiter.WaitingCredit = 0;
+            }
+        }
+    }
+
     private async Task<IReadOnlyList<ReceivedMessage>> TryTakeAsync(bool deadLetter, ReceiveMode mode, int maxMessages)
     {
         var now = NowMs;

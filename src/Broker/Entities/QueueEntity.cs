@@ -360,6 +360,9 @@ internal sealed partial class QueueEntity : ISendTarget
         }
     }
 
+    /// <summary>Receive streams registered to be woken by the queue's next arrival (its dead-letter queue's apart).</summary>
+    public int ReceiveWaiters => _main.WaiterCount;
+
     public MessageCounts GetCounts()
     {
         lock (_gate)
@@ -450,6 +453,9 @@ internal sealed partial class QueueEntity : ISendTarget
             Flush(writes);
         }
         SignalArrivals(arrived);
+        // Receive streams wait without timers of their own: the sweep ends the waits that ran their time.
+        _main.WakeExpired(NowMs);
+        _deadLetter.WakeExpired(NowMs);
         StartForwarding();
     }
 

@@ -82,7 +82,13 @@ internal sealed class SubQueueState(SubQueue kind, MessageCacheBudget nodeCache)
     /// <summary>A read-back of stored messages is queued or running.</summary>
     public bool Refilling { get; set; }
 
-    private TaskCompletionSource _arrived = NewSignal();
+    /// <summary>The signal <see cref="WhenArrived"/> handed out, made only when asked for: stream receivers wait on <see cref="ReceiveWaiter"/>s instead.</summary>
+    private TaskCompletionSource? _arrived;
+
+    /// <summary>Guards the list of registered <see cref="ReceiveWaiter"/>s (woken outside the entity lock).</summary>
+    private readonly object _waitersGate = new();
+
+    private ReceiveWaiter? _firstWaiter;
 
     public Dictionary<long, StoredMessage> Messages { get; } = [];
 
@@ -127,14 +133,121 @@ internal sealed class SubQueueState(SubQueue kind, MessageCacheBudget nodeCache)
     }
 
     /// <summary>A task that completes the next time messages become available.</summary>
-    public Task WhenArrived => _arrived.Task;
+    public Task WhenArrived
+    {
+        get
+        {
+            var signal = Volatile.Read(ref _arrived);
+            if (signal is null)
+            {
+                var made = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+                signal = Interlocked.CompareExchange(ref _arrived, made, null) ?? made;
+            }
+            return signal.Task;
+        }
+    }
 
     /// <summary>Wakes every waiting receiver; they race for what is there.</summary>
     public void SignalArrived()
     {
-        var previous = Interlocked.Exchange(ref _arrived, NewSignal());
-        previous.TrySetResult();
+        Interlocked.Exchange(ref _arrived, null)?.TrySetResult();
+        lock (_waitersGate)
+        {
+            var waiter = _firstWaiter;
+            _firstWaiter = null;
+            while (waiter is not null)
+            {
+                var next = waiter.Next;
+                Unlink(waiter);
+                waiter.Wake();
+                waiter = next;
+            }
+        }
     }
 
-    private static TaskCompletionSource NewSignal() => new(TaskCreationOptions.RunContinuationsAsynchronously);
+    /// <summary>Registers a waiter armed for its next wait: an arrival from now on wakes it.</summary>
+    public void Register(ReceiveWaiter waiter)
+    {
+        lock (_waitersGate)
+        {
+            if (waiter.RegisteredWith is not null)
+            {
+                throw new InvalidOperationException("A receive waiter is registered with one sub-queue at a time.");
+            }
+            waiter.RegisteredWith = this;
+            waiter.Next = _firstWaiter;
+            if (_firstWaiter is not null)
+            {
+                _firstWaiter.Previous = waiter;
+            }
+            _firstWaiter = waiter;
+        }
+    }
+
+    /// <summary>Takes a waiter off the list, if an arrival did not already.</summary>
+    public void Unregister(ReceiveWaiter waiter)
+    {
+        lock (_waitersGate)
+        {
+            if (waiter.RegisteredWith == this)
+            {
+                if (waiter.Previous is null)
+                {
+                    _firstWaiter = waiter.Next;
+                }
+                else
+                {
+                    waiter.Previous.Next = waiter.Next;
+                }
+                if (waiter.Next is not null)
+                {
+                    waiter.Next.Previous = waiter.Previous;
+                }
+                Unlink(waiter);
+            }
+        }
+    }
+
+    /// <summary>The sweep's part: wakes the waiters whose deadline passed (they return empty and look again).</summary>
+    public void WakeExpired(long nowMs)
+    {
+        lock (_waitersGate)
+        {
+            var waiter = _firstWaiter;
+            while (waiter is not null)
+            {
+                var next = waiter.Next;
+                if (waiter.DeadlineMs <= nowMs)
+                {
+                    Unregister(waiter);
+                    waiter.Wake();
+                }
+                waiter = next;
+            }
+        }
+    }
+
+    /// <summary>Registered receive waiters (for tests).</summary>
+    public int WaiterCount
+    {
+        get
+        {
+            lock (_waitersGate)
+            {
+                var count = 0;
+                for (var waiter = _firstWaiter; waiter is not null; waiter = waiter.Next)
+                {
+                    count++;
+                }
+                return count;
+            }
+        }
+    }
+
+    private static void Unlink(ReceiveWaiter waiter)
+    {
+        waiter.RegisteredWith = null;
+        waiter.Previous = null;
+        waiter.Next = null;
+    }
 }

@@ -4,23 +4,25 @@ namespace Farm.Broker.Messaging;
 /// The credit of one receive stream: how many messages the client will take now. A drain takes
 /// back what is left; the stream then answers "drained" once it has sent what it already took.
 /// </summary>
-internal sealed class CreditCounter(int initial)
+/// <param name="onDrain">Called after each drain request: ends the stream's wait for messages with the old credit.</param>
+internal sealed class CreditCounter(int initial, Action? onDrain = null)
 {
     private readonly object _gate = new();
     private long _credit = initial;
     private bool _completed;
     private bool _drainRequested;
-    private CancellationTokenSource _drain = new();
-    private TaskCompletionSource _changed = new(TaskCreationOptions.RunContinuationsAsynchronously);
 
-    /// <summary>Cancelled by a drain, so a receive waiting for messages with the old credit stops waiting.</summary>
-    public CancellationToken DrainToken
+    /// <summary>What <see cref="WaitAsync"/> waits on; made only when it waits (credit comes with nearly every message).</summary>
+    private TaskCompletionSource? _changed;
+
+    /// <summary>A drain was asked for and not answered yet.</summary>
+    public bool DrainRequested
     {
         get
         {
             lock (_gate)
             {
-                return _drain.Token;
+                return _drainRequested;
             }
         }
     }
@@ -48,16 +50,12 @@ internal sealed class CreditCounter(int initial)
 
     public void Drain()
     {
-        CancellationTokenSource drain;
         lock (_gate)
         {
             _credit = 0;
             _drainRequested = true;
-            drain = _drain;
-            _drain = new CancellationTokenSource();
         }
-        drain.Cancel();
-        drain.Dispose();
+        onDrain?.Invoke();
         Signal();
     }
 
@@ -84,13 +82,13 @@ internal sealed class CreditCounter(int initial)
 
     private void Signal()
     {
-        TaskCompletionSource changed;
+        TaskCompletionSource? changed;
         lock (_gate)
         {
             changed = _changed;
-            _changed = new(TaskCreationOptions.RunContinuationsAsynchronously);
+            _changed = null;
         }
-        changed.TrySetResult();
+        changed?.TrySetResult();
     }
 
     /// <summary>
@@ -116,6 +114,7 @@ internal sealed class CreditCounter(int initial)
                 {
                     return 0;
                 }
+                _changed ??= new(TaskCreationOptions.RunContinuationsAsynchronously);
                 changed = _changed.Task;
             }
             await changed.WaitAsync(cancellationToken).ConfigureAwait(false);

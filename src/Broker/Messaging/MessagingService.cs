@@ -214,7 +214,10 @@ public sealed class MessagingService(BrokerNode node)
         IAsyncEnumerator<ReceiveRequest> incoming, IResponseStream<ReceiveResponse> responses, QueueEntity queue, bool deadLetter, ReceiveOpen open,
         EntityCounters counters, CancellationToken cancellationToken)
     {
-        var credit = new CreditCounter(open.Credit);
+        // The link's one wait for messages, woken by arrivals, the sweep, a drain or the call's end.
+        var waiter = new ReceiveWaiter();
+        var credit = new CreditCounter(open.Credit, onDrain: waiter.Wake);
+        using var wakeOnEnd = cancellationToken.UnsafeRegister(static w => ((ReceiveWaiter)w!).Wake(), waiter);
         // Messages and settle answers are written from different tasks: one write at a time.
         var writes = new SemaphoreSlim(1, 1);
         var settleOnStream = open.SettleOnStream && open.Mode == ReceiveMode.PeekLock && node.Options.SettleOnReceiveStream;
@@ -278,21 +281,23 @@ public sealed class MessagingService(BrokerNode node)
                 {
                     return;
                 }
-                IReadOnlyList<ReceivedMessage> messages;
-                using (var wait = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken, credit.DrainToken))
+                var messages = await queue.TakeOrArm(deadLetter, open.Mode, available, waiter, StreamPollWait).ConfigureAwait(false);
+                if (messages.Count == 0)
                 {
                     try
                     {
-                        messages = await queue.ReceiveAsync(deadLetter, open.Mode, available, StreamPollWait, wait.Token).ConfigureAwait(false);
+                        // A drain or the call's end that came before the waiter was armed finds it here;
+                        // one after wakes it.
+                        if (!credit.DrainRequested && !cancellationToken.IsCancellationRequested)
+                        {
+                            await waiter.WaitAsync().ConfigureAwait(false);
+                        }
                     }
-                    catch (OperationCanceledException) when (!cancellationToken.IsCancellationRequested)
+                    finally
                     {
-                        // Drained while waiting for messages: nothing was taken.
-                        continue;
+                        queue.EndWait(deadLetter, waiter);
                     }
-                }
-                if (messages.Count == 0)
-                {
+                    cancellationToken.ThrowIfCancellationRequested();
                     continue;
                 }
                 credit.Take(messages.Count);
@@ -422,6 +427,11 @@ public sealed class MessagingService(BrokerNode node)
     private static async Task<int> WaitForCreditAsync(CreditCounter credit, QueueEntity queue, CancellationToken cancellationToken)
     {
         var waiting = credit.WaitAsync(cancellationToken);
+        if (waiting.IsCompleted)
+        {
+            // The usual case, credit in hand: no race with the unload to set up.
+            return await waiting.ConfigureAwait(false);
+        }
         if (await Task.WhenAny(waiting, queue.Unloaded).ConfigureAwait(false) == queue.Unloaded)
         {
             throw await queue.Unloaded.ConfigureAwait(false);
