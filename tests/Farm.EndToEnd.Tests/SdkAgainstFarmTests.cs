@@ -129,6 +129,77 @@ public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<
     }
 
     /// <summary>
+    /// A processor with one call at a time waits on its link's one reusable waiter between messages
+    /// (FarmReceiver.WaitForMessageAsync): each message sent while it waits wakes it, in order; a stop
+    /// while it waits ends the wait at once.
+    /// </summary>
+    [Fact]
+    public async Task ProcessorWithOneCall_IsWokenByEachMessageSentWhileItWaits_AndStopsWhileWaiting()
+    {
+        var queue = await CreateQueueAsync();
+        await using var client = new FarmClient(Connection);
+        await using var sender = client.CreateSender(queue);
+        var handled = new BlockingCollection<string>();
+        await using var processor = client.CreateProcessor(queue, new FarmProcessorOptions { MaxConcurrentCalls = 1 });
+        processor.ProcessMessageAsync += args =>
+        {
+            handled.Add(args.Message.Body.ToString());
+            return Task.CompletedTask;
+        };
+        processor.ProcessErrorAsync += args => Task.FromException(args.Exception);
+        await processor.StartProcessingAsync();
+
+        for (var i = 0; i < 10; i++)
+        {
+            // Each one sent once the one before was handled: the processor is waiting again by then.
+            await sender.SendMessageAsync(new FarmMessage($"m{i}"));
+            Assert.True(handled.TryTake(out var body, Patience), $"message m{i} was not handled");
+            Assert.Equal($"m{i}", body);
+        }
+
+        await processor.StopProcessingAsync().WaitAsync(Patience);
+        Assert.False(processor.IsProcessing);
+        await ProcessRunner.WaitUntilAsync(
+            () => fixture.Farm.GetQueueCountsAsync(queue).GetAwaiter().GetResult().TotalMessageCount == 0,
+            Patience, "the processor's completions to empty the queue");
+    }
+
+    /// <summary>A processor with one call waiting on a queue that is deleted hears of it through its error handler, as one waiting in a receive did.</summary>
+    [Fact]
+    public async Task ProcessorWithOneCall_ReportsTheEndOfItsQueue_WhileItWaits()
+    {
+        var queue = await CreateQueueAsync();
+        await using var client = new FarmClient(Connection);
+        await using var sender = client.CreateSender(queue);
+        var errors = new BlockingCollection<ProcessErrorEventArgs>();
+        var handled = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        await using var processor = client.CreateProcessor(queue, new FarmProcessorOptions { MaxConcurrentCalls = 1 });
+        processor.ProcessMessageAsync += _ =>
+        {
+            handled.TrySetResult();
+            return Task.CompletedTask;
+        };
+        processor.ProcessErrorAsync += args =>
+        {
+            errors.Add(args);
+            return Task.CompletedTask;
+        };
+        await processor.StartProcessingAsync();
+        // One message handled: its link is open, and the processor waits for the next.
+        await sender.SendMessageAsync(new FarmMessage("first"));
+        await handled.Task.WaitAsync(Patience);
+        using (var admin = new FarmAdministrationClient(Connection))
+        {
+            await admin.DeleteQueueAsync(queue);
+        }
+
+        Assert.True(errors.TryTake(out var error, Patience), "the processor reported nothing");
+        Assert.Equal(FarmErrorSource.Receive, error.ErrorSource);
+        Assert.Equal(FarmFailureReason.MessagingEntityNotFound, Assert.IsType<FarmException>(error.Exception).Reason);
+        await processor.StopProcessingAsync().WaitAsync(Patience);
+    }
+
+    /// <summary>
     /// A handler that runs well past its message's lock keeps it: the processor renews the lock
     /// ahead of expiry while the handler runs, so the auto-complete lands and the message is never
     /// handed to anyone again. Without renewal the lock would lapse after 5 s and the complete fail.

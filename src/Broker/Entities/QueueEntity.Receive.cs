@@ -201,7 +201,8 @@ internal sealed partial class QueueEntity
         SignalArrivals(swept);
         if (taken.Count == 0)
         {
-            return result;
+            // Not the empty list: a waiting stream holds what its last look returned for the whole wait.
+            return [];
         }
         // Parsed here, not under the lock: sends, settlements and the other receivers wait on it.
         for (var i = 0; i < result.Count; i++)

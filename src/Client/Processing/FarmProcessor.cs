@@ -139,6 +139,17 @@ public sealed class FarmProcessor : IAsyncDisposable
             FarmReceivedMessage? message;
             try
             {
+                if (MaxConcurrentCalls == 1 && PrefetchCount > 0)
+                {
+                    // The only call: wait on the link's one reusable waiter, then take what came without
+                    // waiting. A waiting receive holds a timer, token sources and tasks while the queue
+                    // is quiet, which with thousands of processors in a process is what the GC promotes.
+                    await receiver.WaitForMessageAsync(stopping).ConfigureAwait(false);
+                    if (stopping.IsCancellationRequested)
+                    {
+                        return;
+                    }
+                }
                 message = await receiver.ReceiveMessageAsync(cancellationToken: stopping).ConfigureAwait(false);
             }
             catch (OperationCanceledException) when (stopping.IsCancellationRequested)

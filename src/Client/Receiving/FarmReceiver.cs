@@ -99,6 +99,16 @@ public sealed class FarmReceiver : IAsyncDisposable
         }
     }
 
+    /// <summary>
+    /// For a processor with one call at a time: waits, allocating nothing, until a message is buffered
+    /// (the receive that follows takes it without waiting), the receiver closes, or the token is cancelled.
+    /// </summary>
+    internal ValueTask WaitForMessageAsync(CancellationToken cancellationToken)
+    {
+        ThrowIfClosed();
+        return _link.WaitForBufferedAsync(Math.Max(1, PrefetchCount), cancellationToken);
+    }
+
     /// <summary>Yields messages as they arrive until cancelled.</summary>
     public async IAsyncEnumerable<FarmReceivedMessage> ReceiveMessagesAsync([System.Runtime.CompilerServices.EnumeratorCancellation] CancellationToken cancellationToken = default)
     {

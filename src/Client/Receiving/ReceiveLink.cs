@@ -47,6 +47,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
     /// <summary>How long closing waits for the answers to settlements sent on the stream.</summary>
     private static readonly TimeSpan SettleAnswersOnClose = TimeSpan.FromSeconds(5);
     private TaskCompletionSource<FarmException> _faultSignal = NewFaultSignal();
+    private readonly SoleWaiter _soleWaiter = new();
 
     public ReceiveLink(FarmConnection connection, string entityPath, ReceiveMode mode)
     {
@@ -164,6 +165,36 @@ internal sealed class ReceiveLink : IAsyncDisposable
         {
             return null;
         }
+    }
+
+    /// <summary>
+    /// For the link's only receiver (a processor with one call at a time): grants credit up to
+    /// <paramref name="creditTarget"/> (a prefetch refill) and waits until a message is buffered, the
+    /// link closes, or <paramref name="cancellationToken"/> is cancelled; throws the fault that ended
+    /// the stream for good. Nothing is allocated per wait (<see cref="SoleWaiter"/>); the receive
+    /// that follows finds the message buffered and does not wait.
+    /// </summary>
+    public ValueTask WaitForBufferedAsync(int creditTarget, CancellationToken cancellationToken)
+    {
+        var credit = EnsureCreditAsync(creditTarget, cancellationToken, batched: true);
+        return credit.IsCompletedSuccessfully ? WaitForBuffered(cancellationToken) : WaitForBufferedAfterAsync(credit, cancellationToken);
+    }
+
+    private async ValueTask WaitForBufferedAfterAsync(ValueTask credit, CancellationToken cancellationToken)
+    {
+        await credit.ConfigureAwait(false);
+        await WaitForBuffered(cancellationToken).ConfigureAwait(false);
+    }
+
+    private ValueTask WaitForBuffered(CancellationToken cancellationToken)
+    {
+        _soleWaiter.Arm(cancellationToken);
+        // Armed before this look: a message buffered from here on wakes it (PumpAsync).
+        if (_buffer.Reader.Count > 0 || _closing.IsCancellationRequested || cancellationToken.IsCancellationRequested)
+        {
+            _soleWaiter.Wake();
+        }
+        return _soleWaiter.WaitAsync();
     }
 
     /// <summary>True when more is buffered or on its way than <paramref name="target"/>, with credit outstanding.</summary>
@@ -444,6 +475,8 @@ internal sealed class ReceiveLink : IAsyncDisposable
             pump = _pump;
         }
 
+        _soleWaiter.Wake();
+
         if (pump is not null)
         {
             await pump.ConfigureAwait(false);
@@ -461,6 +494,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
     public async ValueTask DisposeAsync()
     {
         await CloseAsync().ConfigureAwait(false);
+        _soleWaiter.Release();
         _closing.Dispose();
         _writeLock.Dispose();
     }
@@ -540,6 +574,11 @@ internal sealed class ReceiveLink : IAsyncDisposable
                         {
                             _settleCall = call;
                         }
+                    }
+
+                    if (response.Messages.Count > 0)
+                    {
+                        _soleWaiter.Wake();
                     }
 
                     if (response.Settled is { } settled)
@@ -668,6 +707,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
             var signal = _faultSignal;
             _faultSignal = NewFaultSignal();
             signal.TrySetResult(error);
+            _soleWaiter.Fail(new FarmException(error.Message, error.Reason, error.EntityPath, error.InnerException));
         }
     }
 

@@ -229,7 +229,25 @@ internal sealed class ReceiveSessionLinks : IDisposable
 
         public bool Detached => Volatile.Read(ref _detached) == 1;
 
-        public IAsyncEnumerable<ReceiveRequest> ReadRequestsAsync() => _requests.Reader.ReadAllAsync(Cancellation);
+        /// <summary>
+        /// The link's requests until the client half-closes; throws <see cref="OperationCanceledException"/>
+        /// once the link is cancelled (nothing after that is read). The channel is read without the
+        /// token: a cancellable read makes a new wait object each time it waits, which on a quiet
+        /// link is once per message; the cancellation completes the channel instead (<see cref="Started"/>).
+        /// </summary>
+        public async IAsyncEnumerable<ReceiveRequest> ReadRequestsAsync()
+        {
+            var reader = _requests.Reader;
+            while (await reader.WaitToReadAsync().ConfigureAwait(false))
+            {
+                while (reader.TryRead(out var request))
+                {
+                    Cancellation.ThrowIfCancellationRequested();
+                    yield return request;
+                }
+            }
+            Cancellation.ThrowIfCancellationRequested();
+        }
 
         /// <summary>A frame of the client for this link (only the session's reader calls this).</summary>
         public void Take(LinkRequest frame)
@@ -258,6 +276,7 @@ internal sealed class ReceiveSessionLinks : IDisposable
         public Link Started()
         {
             Cancellation = _cancel.Token;
+            Cancellation.UnsafeRegister(static requests => ((Channel<ReceiveRequest>)requests!).Writer.TryComplete(), _requests);
             return this;
         }
 
