@@ -12,6 +12,7 @@ namespace Farm.Broker.Messaging;
 /// </summary>
 public sealed class MessagingService(BrokerNode node)
 {
+    /// <summary>How long a receive stream's wait lasts with nothing waking it (the sweep ends it; the stream looks again).</summary>
     private static readonly TimeSpan StreamPollWait = TimeSpan.FromSeconds(30);
 
     private async Task<(QueueEntity Queue, bool DeadLetter)> ResolveAsync(string path, CancellationToken cancellationToken)
@@ -284,19 +285,13 @@ public sealed class MessagingService(BrokerNode node)
                 var messages = await queue.TakeOrArm(deadLetter, open.Mode, available, waiter, StreamPollWait).ConfigureAwait(false);
                 if (messages.Count == 0)
                 {
-                    try
+                    // A drain or the call's end that came before the waiter was armed finds it here;
+                    // one after wakes it. The wait itself never throws.
+                    if (!credit.DrainRequested && !cancellationToken.IsCancellationRequested)
                     {
-                        // A drain or the call's end that came before the waiter was armed finds it here;
-                        // one after wakes it.
-                        if (!credit.DrainRequested && !cancellationToken.IsCancellationRequested)
-                        {
-                            await waiter.WaitAsync().ConfigureAwait(false);
-                        }
+                        await waiter.WaitAsync().ConfigureAwait(false);
                     }
-                    finally
-                    {
-                        queue.EndWait(deadLetter, waiter);
-                    }
+                    queue.EndWait(deadLetter, waiter);
                     cancellationToken.ThrowIfCancellationRequested();
                     continue;
                 }
