@@ -15,6 +15,7 @@ public sealed class FarmProcessor : IAsyncDisposable
     private Func<ProcessErrorEventArgs, Task>? _processError;
     private CancellationTokenSource? _stopping;
     private FarmReceiver? _receiver;
+    private LockRenewals? _renewals;
     private Task[] _workers = [];
     private int _closed;
 
@@ -78,8 +79,12 @@ public sealed class FarmProcessor : IAsyncDisposable
 
             var receiver = new FarmReceiver(_connection, EntityPath, new FarmReceiverOptions { ReceiveMode = ReceiveMode, PrefetchCount = PrefetchCount }, onClosed: null);
             var stopping = new CancellationTokenSource();
+            var renewals = ReceiveMode == FarmReceiveMode.PeekLock && MaxAutoLockRenewalDuration > TimeSpan.Zero
+                ? new LockRenewals(receiver.RenewMessageLockAsync, _connection.TimeProvider, MaxAutoLockRenewalDuration, e => RaiseErrorAsync(e, FarmErrorSource.RenewLock, stopping.Token))
+                : null;
             _receiver = receiver;
-            _workers = Enumerable.Range(0, MaxConcurrentCalls).Select(_ => Task.Run(() => WorkerAsync(receiver, stopping.Token), CancellationToken.None)).ToArray();
+            _renewals = renewals;
+            _workers = Enumerable.Range(0, MaxConcurrentCalls).Select(_ => Task.Run(() => WorkerAsync(receiver, renewals, stopping.Token), CancellationToken.None)).ToArray();
             Volatile.Write(ref _stopping, stopping);
         }
         finally
@@ -102,6 +107,8 @@ public sealed class FarmProcessor : IAsyncDisposable
 
             await stopping.CancelAsync().ConfigureAwait(false);
             await Task.WhenAll(_workers).WaitAsync(cancellationToken).ConfigureAwait(false);
+            _renewals?.Dispose();
+            _renewals = null;
             if (_receiver is { } receiver)
             {
                 await receiver.DisposeAsync().ConfigureAwait(false);
@@ -132,7 +139,7 @@ public sealed class FarmProcessor : IAsyncDisposable
         _startStop.Dispose();
     }
 
-    private async Task WorkerAsync(FarmReceiver receiver, CancellationToken stopping)
+    private async Task WorkerAsync(FarmReceiver receiver, LockRenewals? renewals, CancellationToken stopping)
     {
         while (!stopping.IsCancellationRequested)
         {
@@ -172,18 +179,15 @@ public sealed class FarmProcessor : IAsyncDisposable
 
             if (message is not null)
             {
-                await ProcessOneAsync(receiver, message, stopping).ConfigureAwait(false);
+                await ProcessOneAsync(receiver, renewals, message, stopping).ConfigureAwait(false);
             }
         }
     }
 
-    private async Task ProcessOneAsync(FarmReceiver receiver, FarmReceivedMessage message, CancellationToken stopping)
+    private async Task ProcessOneAsync(FarmReceiver receiver, LockRenewals? renewals, FarmReceivedMessage message, CancellationToken stopping)
     {
         var peekLock = ReceiveMode == FarmReceiveMode.PeekLock;
-        using var renewing = new CancellationTokenSource();
-        var renewal = peekLock && MaxAutoLockRenewalDuration > TimeSpan.Zero
-            ? RenewLockLoopAsync(receiver, message, stopping, renewing.Token)
-            : Task.CompletedTask;
+        var held = renewals?.Track(message);
         var args = new ProcessMessageEventArgs(message, receiver, stopping);
         using var activity = FarmTelemetry.StartProcess(receiver.EntityPath, message);
         var started = FarmTelemetry.ProcessTimestamp();
@@ -191,13 +195,7 @@ public sealed class FarmProcessor : IAsyncDisposable
         // Lock renewal stops before the processor settles the message: a renewal that woke as the
         // handler returned would otherwise reach the broker after the complete and fail with
         // MessageLockLost (a handler that ran a whole number of renewal intervals hit it).
-        async Task StopRenewingAsync()
-        {
-            // Cancel, not CancelAsync: the renewal's wait ends on this thread instead of costing two
-            // thread-pool work items per message (perf/README "Session 34").
-            renewing.Cancel();
-            await renewal.ConfigureAwait(false);
-        }
+        ValueTask StopRenewingAsync() => held is null ? ValueTask.CompletedTask : renewals!.StopAsync(held);
         try
         {
             await _processMessage!(args).ConfigureAwait(false);
@@ -226,51 +224,6 @@ public sealed class FarmProcessor : IAsyncDisposable
         }
     }
 
-    private async Task RenewLockLoopAsync(FarmReceiver receiver, FarmReceivedMessage message, CancellationToken stopping, CancellationToken handlerDone)
-    {
-        var time = _connection.TimeProvider;
-        var renewUntil = time.GetUtcNow() + MaxAutoLockRenewalDuration;
-        while (!handlerDone.IsCancellationRequested)
-        {
-            var now = time.GetUtcNow();
-            var remaining = message.LockedUntil - now;
-            if (remaining <= TimeSpan.Zero)
-            {
-                return;
-            }
-
-            // Renew ahead of expiry: 10 s early for normal locks, half-way for short ones.
-            var margin = remaining > TimeSpan.FromSeconds(20) ? TimeSpan.FromSeconds(10) : remaining / 2;
-            var delay = remaining - margin;
-            if (now + delay >= renewUntil)
-            {
-                return;
-            }
-
-            if (!await DelayAsync(delay, handlerDone).ConfigureAwait(false))
-            {
-                return;
-            }
-
-            try
-            {
-                await receiver.RenewMessageLockAsync(message, handlerDone).ConfigureAwait(false);
-            }
-            catch (OperationCanceledException) when (handlerDone.IsCancellationRequested)
-            {
-                return;
-            }
-            catch (Exception e) when (e is FarmException or ObjectDisposedException)
-            {
-                await RaiseErrorAsync(e, FarmErrorSource.RenewLock, stopping).ConfigureAwait(false);
-                if (e is FarmException { IsTransient: false } or ObjectDisposedException)
-                {
-                    return;
-                }
-            }
-        }
-    }
-
     private async Task SettleQuietlyAsync(Func<Task> settle, FarmErrorSource source, CancellationToken stopping)
     {
         try
@@ -296,9 +249,8 @@ public sealed class FarmProcessor : IAsyncDisposable
     }
 
     /// <summary>
-    /// Waits <paramref name="delay"/>; false when cancelled first. Cancelling does not throw: the lock
-    /// renewal's wait is cancelled after nearly every message, and a thrown and caught exception per
-    /// message was 5% of a load generator's CPU at 1,500 messages/s over as many processors.
+    /// Waits <paramref name="delay"/> (a worker's pause after a failed receive); false when the
+    /// processor stopped first. Cancelling does not throw.
     /// </summary>
     private async Task<bool> DelayAsync(TimeSpan delay, CancellationToken cancellationToken)
     {

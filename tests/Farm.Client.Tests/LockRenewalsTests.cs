@@ -1,0 +1,168 @@
+using System.Collections.Concurrent;
+using System.Diagnostics;
+using Microsoft.Extensions.Time.Testing;
+
+namespace Farm.Client.Tests;
+
+/// <summary>
+/// A processor's lock renewals on a driven clock: when each held message is renewed, that a
+/// message let go is not, and that the one timer is re-armed for whatever is due next.
+/// </summary>
+public sealed class LockRenewalsTests
+{
+    private static readonly TimeSpan LockDuration = TimeSpan.FromSeconds(30);
+    private static readonly TimeSpan Patience = TimeSpan.FromSeconds(10);
+    private static readonly DateTimeOffset Start = new(2026, 11, 30, 12, 0, 0, TimeSpan.Zero);
+
+    private readonly FakeTimeProvider _time = new(Start);
+    private readonly ConcurrentQueue<(long Sequence, TimeSpan At)> _renewals = new();
+    private readonly ConcurrentQueue<Exception> _errors = new();
+
+    private FarmReceivedMessage Locked(long sequence) => new() { SequenceNumber = sequence, LockToken = $"lock-{sequence}", LockedUntil = _time.GetUtcNow() + LockDuration };
+
+    private TimeSpan Now => _time.GetUtcNow() - Start;
+
+    /// <summary>Renews as the broker would: the lock runs for another lock duration from now.</summary>
+    private Task Renew(FarmReceivedMessage message, CancellationToken cancellationToken)
+    {
+        message.LockedUntil = _time.GetUtcNow() + LockDuration;
+        _renewals.Enqueue((message.SequenceNumber, Now));
+        return Task.CompletedTask;
+    }
+
+    private LockRenewals Renewals(Func<FarmReceivedMessage, CancellationToken, Task>? renew = null, TimeSpan? maxDuration = null)
+        => new(renew ?? Renew, _time, maxDuration ?? TimeSpan.FromMinutes(5), e =>
+        {
+            _errors.Enqueue(e);
+            return Task.CompletedTask;
+        });
+
+    /// <summary>Moves the clock to <paramref name="at"/> after the start.</summary>
+    private void AdvanceTo(TimeSpan at) => _time.Advance(at - Now);
+
+    private static async Task WaitUntilAsync(Func<bool> condition, string what)
+    {
+        var clock = Stopwatch.StartNew();
+        while (!condition())
+        {
+            Assert.True(clock.Elapsed < Patience, $"timed out waiting for {what}");
+            await Task.Delay(5);
+        }
+    }
+
+    /// <summary>Waits for a renewal to run to its end: until the held message is scheduled again (or is not, being past its limits).</summary>
+    private static Task RescheduledAsync(LockRenewals.Held held, DateTimeOffset? due)
+        => WaitUntilAsync(() => held.Renewal is { IsCompleted: true } && held.DueAt == due, $"message {held.Message.SequenceNumber} to be due at {due:O}");
+
+    [Fact]
+    public async Task AHeldMessage_IsRenewedTenSecondsBeforeItsLockRunsOut_AndAgainBeforeTheRenewedLockDoes()
+    {
+        using var renewals = Renewals();
+        var held = renewals.Track(Locked(1));
+
+        AdvanceTo(TimeSpan.FromSeconds(19.9));
+        Assert.Empty(_renewals);
+        AdvanceTo(TimeSpan.FromSeconds(20));
+        await WaitUntilAsync(() => _renewals.Count == 1, "the first renewal");
+        await RescheduledAsync(held, Start + TimeSpan.FromSeconds(40));
+
+        AdvanceTo(TimeSpan.FromSeconds(40));
+        await WaitUntilAsync(() => _renewals.Count == 2, "the second renewal");
+        Assert.Equal([(1L, TimeSpan.FromSeconds(20)), (1L, TimeSpan.FromSeconds(40))], _renewals);
+        Assert.Empty(_errors);
+    }
+
+    [Fact]
+    public async Task MessagesLetGo_AreNeverRenewed_AndTheTimerIsArmedAgainForTheNextOneDue()
+    {
+        using var renewals = Renewals();
+        var first = renewals.Track(Locked(1));                 // due at 20 s: the timer is armed for it
+        AdvanceTo(TimeSpan.FromSeconds(5));
+        await renewals.StopAsync(first);
+        AdvanceTo(TimeSpan.FromSeconds(10));
+        var second = renewals.Track(Locked(2));                // due at 30 s, after the timer fires
+
+        AdvanceTo(TimeSpan.FromSeconds(29.9));
+        Assert.Empty(_renewals);
+        AdvanceTo(TimeSpan.FromSeconds(30));
+        await WaitUntilAsync(() => !_renewals.IsEmpty, "the second message's renewal");
+        await RescheduledAsync(second, Start + TimeSpan.FromSeconds(50));
+        await renewals.StopAsync(second);
+
+        // Idle, then held again: renewed on time although nothing was due when the timer last fired.
+        AdvanceTo(TimeSpan.FromSeconds(100));
+        var third = renewals.Track(Locked(3));
+        AdvanceTo(TimeSpan.FromSeconds(120));
+        await WaitUntilAsync(() => _renewals.Count == 2, "the third message's renewal");
+        Assert.Equal([(2L, TimeSpan.FromSeconds(30)), (3L, TimeSpan.FromSeconds(120))], _renewals);
+        await renewals.StopAsync(third);
+        await renewals.StopAsync(third);
+    }
+
+    [Fact]
+    public async Task Stopping_CancelsARenewalInFlight_AndReturnsOnlyOnceItEnded()
+    {
+        var started = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var mayEnd = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var sawCancel = false;
+        using var renewals = Renewals(async (_, cancellationToken) =>
+        {
+            started.SetResult();
+            await Task.Delay(Timeout.Infinite, cancellationToken).ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
+            sawCancel = cancellationToken.IsCancellationRequested;
+            await mayEnd.Task;
+            cancellationToken.ThrowIfCancellationRequested();
+        });
+        var held = renewals.Track(Locked(1));
+        AdvanceTo(TimeSpan.FromSeconds(20));
+        await started.Task.WaitAsync(Patience);
+
+        var stopping = renewals.StopAsync(held).AsTask();
+        await WaitUntilAsync(() => Volatile.Read(ref sawCancel), "the renewal to be cancelled");
+        Assert.False(stopping.IsCompleted, "StopAsync returned while the renewal was still running");
+        mayEnd.SetResult();
+        await stopping.WaitAsync(Patience);
+        Assert.Empty(_errors);
+    }
+
+    [Fact]
+    public async Task RenewalsEnd_AtMaxAutoLockRenewalDuration()
+    {
+        using var renewals = Renewals(maxDuration: TimeSpan.FromSeconds(60));
+        var held = renewals.Track(Locked(1));
+
+        AdvanceTo(TimeSpan.FromSeconds(20));
+        await WaitUntilAsync(() => _renewals.Count == 1, "the first renewal");
+        await RescheduledAsync(held, Start + TimeSpan.FromSeconds(40));
+        AdvanceTo(TimeSpan.FromSeconds(40));
+        await WaitUntilAsync(() => _renewals.Count == 2, "the second renewal");
+        await RescheduledAsync(held, null);                    // the next (60 s) is not before the limit
+        AdvanceTo(TimeSpan.FromSeconds(120));
+
+        Assert.Equal(2, _renewals.Count);
+    }
+
+    [Fact]
+    public async Task ATransientFailure_IsReported_AndTriedAgainHalfWayToTheLocksEnd_ButALostLockIsNot()
+    {
+        var busy = new FarmException("busy", FarmFailureReason.ServiceBusy, "q");
+        var lost = new FarmException("lost", FarmFailureReason.MessageLockLost, "q");
+        var failures = new ConcurrentQueue<Exception>([busy, lost]);
+        using var renewals = Renewals((message, _) =>
+        {
+            _renewals.Enqueue((message.SequenceNumber, Now));
+            return failures.TryDequeue(out var failure) ? Task.FromException(failure) : Task.CompletedTask;
+        });
+        var held = renewals.Track(Locked(1));
+
+        AdvanceTo(TimeSpan.FromSeconds(20));
+        await RescheduledAsync(held, Start + TimeSpan.FromSeconds(25));   // 10 s left: tried again after 5
+        AdvanceTo(TimeSpan.FromSeconds(25));
+        await WaitUntilAsync(() => _renewals.Count == 2 && held.Renewal is { IsCompleted: true }, "the second try");
+        AdvanceTo(TimeSpan.FromSeconds(60));
+
+        Assert.Equal([(1L, TimeSpan.FromSeconds(20)), (1L, TimeSpan.FromSeconds(25))], _renewals);
+        Assert.Equal([busy, lost], _errors);
+        Assert.Null(held.DueAt);
+    }
+}
