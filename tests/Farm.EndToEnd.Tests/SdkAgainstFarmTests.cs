@@ -129,7 +129,7 @@ public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<
     }
 
     /// <summary>
-    /// A processor with one call at a time waits on its link's one reusable waiter between messages
+    /// A processor with one call at a time waits on its worker's reusable waiter between messages
     /// (FarmReceiver.WaitForMessageAsync): each message sent while it waits wakes it, in order; a stop
     /// while it waits ends the wait at once.
     /// </summary>
@@ -162,6 +162,67 @@ public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<
         await ProcessRunner.WaitUntilAsync(
             () => fixture.Farm.GetQueueCountsAsync(queue).GetAwaiter().GetResult().TotalMessageCount == 0,
             Patience, "the processor's completions to empty the queue");
+    }
+
+    /// <summary>
+    /// A processor with several calls parks each waiting worker on the link, and each message
+    /// buffered wakes one of them: messages sent one at a time while earlier handlers are still
+    /// busy each reach a free worker, until every call is busy at once; and a stop while they all
+    /// wait ends the waits at once.
+    /// </summary>
+    [Fact]
+    public async Task ProcessorWithFourCalls_HandsEachMessageToAParkedWorker_WhileTheOthersAreBusy()
+    {
+        const int calls = 4;
+        var queue = await CreateQueueAsync();
+        await using var client = new FarmClient(Connection);
+        await using var sender = client.CreateSender(queue);
+        var started = new BlockingCollection<string>();
+        var release = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var running = 0;
+        var mostAtOnce = 0;
+        await using var processor = client.CreateProcessor(queue, new FarmProcessorOptions { MaxConcurrentCalls = calls });
+        processor.ProcessMessageAsync += async args =>
+        {
+            var now = Interlocked.Increment(ref running);
+            InterlockedMax(ref mostAtOnce, now);
+            started.Add(args.Message.Body.ToString());
+            await release.Task;
+            Interlocked.Decrement(ref running);
+        };
+        processor.ProcessErrorAsync += args => Task.FromException(args.Exception);
+        await processor.StartProcessingAsync();
+
+        for (var i = 0; i < calls; i++)
+        {
+            // Sent once the one before is in a handler that does not return: the others wait.
+            await sender.SendMessageAsync(new FarmMessage($"m{i}"));
+            Assert.True(started.TryTake(out var body, Patience), $"message m{i} reached no worker while {i} were busy");
+            Assert.Equal($"m{i}", body);
+        }
+        Assert.Equal(calls, Volatile.Read(ref mostAtOnce));
+        release.SetResult();
+
+        for (var i = calls; i < calls + 10; i++)
+        {
+            await sender.SendMessageAsync(new FarmMessage($"m{i}"));
+            Assert.True(started.TryTake(out var body, Patience), $"message m{i} was not handled");
+            Assert.Equal($"m{i}", body);
+        }
+
+        await ProcessRunner.WaitUntilAsync(
+            () => fixture.Farm.GetQueueCountsAsync(queue).GetAwaiter().GetResult().TotalMessageCount == 0,
+            Patience, "the processor's completions to empty the queue");
+        await processor.StopProcessingAsync().WaitAsync(Patience);
+        Assert.False(processor.IsProcessing);
+    }
+
+    private static void InterlockedMax(ref int target, int value)
+    {
+        int seen;
+        while ((seen = Volatile.Read(ref target)) < value && Interlocked.CompareExchange(ref target, value, seen) != seen)
+        {
+        }
     }
 
     /// <summary>A processor with one call waiting on a queue that is deleted hears of it through its error handler, as one waiting in a receive did.</summary>

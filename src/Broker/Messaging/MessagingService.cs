@@ -217,7 +217,7 @@ public sealed class MessagingService(BrokerNode node)
     {
         // The link's one wait for messages, woken by arrivals, the sweep, a drain or the call's end.
         var waiter = new ReceiveWaiter();
-        var credit = new CreditCounter(open.Credit, onDrain: waiter.Wake);
+        var credit = new CreditCounter(open.Credit, onDrain: () => waiter.Wake());
         using var wakeOnEnd = cancellationToken.UnsafeRegister(static w => ((ReceiveWaiter)w!).Wake(), waiter);
         // Messages and settle answers are written from different tasks: one write at a time.
         var writes = new SemaphoreSlim(1, 1);

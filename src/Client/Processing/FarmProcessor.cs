@@ -141,20 +141,27 @@ public sealed class FarmProcessor : IAsyncDisposable
 
     private async Task WorkerAsync(FarmReceiver receiver, LockRenewals? renewals, CancellationToken stopping)
     {
+        // With a prefetch, the worker waits on its own reusable waiter, woken one worker per message
+        // buffered, and then takes the message without waiting: a waiting receive holds a timer,
+        // token sources and tasks while the queue is quiet, which with thousands of processors in
+        // a process is what the GC promotes, and a chain handler's workers made them per message.
+        using var waiter = PrefetchCount > 0 ? new LinkWaiter() : null;
         while (!stopping.IsCancellationRequested)
         {
             FarmReceivedMessage? message;
             try
             {
-                if (MaxConcurrentCalls == 1 && PrefetchCount > 0)
+                if (waiter is not null)
                 {
-                    // The only call: wait on the link's one reusable waiter, then take what came without
-                    // waiting. A waiting receive holds a timer, token sources and tasks while the queue
-                    // is quiet, which with thousands of processors in a process is what the GC promotes.
-                    await receiver.WaitForMessageAsync(stopping).ConfigureAwait(false);
+                    await receiver.WaitForMessageAsync(waiter, stopping).ConfigureAwait(false);
                     if (stopping.IsCancellationRequested)
                     {
                         return;
+                    }
+                    if (!receiver.HasBufferedMessage && !receiver.IsClosed)
+                    {
+                        // Another worker took the message this one was woken for.
+                        continue;
                     }
                 }
                 message = await receiver.ReceiveMessageAsync(cancellationToken: stopping).ConfigureAwait(false);

@@ -100,14 +100,18 @@ public sealed class FarmReceiver : IAsyncDisposable
     }
 
     /// <summary>
-    /// For a processor with one call at a time: waits, allocating nothing, until a message is buffered
-    /// (the receive that follows takes it without waiting), the receiver closes, or the token is cancelled.
+    /// For a processor's worker: waits on its <paramref name="waiter"/>, allocating nothing, until a
+    /// message is buffered (the receive that follows takes it without waiting), the receiver closes,
+    /// or the token is cancelled. Workers waiting together are woken one per message.
     /// </summary>
-    internal ValueTask WaitForMessageAsync(CancellationToken cancellationToken)
+    internal ValueTask WaitForMessageAsync(LinkWaiter waiter, CancellationToken cancellationToken)
     {
         ThrowIfClosed();
-        return _link.WaitForBufferedAsync(Math.Max(1, PrefetchCount), cancellationToken);
+        return _link.WaitForBufferedAsync(waiter, Math.Max(1, PrefetchCount), cancellationToken);
     }
+
+    /// <summary>Whether a message is buffered, ready for a receive that does not wait.</summary>
+    internal bool HasBufferedMessage => _link.HasBuffered;
 
     /// <summary>Yields messages as they arrive until cancelled.</summary>
     public async IAsyncEnumerable<FarmReceivedMessage> ReceiveMessagesAsync([System.Runtime.CompilerServices.EnumeratorCancellation] CancellationToken cancellationToken = default)

@@ -47,7 +47,8 @@ internal sealed class ReceiveLink : IAsyncDisposable
     /// <summary>How long closing waits for the answers to settlements sent on the stream.</summary>
     private static readonly TimeSpan SettleAnswersOnClose = TimeSpan.FromSeconds(5);
     private TaskCompletionSource<FarmException> _faultSignal = NewFaultSignal();
-    private readonly SoleWaiter _soleWaiter = new();
+    /// <summary>Processor workers waiting for a message (<see cref="WaitForBufferedAsync"/>), the latest parked on top; under _gate.</summary>
+    private readonly Stack<LinkWaiter> _parked = new();
 
     public ReceiveLink(FarmConnection connection, string entityPath, ReceiveMode mode)
     {
@@ -168,34 +169,63 @@ internal sealed class ReceiveLink : IAsyncDisposable
     }
 
     /// <summary>
-    /// For the link's only receiver (a processor with one call at a time): grants credit up to
-    /// <paramref name="creditTarget"/> (a prefetch refill) and waits until a message is buffered, the
-    /// link closes, or <paramref name="cancellationToken"/> is cancelled; throws the fault that ended
-    /// the stream for good. Nothing is allocated per wait (<see cref="SoleWaiter"/>); the receive
-    /// that follows finds the message buffered and does not wait.
+    /// For a processor's worker: grants credit up to <paramref name="creditTarget"/> (a prefetch
+    /// refill) and waits on <paramref name="waiter"/> until a message is buffered, the link closes, or
+    /// <paramref name="cancellationToken"/> is cancelled; throws the fault that ended the stream for
+    /// good. Each message buffered wakes one parked worker, the one that parked last, so workers
+    /// waiting together are not all woken for one message. Nothing is allocated per wait; the
+    /// receive that follows takes the message without waiting (or, when another worker took it
+    /// first, the worker waits again).
     /// </summary>
-    public ValueTask WaitForBufferedAsync(int creditTarget, CancellationToken cancellationToken)
+    public ValueTask WaitForBufferedAsync(LinkWaiter waiter, int creditTarget, CancellationToken cancellationToken)
     {
         var credit = EnsureCreditAsync(creditTarget, cancellationToken, batched: true);
-        return credit.IsCompletedSuccessfully ? WaitForBuffered(cancellationToken) : WaitForBufferedAfterAsync(credit, cancellationToken);
+        return credit.IsCompletedSuccessfully ? WaitForBuffered(waiter, cancellationToken) : WaitForBufferedAfterAsync(waiter, credit, cancellationToken);
     }
 
-    private async ValueTask WaitForBufferedAfterAsync(ValueTask credit, CancellationToken cancellationToken)
+    private async ValueTask WaitForBufferedAfterAsync(LinkWaiter waiter, ValueTask credit, CancellationToken cancellationToken)
     {
         await credit.ConfigureAwait(false);
-        await WaitForBuffered(cancellationToken).ConfigureAwait(false);
+        await WaitForBuffered(waiter, cancellationToken).ConfigureAwait(false);
     }
 
-    private ValueTask WaitForBuffered(CancellationToken cancellationToken)
+    private ValueTask WaitForBuffered(LinkWaiter waiter, CancellationToken cancellationToken)
     {
-        _soleWaiter.Arm(cancellationToken);
-        // Armed before this look: a message buffered from here on wakes it (PumpAsync).
-        if (_buffer.Reader.Count > 0 || _closing.IsCancellationRequested || cancellationToken.IsCancellationRequested)
+        waiter.Arm(cancellationToken);
+        bool ready;
+        lock (_gate)
         {
-            _soleWaiter.Wake();
+            // Parked under the lock the pump buffers under: a message buffered after this look wakes it.
+            ready = _buffer.Reader.Count > 0 || _closing.IsCancellationRequested || cancellationToken.IsCancellationRequested;
+            if (!ready)
+            {
+                _parked.Push(waiter);
+            }
         }
-        return _soleWaiter.WaitAsync();
+        if (ready)
+        {
+            waiter.Wake();
+        }
+        return waiter.WaitAsync();
     }
+
+    /// <summary>
+    /// Wakes up to <paramref name="count"/> parked workers, under _gate. A waiter its token already
+    /// woke is still on the stack: it is skipped (its wake finds nothing armed) and dropped.
+    /// </summary>
+    private void WakeParked(int count)
+    {
+        while (count > 0 && _parked.TryPop(out var waiter))
+        {
+            if (waiter.Wake())
+            {
+                count--;
+            }
+        }
+    }
+
+    /// <summary>Whether a message is buffered: a woken worker that finds none waits again.</summary>
+    public bool HasBuffered => _buffer.Reader.Count > 0;
 
     /// <summary>True when more is buffered or on its way than <paramref name="target"/>, with credit outstanding.</summary>
     public bool HasCreditBeyond(int target)
@@ -475,7 +505,10 @@ internal sealed class ReceiveLink : IAsyncDisposable
             pump = _pump;
         }
 
-        _soleWaiter.Wake();
+        lock (_gate)
+        {
+            WakeParked(int.MaxValue);
+        }
 
         if (pump is not null)
         {
@@ -494,7 +527,6 @@ internal sealed class ReceiveLink : IAsyncDisposable
     public async ValueTask DisposeAsync()
     {
         await CloseAsync().ConfigureAwait(false);
-        _soleWaiter.Release();
         _closing.Dispose();
         _writeLock.Dispose();
     }
@@ -574,11 +606,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
                         {
                             _settleCall = call;
                         }
-                    }
-
-                    if (response.Messages.Count > 0)
-                    {
-                        _soleWaiter.Wake();
+                        WakeParked(response.Messages.Count);
                     }
 
                     if (response.Settled is { } settled)
@@ -707,7 +735,10 @@ internal sealed class ReceiveLink : IAsyncDisposable
             var signal = _faultSignal;
             _faultSignal = NewFaultSignal();
             signal.TrySetResult(error);
-            _soleWaiter.Fail(new FarmException(error.Message, error.Reason, error.EntityPath, error.InnerException));
+            while (_parked.TryPop(out var waiter))
+            {
+                waiter.Fail(new FarmException(error.Message, error.Reason, error.EntityPath, error.InnerException));
+            }
         }
     }
 

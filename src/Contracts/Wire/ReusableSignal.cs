@@ -6,8 +6,8 @@ namespace Farm.Contracts;
 /// A wait one owner makes again and again without allocating: armed before each wait, then
 /// completed by the first wake (or fault) that comes; a wake with nothing armed is dropped, so the
 /// owner looks once more after arming before it awaits. Continuations run on the thread pool, so a
-/// wake may come under the waker's locks. The broker's receive streams and the SDK's one-call
-/// processors wait this way: at thousands of quiet queues, a timer, token sources and tasks per wait
+/// wake may come under the waker's locks. The broker's receive streams and the SDK's processor
+/// workers wait this way: at thousands of quiet queues, a timer, token sources and tasks per wait
 /// were what every gen0 collection promoted (perf/README "Session 41").
 /// </summary>
 public class ReusableSignal : IValueTaskSource
@@ -26,19 +26,19 @@ public class ReusableSignal : IValueTaskSource
         }
     }
 
-    /// <summary>Ends the current wait, if one is armed.</summary>
-    public void Wake() => Complete(null);
+    /// <summary>Ends the current wait, if one is armed; false when none was.</summary>
+    public bool Wake() => Complete(null);
 
-    /// <summary>Ends the current wait with <paramref name="fault"/> (the awaiter throws it), if one is armed.</summary>
-    public void Fail(Exception fault) => Complete(fault);
+    /// <summary>Ends the current wait with <paramref name="fault"/> (the awaiter throws it), if one is armed; false when none was.</summary>
+    public bool Fail(Exception fault) => Complete(fault);
 
-    private void Complete(Exception? fault)
+    private bool Complete(Exception? fault)
     {
         lock (_gate)
         {
             if (!_armed)
             {
-                return;
+                return false;
             }
             _armed = false;
             if (fault is null)
@@ -49,6 +49,7 @@ public class ReusableSignal : IValueTaskSource
             {
                 _core.SetException(fault);
             }
+            return true;
         }
     }
 
