@@ -66,6 +66,9 @@ internal sealed partial record PerfOptions
           --peer-window N     publishes awaiting their confirm per producer (default 50)
           --peer-prefetch N   basic.qos per consumer (default 500)
           --peer-ack-every N  consumers ack with multiple=true every N deliveries (default 100)
+          --rounds 1          Farm and then the peer this many times in turn, each round a fresh node and
+                              queue; the round with the median farm/peer ratio is the result, every
+                              round's figures go in the JSON's "rounds"
           --out FILE          JSON result (default perf/results/single-queue.json)
         topics (queue vs topic-1-sub, topic with 1,000 subscriptions, ordering on vs off; one run, one node):
           --connection CS     farm to drive (default: start a single node on a temporary data directory)
@@ -144,7 +147,7 @@ internal sealed partial record PerfOptions
         "--receive-style", "--concurrency", "--complete", "--peer-batch", "--peer-lag", "--no-peer", "--out",
         "--peer", "--peer-only", "--peer-uri", "--peer-queue-type", "--peer-producers", "--peer-consumers", "--peer-window",
         "--peer-prefetch", "--peer-ack-every",
-        "--rate",
+        "--rate", "--rounds",
     ];
 
     private static readonly HashSet<string> TopicsOptions =
@@ -244,7 +247,10 @@ internal sealed partial record PerfOptions
     /// <summary>topics: load before each measured window (after the shared --warmup at the start).</summary>
     public TimeSpan RunWarmup { get; init; } = TimeSpan.FromSeconds(3);
 
-    /// <summary>topics: rounds the two sides of a comparison take turns in (ABBA), splitting --duration between them.</summary>
+    /// <summary>
+    /// topics: rounds the two sides of a comparison take turns in (ABBA), splitting --duration between them;
+    /// single-queue: Farm and then the peer this many times in turn (default 1), the median round reported.
+    /// </summary>
     public int Rounds { get; init; } = 2;
 
     /// <summary>topics: subscriptions of the fan-out topic.</summary>
@@ -330,8 +336,8 @@ internal sealed partial record PerfOptions
         {
             // Farm's best on the reference machine (perf/README.md, session 33): four of each
             // moved 8-27% more than two in seven comparisons of nine (about the same in the other
-            // two), with sent = received (no backlog building).
-            options = options with { Senders = 4, Receivers = 4 };
+            // two), with sent = received (no backlog building). One round unless --rounds says.
+            options = options with { Senders = 4, Receivers = 4, Rounds = 1 };
         }
         if (options.Scenario == "many-queues")
         {

@@ -12,7 +12,13 @@ internal sealed record PerfReport(
 {
     /// <summary>farm / peer msg/s, the name issue 14 gives it (the same figure as ratio_farm_to_peer, kept for older readers).</summary>
     public double? Ratio => RatioFarmToPeer;
+
+    /// <summary>single-queue --rounds N (N > 1): each round's figures, in the order run; the report's farm and peer are the median round's.</summary>
+    public IReadOnlyList<RoundFigures>? Rounds { get; init; }
 }
+
+/// <summary>One round of single-queue --rounds: Farm, then the peer right after it.</summary>
+internal sealed record RoundFigures(int Round, double? FarmMsgsPerSec, double? PeerMsgsPerSec, double? Ratio);
 
 internal sealed record FarmFigures(
     double MsgsPerSec,

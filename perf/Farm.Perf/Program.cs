@@ -81,51 +81,69 @@ if (PerfOptions.SweepScenarios.Contains(options.Scenario))
     return await RunSweepAsync(options, command, jsonOptions, cancel.Token);
 }
 
-FarmFigures? farm = null;
-LocalNode? node = null;
-try
+// --rounds N: Farm and then the peer, N times in turn; the round with the median ratio is the
+// result, every round's figures go with it (the machine's speed drifts 20-40% within minutes).
+var rounds = new List<(FarmFigures? Farm, PeerFigures? Peer)>();
+for (var round = 1; round <= options.Rounds; round++)
 {
-    var connection = options.Connection;
-    if (connection is null && !options.PeerOnly)
+    if (options.Rounds > 1)
     {
-        node = await LocalNode.StartAsync(cancel.Token);
-        connection = node.ConnectionString;
-        Console.Error.WriteLine($"perf: started a single node (pid {node.ProcessId}) at {node.Address}");
+        Console.Error.WriteLine($"perf: single-queue round {round} of {options.Rounds}");
     }
 
-    if (!options.PeerOnly)
-    {
-        farm = await new SingleQueueScenario(options, connection!, externalFarm: options.Connection is not null).RunAsync(cancel.Token);
-    }
-}
-catch (Exception e) when (e is InvalidOperationException or TimeoutException or Farm.Client.FarmException or OperationCanceledException)
-{
-    Console.Error.WriteLine($"perf: the run failed: {e.Message}");
-    return 1;
-}
-finally
-{
-    if (node is not null)
-    {
-        await node.DisposeAsync();
-    }
-}
-
-// The peer runs after the farm, never beside it: they would share the 2 cores and the disk.
-PeerFigures? peer = null;
-if (options.RunPeer)
-{
+    FarmFigures? roundFarm = null;
+    LocalNode? node = null;
     try
     {
-        peer = await PeerRun.RunAsync(options, cancel.Token);
+        var connection = options.Connection;
+        if (connection is null && !options.PeerOnly)
+        {
+            node = await LocalNode.StartAsync(cancel.Token);
+            connection = node.ConnectionString;
+            Console.Error.WriteLine($"perf: started a single node (pid {node.ProcessId}) at {node.Address}");
+        }
+
+        if (!options.PeerOnly)
+        {
+            roundFarm = await new SingleQueueScenario(options, connection!, externalFarm: options.Connection is not null).RunAsync(cancel.Token);
+        }
     }
-    catch (Exception e) when (PeerRun.IsPeerFailure(e))
+    catch (Exception e) when (e is InvalidOperationException or TimeoutException or Farm.Client.FarmException or OperationCanceledException)
     {
-        Console.Error.WriteLine($"perf: the peer run failed: {e.GetType().Name}: {e.Message}");
+        Console.Error.WriteLine($"perf: the run failed: {e.Message}");
         return 1;
+    }
+    finally
+    {
+        if (node is not null)
+        {
+            await node.DisposeAsync();
+        }
+    }
+
+    // The peer runs after the farm, never beside it: they would share the 2 cores and the disk.
+    PeerFigures? roundPeer = null;
+    if (options.RunPeer)
+    {
+        try
+        {
+            roundPeer = await PeerRun.RunAsync(options, cancel.Token);
+        }
+        catch (Exception e) when (PeerRun.IsPeerFailure(e))
+        {
+            Console.Error.WriteLine($"perf: the peer run failed: {e.GetType().Name}: {e.Message}");
+            return 1;
+        }
+    }
+
+    rounds.Add((roundFarm, roundPeer));
+    if (options.Rounds > 1 && roundFarm is not null && roundPeer is { MsgsPerSec: > 0 })
+    {
+        Console.Error.WriteLine(string.Create(inv, $"perf: round {round}: farm {roundFarm.MsgsPerSec:0} msg/s, peer {roundPeer.MsgsPerSec:0} msg/s, ratio {roundFarm.MsgsPerSec / roundPeer.MsgsPerSec:0.00}"));
     }
 }
 
+var (farm, peer) = SingleQueueRounds.Median(rounds);
 var ratio = farm is not null && peer is { MsgsPerSec: > 0 } ? Math.Round(farm.MsgsPerSec / peer.MsgsPerSec, 3) : (double?)null;
 var report = new PerfReport(
     options.Scenario,
@@ -134,7 +152,10 @@ var report = new PerfReport(
     ratio,
     MachineInfo.Current(),
     DateTimeOffset.UtcNow,
-    command);
+    command)
+{
+    Rounds = options.Rounds > 1 ? SingleQueueRounds.Figures(rounds) : null,
+};
 
 var output = options.Out ?? DefaultOutput(options.Scenario);
 await WriteJsonAsync(output, JsonSerializer.Serialize(report, jsonOptions));
@@ -153,7 +174,8 @@ var ratioSummary = ratio is null ? string.Empty : string.Create(inv, $", ratio {
 var counts = farm is null ? string.Empty : $"; {farm.Verification.Acknowledged} sent, {farm.Verification.ReceivedUnique} received";
 Console.WriteLine($"single-queue: {farmSummary}; {peerSummary}{ratioSummary}{counts} -> {output}");
 
-var failed = new[] { ("farm", farm?.Verification), ("peer", peer?.Verification) }.Where(v => v.Item2 is { Passed: false }).ToList();
+// Every round's check counts, not only the median round's.
+var failed = rounds.SelectMany(r => new[] { ("farm", r.Farm?.Verification), ("peer", r.Peer?.Verification) }).Where(v => v.Item2 is { Passed: false }).ToList();
 if (failed.Count > 0)
 {
     Console.Error.WriteLine();

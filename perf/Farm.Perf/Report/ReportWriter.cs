@@ -94,7 +94,7 @@ internal static class ReportWriter
             var others = string.Concat(peers.Where(r => r != single).Select(r =>
                 $" (against {r!["peer"]?["name"]}, measured right {(Timestamp(r) < Timestamp(single) ? "before" : "after")}: Farm {Text(r["farm"]?["msgs_per_sec"])} msg/s, {r["peer"]?["name"]} {Text(r["peer"]?["msgs_per_sec"])} msg/s{PeerShapes(r["peer"])}, {Format(Number(r["ratio_farm_to_peer"]))}x)"));
             Row(md, "single queue at least 2x the best RabbitMQ configuration, same run",
-                $"Farm {Text(single["farm"]?["msgs_per_sec"])} msg/s{FarmShape(single["farm"])}, {single["peer"]?["name"]} {Text(single["peer"]?["msgs_per_sec"])} msg/s{PeerShapes(single["peer"])}: {Format(ratio)}x{others}",
+                $"Farm {Text(single["farm"]?["msgs_per_sec"])} msg/s{FarmShape(single["farm"])}, {single["peer"]?["name"]} {Text(single["peer"]?["msgs_per_sec"])} msg/s{PeerShapes(single["peer"])}: {Format(ratio)}x{RoundsNote(single)}{others}",
                 ratio >= 2, single["timestamp"]);
             HalfRateRow(md, latency, single);
         }
@@ -173,6 +173,17 @@ internal static class ReportWriter
         }
         SweepSection.Append(md, results, output);
         return md.ToString();
+    }
+
+    /// <summary>" (the median round of 3: 1.61, 1.54, 1.48x)" for a single-queue result of --rounds N; empty for one round.</summary>
+    private static string RoundsNote(JsonNode result)
+    {
+        if (result["rounds"] is not JsonArray { Count: > 1 } rounds)
+        {
+            return "";
+        }
+        var ratios = rounds.Select(r => r?["ratio"] is { } ratio ? Format(Number(ratio)) : "-");
+        return $" (the median round of {rounds.Count}, Farm and RabbitMQ in turn: {string.Join(", ", ratios)}x)";
     }
 
     /// <summary>" (4 senders x 4 receivers)" from a single-queue result's farm settings; empty when absent.</summary>
