@@ -1,5 +1,6 @@
 using Farm.Contracts.V1;
 using Grpc.Core;
+using Microsoft.Extensions.Time.Testing;
 
 namespace Farm.Client.Tests;
 
@@ -74,5 +75,59 @@ public sealed class SendStreamLinkTests
             Results = { new StreamedSendResult { Id = nextSend.Id, Response = new SendResponse { SequenceNumbers = { 2 } } } },
         });
         Assert.Equal([2L], (await next.WaitAsync(Patience)).SequenceNumbers);
+    }
+
+    /// <summary>
+    /// A send its stream does not answer by its deadline fails as DEADLINE_EXCEEDED once the
+    /// stream's deadline check sees it (no timer of its own); the answer that comes later goes
+    /// nowhere, and the stream goes on serving the next send.
+    /// </summary>
+    [Fact]
+    public async Task ASendPastItsDeadline_FailsAsDeadlineExceeded_AndItsLateAnswerGoesNowhere()
+    {
+        var invoker = NewInvoker();
+        var time = new FakeTimeProvider(DateTimeOffset.UtcNow);
+        using var link = new SendStreamLink(new Messaging.MessagingClient(invoker), null, time);
+
+        var late = link.Send(new SendRequest { Entity = "q" }, new CallOptions(deadline: time.GetUtcNow().UtcDateTime + TimeSpan.FromSeconds(5))).ResponseAsync;
+        var call = await invoker.NextCallAsync();
+        var lateId = Assert.Single((await call.Requests.Reader.ReadAsync().AsTask().WaitAsync(Patience)).Sends).Id;
+
+        time.Advance(TimeSpan.FromSeconds(4.9));
+        Assert.False(late.IsCompleted);
+        time.Advance(SendStreamLink.DeadlineCheckInterval + TimeSpan.FromMilliseconds(100));
+        var error = await Assert.ThrowsAsync<RpcException>(() => late.WaitAsync(Patience));
+        Assert.Equal(StatusCode.DeadlineExceeded, error.StatusCode);
+
+        var next = link.Send(new SendRequest { Entity = "q" }, new CallOptions(deadline: time.GetUtcNow().UtcDateTime + TimeSpan.FromSeconds(5))).ResponseAsync;
+        var nextId = Assert.Single((await call.Requests.Reader.ReadAsync().AsTask().WaitAsync(Patience)).Sends).Id;
+        await call.Answers.Writer.WriteAsync(new SendStreamResponse
+        {
+            Results =
+            {
+                new StreamedSendResult { Id = lateId, Response = new SendResponse { SequenceNumbers = { 1 } } },
+                new StreamedSendResult { Id = nextId, Response = new SendResponse { SequenceNumbers = { 2 } } },
+            },
+        });
+        Assert.Equal([2L], (await next.WaitAsync(Patience)).SequenceNumbers);
+        Assert.Equal(StatusCode.DeadlineExceeded, (await Assert.ThrowsAsync<RpcException>(() => late)).StatusCode);
+    }
+
+    /// <summary>A send whose token is cancelled fails as CANCELLED at once, without waiting for its stream.</summary>
+    [Fact]
+    public async Task ACancelledSend_FailsAsCancelled_AtOnce()
+    {
+        var invoker = NewInvoker();
+        using var link = new SendStreamLink(new Messaging.MessagingClient(invoker), null, new FakeTimeProvider(DateTimeOffset.UtcNow));
+        using var cancel = new CancellationTokenSource();
+
+        var send = link.Send(new SendRequest { Entity = "q" }, new CallOptions(cancellationToken: cancel.Token)).ResponseAsync;
+        var call = await invoker.NextCallAsync();
+        Assert.Single((await call.Requests.Reader.ReadAsync().AsTask().WaitAsync(Patience)).Sends);
+        Assert.False(send.IsCompleted);
+
+        await cancel.CancelAsync();
+        var error = await Assert.ThrowsAsync<RpcException>(() => send.WaitAsync(Patience));
+        Assert.Equal(StatusCode.Cancelled, error.StatusCode);
     }
 }

@@ -607,5 +607,8 @@ public sealed class OwnerRoutingTests : IDisposable
         public void Forget(string entityName)
         {
         }
+
+        /// <summary>Never: these tests route every send (there is no broker behind them).</summary>
+        public bool IsLoadedSendTargetHere(string entityPath) => false;
     }
 }

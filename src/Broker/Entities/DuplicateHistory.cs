@@ -107,7 +107,7 @@ internal sealed class DuplicateHistory(int capacity, Func<IReadOnlyCollection<st
         foreach (var message in messages)
         {
             var id = message.MessageId;
-            if (id.Length > 0 && !lookup.Checked.Contains(id) && !IsRecent(id, now) && MayBeStored(id, now))
+            if (id.Length > 0 && !lookup.WasChecked(id) && !IsRecent(id, now) && MayBeStored(id, now))
             {
                 (ask ??= []).Add(id);
             }
@@ -157,7 +157,7 @@ internal sealed class DuplicateHistory(int capacity, Func<IReadOnlyCollection<st
     public bool TryRemember(long entityId, string messageId, long now, TimeSpan window, DuplicateLookup lookup, out DuplicateRecord record)
     {
         record = null!;
-        if (IsRecent(messageId, now) || lookup.Stored.Contains(messageId))
+        if (IsRecent(messageId, now) || lookup.FoundStored(messageId))
         {
             return false;
         }
@@ -255,10 +255,21 @@ internal sealed class DuplicateHistory(int capacity, Func<IReadOnlyCollection<st
 /// <summary>One send's database lookups of MessageIds its entity's memory could not answer for.</summary>
 internal sealed class DuplicateLookup
 {
-    public HashSet<string> Checked { get; } = new(StringComparer.Ordinal);
+    // Made on the first lookup: every send to a queue carries one of these, and few ever look up.
+    private HashSet<string>? _checked;
+    private HashSet<string>? _stored;
+
+    /// <summary>The ids looked up in the database so far.</summary>
+    public HashSet<string> Checked => _checked ??= new(StringComparer.Ordinal);
 
     /// <summary>The looked-up ids the database holds within the window: duplicates.</summary>
-    public HashSet<string> Stored { get; } = new(StringComparer.Ordinal);
+    public HashSet<string> Stored => _stored ??= new(StringComparer.Ordinal);
+
+    /// <summary>Whether <paramref name="id"/> was looked up (without making the set).</summary>
+    public bool WasChecked(string id) => _checked?.Contains(id) == true;
+
+    /// <summary>Whether the lookup found <paramref name="id"/> stored (without making the set).</summary>
+    public bool FoundStored(string id) => _stored?.Contains(id) == true;
 
     /// <summary>Set while registered with the history (see <see cref="DuplicateHistory.StartLookup"/>).</summary>
     public long? Stamp { get; set; }

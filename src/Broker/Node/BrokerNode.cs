@@ -406,6 +406,26 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         return await LoadAsync(record, cancellationToken).ConfigureAwait(false);
     }
 
+    /// <summary>
+    /// Whether <paramref name="name"/> is a queue (without ForwardTo) or topic this node serves and
+    /// has loaded, from memory alone: a send to it waits for nothing but its commit, so it needs no
+    /// deadline of its own. False when unsure (not cached, not loaded, a subscription, a forwarding
+    /// queue whose next hop may need loading, served elsewhere): the caller takes the general path.
+    /// </summary>
+    public bool IsLoadedSendTarget(string name)
+    {
+        if (!_entityIndex.TryGetValue(name, out var record) || !_containers.TryGetValue(record.ContainerId, out var host))
+        {
+            return false;
+        }
+        return record.Kind switch
+        {
+            EntityKinds.Topic => host.TryGetTopic(record.Id, out _),
+            EntityKinds.Subscription => false,
+            _ => host.TryGetEntity(record.Id, out var queue) && queue.Settings.ForwardTo is null,
+        };
+    }
+
     /// <summary>Finds what senders use, a queue or a topic, by name; a subscription is InvalidArgument.</summary>
     internal async ValueTask<ISendTarget> ResolveSendTargetAsync(string name, CancellationToken cancellationToken)
     {

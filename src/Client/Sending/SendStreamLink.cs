@@ -29,40 +29,22 @@ internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata?
     private bool _unsupported;
     private bool _disposed;
 
+    /// <summary>How often an open stream fails the sends whose deadline passed unanswered.</summary>
+    internal static readonly TimeSpan DeadlineCheckInterval = TimeSpan.FromMilliseconds(100);
+
+    private static readonly Task<Metadata> NoResponseHeaders = Task.FromResult(new Metadata());
+
     public AsyncUnaryCall<SendResponse> Send(SendRequest request, CallOptions options)
     {
         if (Volatile.Read(ref _unsupported))
         {
             return client.SendAsync(request, options);
         }
-        var response = SendAsync(request, options);
-        return new AsyncUnaryCall<SendResponse>(response, Task.FromResult(new Metadata()), () => Status.DefaultSuccess, () => [], () => { });
+        // The answer's own task: no timer or waiting state machine per send. The stream fails the
+        // send when its deadline passes (one timer per stream) or its token is cancelled.
+        var pending = Current().Add(request, options);
+        return new AsyncUnaryCall<SendResponse>(pending.Answer.Task, NoResponseHeaders, static () => Status.DefaultSuccess, static () => [], static () => { });
     }
-
-    private async Task<SendResponse> SendAsync(SendRequest request, CallOptions options)
-    {
-        var stream = Current();
-        var pending = stream.Add(request, options);
-        var timeout = options.Deadline is { } deadline && deadline != DateTime.MaxValue
-            ? Max(deadline - _time.GetUtcNow().UtcDateTime, TimeSpan.Zero)
-            : Timeout.InfiniteTimeSpan;
-        try
-        {
-            return await pending.Answer.Task.WaitAsync(timeout, _time, options.CancellationToken).ConfigureAwait(false);
-        }
-        catch (TimeoutException)
-        {
-            stream.Forget(pending.Id);
-            throw new RpcException(new Status(StatusCode.DeadlineExceeded, "The send was not answered before its deadline."));
-        }
-        catch (OperationCanceledException) when (options.CancellationToken.IsCancellationRequested)
-        {
-            stream.Forget(pending.Id);
-            throw new RpcException(new Status(StatusCode.Cancelled, "The send was cancelled."));
-        }
-    }
-
-    private static TimeSpan Max(TimeSpan a, TimeSpan b) => a > b ? a : b;
 
     /// <summary>The open stream, opened if there is none.</summary>
     private OpenStream Current()
@@ -92,11 +74,11 @@ internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata?
     {
         try
         {
-            send.Answer.TrySetResult(await client.SendAsync(send.Request, send.Options).ResponseAsync.ConfigureAwait(false));
+            send.Succeed(await client.SendAsync(send.Request, send.Options).ResponseAsync.ConfigureAwait(false));
         }
         catch (Exception e)
         {
-            send.Answer.TrySetException(e);
+            send.Fail(e);
         }
     }
 
@@ -120,7 +102,25 @@ internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata?
 
         public CallOptions Options { get; } = options;
 
+        /// <summary>When the send is given up unanswered (UTC); null for never.</summary>
+        public DateTime? Deadline { get; } = options.Deadline is { } deadline && deadline != DateTime.MaxValue ? deadline.ToUniversalTime() : null;
+
         public TaskCompletionSource<SendResponse> Answer { get; } = new(TaskCreationOptions.RunContinuationsAsynchronously);
+
+        /// <summary>The sender's token's callback, undone once the send has its outcome.</summary>
+        public CancellationTokenRegistration Cancellation { get; set; }
+
+        public void Succeed(SendResponse response)
+        {
+            Cancellation.Unregister();
+            Answer.TrySetResult(response);
+        }
+
+        public void Fail(Exception error)
+        {
+            Cancellation.Unregister();
+            Answer.TrySetException(error);
+        }
     }
 
     /// <summary>One SendStream call: a loop writing queued sends, a loop reading answers.</summary>
@@ -133,10 +133,13 @@ internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata?
         private long _nextId;
         private int _broken;
 
+        private readonly ITimer _deadlines;
+
         public OpenStream(SendStreamLink link, AsyncDuplexStreamingCall<SendStreamRequest, SendStreamResponse> call)
         {
             _link = link;
             _call = call;
+            _deadlines = link._time.CreateTimer(static s => ((OpenStream)s!).FailLateSends(), this, DeadlineCheckInterval, DeadlineCheckInterval);
             _ = WriteLoopAsync();
             _ = ReadLoopAsync();
         }
@@ -147,6 +150,14 @@ internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata?
         {
             var send = new PendingSend(Interlocked.Increment(ref _nextId), request, options);
             _pending[send.Id] = send;
+            if (options.CancellationToken.CanBeCanceled)
+            {
+                send.Cancellation = options.CancellationToken.UnsafeRegister(static s =>
+                {
+                    var (stream, cancelled) = ((OpenStream, PendingSend))s!;
+                    stream.GiveUp(cancelled, new RpcException(new Status(StatusCode.Cancelled, "The send was cancelled.")));
+                }, (this, send));
+            }
             if (IsBroken || !_outbox.Writer.TryWrite(send))
             {
                 // Broke a moment ago: fail it as the others were (the retry opens a new stream).
@@ -155,8 +166,34 @@ internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata?
             return send;
         }
 
-        /// <summary>The sender stopped waiting: its answer, if it comes, goes nowhere.</summary>
-        public void Forget(long id) => _pending.TryRemove(id, out _);
+        /// <summary>
+        /// Fails the sends whose deadline passed unanswered (DEADLINE_EXCEEDED, as a call's would): an
+        /// answer that comes later goes nowhere. A send not yet written is not written at all.
+        /// </summary>
+        private void FailLateSends()
+        {
+            if (_pending.IsEmpty)
+            {
+                return;
+            }
+            var now = _link._time.GetUtcNow().UtcDateTime;
+            foreach (var (_, send) in _pending)
+            {
+                if (send.Deadline <= now)
+                {
+                    GiveUp(send, new RpcException(new Status(StatusCode.DeadlineExceeded, "The send was not answered before its deadline.")));
+                }
+            }
+        }
+
+        /// <summary>The sender stopped waiting (its deadline or its token): its answer, if it comes, goes nowhere.</summary>
+        private void GiveUp(PendingSend send, RpcException error)
+        {
+            if (_pending.TryRemove(send.Id, out _))
+            {
+                send.Fail(error);
+            }
+        }
 
         private async Task WriteLoopAsync()
         {
@@ -208,11 +245,11 @@ internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata?
                         }
                         if (result.Failure is { } failure)
                         {
-                            send.Answer.TrySetException(failure.ToRpcException());
+                            send.Fail(failure.ToRpcException());
                         }
                         else
                         {
-                            send.Answer.TrySetResult(result.Response ?? new SendResponse());
+                            send.Succeed(result.Response ?? new SendResponse());
                         }
                     }
                 }
@@ -244,6 +281,7 @@ internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata?
         {
             if (Interlocked.Exchange(ref _broken, 1) == 0)
             {
+                _deadlines.Dispose();
                 _outbox.Writer.TryComplete();
                 _call.Dispose();
             }
@@ -252,7 +290,7 @@ internal sealed class SendStreamLink(Messaging.MessagingClient client, Metadata?
         private void Fail(PendingSend send, RpcException error)
         {
             _pending.TryRemove(send.Id, out _);
-            send.Answer.TrySetException(error);
+            send.Fail(error);
         }
     }
 }

@@ -58,7 +58,27 @@ internal sealed partial class MessagingRouter
         var result = new StreamedSendResult { Id = send.Id };
         try
         {
-            result.Response = await RouteStreamedSendAsync(send, direct, cancellationToken).ConfigureAwait(false);
+            if (send.Send is { } request && routing.IsLoadedSendTargetHere(request.Entity))
+            {
+                _ = TimeoutOf(send); // a malformed one is refused here too
+                // Served and loaded here, as nearly every send is: run it without the routing layers,
+                // the deadline's timer and token sources (it waits for nothing but its commit, which
+                // no deadline could call back) or the tries' copies.
+                try
+                {
+                    result.Response = await local.SendAsync(request, cancellationToken).ConfigureAwait(false);
+                }
+                catch (Exception e) when (!direct && CallFailures.IsBetweenOwners(e) && !cancellationToken.IsCancellationRequested)
+                {
+                    // The container moved a moment ago: routed from a fresh look, held while between
+                    // owners, as a repeat of the try that failed here (as OwnerRouting.RouteAsync does).
+                    result.Response = await RouteStreamedSendAsync(send, direct, RepeatableTries.AfterFirst(request), cancellationToken).ConfigureAwait(false);
+                }
+            }
+            else
+            {
+                result.Response = await RouteStreamedSendAsync(send, direct, tries: null, cancellationToken).ConfigureAwait(false);
+            }
         }
         catch (Exception e)
         {
@@ -92,7 +112,8 @@ internal sealed partial class MessagingRouter
     }
 
     /// <summary>One send of the stream, routed as a Send call with the client's timeout as its deadline.</summary>
-    private async Task<SendResponse> RouteStreamedSendAsync(StreamedSend send, bool direct, CancellationToken cancellationToken)
+    /// <param name="tries">The tries so far (null: none yet).</param>
+    private async Task<SendResponse> RouteStreamedSendAsync(StreamedSend send, bool direct, RepeatableTries<SendRequest>? tries, CancellationToken cancellationToken)
     {
         var request = send.Send ?? throw Broker.FarmErrors.Invalid("A streamed send carries no 'send'.");
         var timeout = TimeoutOf(send);
@@ -100,7 +121,7 @@ internal sealed partial class MessagingRouter
         using var expiry = timeout is { } limit ? new CancellationTokenSource(limit, time) : null;
         using var sendToken = expiry is null ? null : CancellationTokenSource.CreateLinkedTokenSource(cancellationToken, expiry.Token);
         var deadline = timeout is { } forward ? DateTime.UtcNow + forward : DateTime.MaxValue;
-        var tries = RepeatableTries.Of(request);
+        tries ??= RepeatableTries.Of(request);
         try
         {
             return await routing.RouteAsync(new RoutedCall("Send", request.Entity), direct, deadline,

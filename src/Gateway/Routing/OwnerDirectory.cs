@@ -22,6 +22,12 @@ internal interface IOwnerDirectory
 
     /// <summary>Forgets what is cached about an entity (deleted, or re-created elsewhere).</summary>
     void Forget(string entityName);
+
+    /// <summary>
+    /// Whether a send to <paramref name="entityPath"/> would run on this node's broker at once and
+    /// wait for nothing but its commit (see <see cref="BrokerNode.IsLoadedSendTarget"/>); false when unsure.
+    /// </summary>
+    bool IsLoadedSendTargetHere(string entityPath);
 }
 
 /// <summary>
@@ -70,4 +76,6 @@ internal sealed class OwnerDirectory(BrokerNode node, TimeProvider time) : IOwne
 
     /// <summary>Forgets the entity, and for a topic its subscriptions.</summary>
     public void Forget(string entityName) => node.ForgetEntity(entityName, withSubscriptions: true);
+
+    public bool IsLoadedSendTargetHere(string entityPath) => node.IsLoadedSendTarget(entityPath);
 }

@@ -118,6 +118,9 @@ internal sealed partial class OwnerRouting
         }, cancellationToken).ConfigureAwait(false);
     }
 
+    /// <summary>Whether a send to <paramref name="entityPath"/> runs here at once, needing neither routing nor a deadline of its own.</summary>
+    public bool IsLoadedSendTargetHere(string entityPath) => _directory.IsLoadedSendTargetHere(entityPath);
+
     /// <summary>
     /// Where the entity lives once it has a live owner (itself when served here); waits up to
     /// <see cref="ForwardingOptions.OwnerWait"/> while it is between owners, then NOT_OWNER.

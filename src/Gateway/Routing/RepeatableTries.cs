@@ -11,10 +11,10 @@ namespace Farm.Gateway.Routing;
 /// gave (<see cref="SendRequest.Repeat"/>). The repeat is a copy made once: the broken try may
 /// still be writing the request it was given.
 /// </summary>
-internal sealed class RepeatableTries<TRequest>(TRequest first, Func<TRequest, TRequest> asRepeat)
+internal sealed class RepeatableTries<TRequest>(TRequest first, Func<TRequest, TRequest> asRepeat, int tried = 0)
     where TRequest : class
 {
-    private int _tries;
+    private int _tries = tried;
     private TRequest? _repeat;
 
     public TRequest Next() =>
@@ -26,5 +26,10 @@ internal static class RepeatableTries
 {
     public static RepeatableTries<SettleRequest> Of(SettleRequest request) => new(request, r => new SettleRequest(r) { Repeat = true });
 
-    public static RepeatableTries<SendRequest> Of(SendRequest request) => new(request, r => new SendRequest(r) { Repeat = true });
+    public static RepeatableTries<SendRequest> Of(SendRequest request) => new(request, AsRepeat);
+
+    /// <summary>The tries of a send already tried once (elsewhere): every one from now on is a repeat.</summary>
+    public static RepeatableTries<SendRequest> AfterFirst(SendRequest request) => new(request, AsRepeat, tried: 1);
+
+    private static SendRequest AsRepeat(SendRequest request) => new(request) { Repeat = true };
 }
