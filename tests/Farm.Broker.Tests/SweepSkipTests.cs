@@ -89,4 +89,62 @@ public sealed class SweepSkipTests : IAsyncLifetime
 
         Assert.Equal(1, queue.GetCounts().Active);
     }
+
+    /// <summary>
+    /// The container's sweep goes by its schedule: fifty quiet queues are each swept once every
+    /// eight ticks, and the schedule holds about one entry per queue however long they stay quiet.
+    /// </summary>
+    [Fact]
+    public async Task QuietQueues_AreEachSweptOnceEveryEighthTick_AndTheScheduleHoldsAboutOneEntryEach()
+    {
+        var queues = new List<QueueEntity>();
+        for (var i = 0; i < 50; i++)
+        {
+            queues.Add(await _farm.CreateQueueAsync($"quiet-{i}"));
+        }
+        var host = _farm.Node.Containers.Single(c => c.TryGetEntity(queues[0].Id, out _));
+        await TickAsync();
+        var before = queues.Select(q => q.TimerSweepsRun).ToArray();
+
+        for (var tick = 0; tick < 80; tick++)
+        {
+            await TickAsync();
+            Assert.InRange(host.SweepEntries, 0, 2 * queues.Count);
+        }
+
+        var cycles = 80 / (QueueEntity.MaxSweepsSkipped + 1);
+        Assert.All(queues.Select((q, i) => q.TimerSweepsRun - before[i]), swept => Assert.InRange(swept, cycles, cycles + 1));
+    }
+
+    /// <summary>
+    /// A due time sooner than the one the queue is held for adds an entry and is swept on time; a
+    /// later one adds nothing; the entry left behind by the sooner one is passed by when it comes.
+    /// </summary>
+    [Fact]
+    public async Task ASoonerDueTime_IsSweptOnTime_ALaterOneAddsNothing_AndTheStaleEntryIsPassedBy()
+    {
+        var queue = await _farm.CreateQueueAsync("rescheduled");
+        var host = _farm.Node.Containers.Single(c => c.TryGetEntity(queue.Id, out _));
+        await TickAsync();
+        var entries = host.SweepEntries;
+        var now = _farm.Time.GetUtcNow().ToUnixTimeMilliseconds();
+
+        queue.ScheduleSweep(now + 60_000);
+        Assert.Equal(entries, host.SweepEntries);
+
+        var swept = queue.TimerSweepsRun;
+        queue.ScheduleSweep(now + 1);
+        Assert.Equal(entries + 1, host.SweepEntries);
+        await TickAsync();
+        Assert.Equal(swept + 1, queue.TimerSweepsRun);
+
+        // The housekeeping entry it was held for before is stale now: its tick sweeps nothing more.
+        for (var tick = 0; tick < QueueEntity.MaxSweepsSkipped; tick++)
+        {
+            await TickAsync();
+        }
+        Assert.Equal(swept + 1, queue.TimerSweepsRun);
+        await TickAsync();
+        Assert.Equal(swept + 2, queue.TimerSweepsRun);
+    }
 }

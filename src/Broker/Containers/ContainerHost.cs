@@ -16,6 +16,15 @@ internal sealed partial class ContainerHost : IAsyncDisposable
 {
     // Queues and subscriptions (each subscription is served by a QueueEntity of its own), by entity id.
     private readonly ConcurrentDictionary<long, QueueEntity> _entities = new();
+
+    /// <summary>When each served entity is next due for the sweep; the sweep visits only those.</summary>
+    private readonly SweepSchedule _sweeps = new();
+
+    /// <summary>Entries the sweep schedule holds (for tests).</summary>
+    internal int SweepEntries => _sweeps.Count;
+
+    /// <summary>The entities one sweep found due (reused: only one sweep runs at a time).</summary>
+    private readonly List<QueueEntity> _dueEntities = [];
     private readonly ConcurrentDictionary<long, TopicEntity> _topics = new();
     // Serialises subscription adds and rule refreshes (each also waits for its topic's load, if one is going).
     private readonly SemaphoreSlim _loading = new(1, 1);
@@ -363,6 +372,13 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         loaded.TrySetException(error);
     }
 
+    /// <summary>Serves the entity under <paramref name="id"/> from now on, swept from the next tick.</summary>
+    private void Serve(long id, QueueEntity entity)
+    {
+        _entities[id] = entity;
+        entity.JoinSweeps(_sweeps);
+    }
+
     /// <summary>Builds the queue from what was read and serves it from now on (the one loaded already, if any).</summary>
     private QueueEntity Register(EntityRecord record, EntityLoad load, long started)
     {
@@ -373,7 +389,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         var settings = QueueSettings.FromJson(record.PropertiesJson);
         var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options, _options.MessageCacheSizePerEntity, _messageCache) { Resolve = _resolve };
         entity.Load(load);
-        _entities[record.Id] = entity;
+        Serve(record.Id, entity);
         ThrowIfClosing(entity.Name, () =>
         {
             entity.Unload(UnloadReason(entity.Name));
@@ -481,7 +497,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             topic.Load(topicLoad, subscriptions);
             foreach (var (subscription, _) in subscriptions)
             {
-                _entities[subscription.Id] = subscription.Queue;
+                Serve(subscription.Id, subscription.Queue);
             }
             _topics[record.Id] = topic;
             ThrowIfClosing(topic.Name, () =>
@@ -598,7 +614,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             }
             var rules = await _farm.ListRulesAsync(record.Id, cancellationToken).ConfigureAwait(false);
             var subscription = NewSubscription(record, topicId, rules);
-            _entities[record.Id] = subscription.Queue;
+            Serve(record.Id, subscription.Queue);
             topic.AddSubscription(subscription);
             ThrowIfClosing(record.Name, () =>
             {
@@ -667,8 +683,10 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     /// <summary>
     /// The sweep timer's callback. An exception here would crash the process (timer callbacks run on
     /// the thread pool with nobody to catch), so each topic and entity is swept under its own catch;
-    /// and a tick that comes while the previous sweep still runs is skipped, not run beside it. The
-    /// maps are enumerated directly: their <c>Values</c> would copy every entity four times a second.
+    /// and a tick that comes while the previous sweep still runs is skipped, not run beside it.
+    /// Topics (few) are each swept every tick; queues and subscriptions when their
+    /// <see cref="SweepSchedule"/> says they are due: at their due time, and at least every
+    /// <see cref="QueueEntity.MaxSweepsSkipped"/> + 1 ticks.
     /// </summary>
     internal void Sweep()
     {
@@ -689,17 +707,23 @@ internal sealed partial class ContainerHost : IAsyncDisposable
                     LogSweepFailed(_logger, topic.Name, e);
                 }
             }
-            foreach (var (_, entity) in _entities)
+            // Only the entities due (see SweepSchedule); one no longer served here is passed by.
+            _sweeps.TakeDue(_time.GetUtcNow().ToUnixTimeMilliseconds(), _dueEntities);
+            foreach (var entity in _dueEntities)
             {
                 try
                 {
-                    entity.Sweep();
+                    if (_entities.TryGetValue(entity.Id, out var served) && ReferenceEquals(served, entity))
+                    {
+                        entity.SweepDue();
+                    }
                 }
                 catch (Exception e)
                 {
                     LogSweepFailed(_logger, entity.Name, e);
                 }
             }
+            _dueEntities.Clear();
             try
             {
                 PruneDuplicateHistory();

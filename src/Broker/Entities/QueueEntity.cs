@@ -420,7 +420,48 @@ internal sealed partial class QueueEntity : ISendTarget
         {
             Volatile.Write(ref _sweepDueMs, dueMs);
         }
+        ScheduleSweep(dueMs);
     }
+
+    /// <summary>The container's schedule of sweeps, once it serves this entity (null: swept by <see cref="Sweep"/> calls only).</summary>
+    private SweepSchedule? _sweeps;
+
+    /// <summary>The time <see cref="_sweeps"/> holds this entity for (Unix ms); MaxValue when it holds none.</summary>
+    private long _sweepScheduledMs = long.MaxValue;
+
+    /// <summary>The longest an entity goes unswept: what a change leaves for the sweep without a due time is done by then.</summary>
+    private long HousekeepingMs => (MaxSweepsSkipped + 1) * (long)_options.SweepInterval.TotalMilliseconds;
+
+    /// <summary>The container serves this entity from now on: its sweeps come from <paramref name="sweeps"/>, the first at the next tick.</summary>
+    internal void JoinSweeps(SweepSchedule sweeps)
+    {
+        _sweeps = sweeps;
+        Volatile.Write(ref _sweepScheduledMs, long.MaxValue);
+        ScheduleSweep(NowMs);
+    }
+
+    /// <summary>Has the container's sweep visit this entity by <paramref name="dueMs"/>: a new entry only when sooner than the one it holds.</summary>
+    internal void ScheduleSweep(long dueMs)
+    {
+        if (_sweeps is not { } sweeps)
+        {
+            return;
+        }
+        long held;
+        do
+        {
+            held = Volatile.Read(ref _sweepScheduledMs);
+            if (dueMs >= held)
+            {
+                return;
+            }
+        }
+        while (Interlocked.CompareExchange(ref _sweepScheduledMs, dueMs, held) != held);
+        sweeps.Add(this, dueMs);
+    }
+
+    /// <summary>The schedule's entry for <paramref name="dueMs"/> came due: true (and no longer held) if it is the one this entity is held for.</summary>
+    internal bool TryClaimSweep(long dueMs) => Interlocked.CompareExchange(ref _sweepScheduledMs, long.MaxValue, dueMs) == dueMs;
 
     /// <summary>
     /// Releases expired locks, makes due scheduled messages visible and expires messages past
@@ -435,6 +476,16 @@ internal sealed partial class QueueEntity : ISendTarget
             _sweepsSkipped++;
             return;
         }
+        SweepDue();
+    }
+
+    /// <summary>
+    /// The sweep, now: what <see cref="Sweep"/> does when it does not pass the entity by. The
+    /// container's sweep calls it when its <see cref="SweepSchedule"/> says the entity is due; the
+    /// sweep schedules the next one (its due time, or <see cref="HousekeepingMs"/> from now).
+    /// </summary>
+    internal void SweepDue()
+    {
         _sweepsSkipped = 0;
         TimerSweepsRun++;
         List<PendingChange>? writes = null;
@@ -537,7 +588,9 @@ internal sealed partial class QueueEntity : ISendTarget
         EvictDeferredLocked();
         CompactDueTimesLocked();
         _duplicates.Prune(now, _isInFlight);
-        Volatile.Write(ref _sweepDueMs, NextSweepDueLocked(now));
+        var next = NextSweepDueLocked(now);
+        Volatile.Write(ref _sweepDueMs, next);
+        ScheduleSweep(Math.Min(next, now + HousekeepingMs));
         return arrived;
     }
 
