@@ -245,9 +245,7 @@ public sealed class MessagingService(BrokerNode node)
                     {
                         // Not awaited: credit keeps flowing while the settlements commit.
                         var settle = incoming.Current.Settle;
-                        settling.TryStart(
-                            static s => SettleOnStreamAsync(s.queue, s.deadLetter, s.settle, s.responses, s.writes, s.cancellationToken),
-                            (queue, deadLetter, settle, responses, writes, cancellationToken));
+                        settling.TryStart(() => SettleOnStreamAsync(queue, deadLetter, settle, responses, writes, cancellationToken));
                     }
                 }
             }
@@ -524,19 +522,16 @@ public sealed class MessagingService(BrokerNode node)
 
 /// <summary>
 /// The settlements a receive stream took and has not answered yet. Closing stops it taking more
-/// and waits for those it took, so each is answered while the stream is still open. Kept as a
-/// count: a settlement that ends takes itself off on the thread that ended it, with no task of its
-/// own queued to the thread pool (one per settlement before, about a tenth of a quiet queue's).
+/// and waits for those it took, so each is answered while the stream is still open.
 /// </summary>
 internal sealed class StreamSettlements
 {
     private readonly Lock _gate = new();
-    private int _running;
+    private readonly HashSet<Task> _running = [];
     private bool _closed;
-    private TaskCompletionSource? _drained;
 
     /// <summary>Starts <paramref name="settle"/> unless the stream is closing (then the settlements are not taken).</summary>
-    public void TryStart<TState>(Func<TState, Task> settle, TState state)
+    public void TryStart(Func<Task> settle)
     {
         lock (_gate)
         {
@@ -544,54 +539,29 @@ internal sealed class StreamSettlements
             {
                 return;
             }
-            _running++;
-        }
-        Task task;
-        try
-        {
-            task = settle(state);
-        }
-        catch
-        {
-            Ended();
-            throw;
-        }
-        if (task.IsCompleted)
-        {
-            Ended();
-        }
-        else
-        {
-            _ = task.ContinueWith(static (_, self) => ((StreamSettlements)self!).Ended(), this, CancellationToken.None,
-                TaskContinuationOptions.ExecuteSynchronously, TaskScheduler.Default);
-        }
-    }
-
-    private void Ended()
-    {
-        TaskCompletionSource? drained;
-        lock (_gate)
-        {
-            if (--_running > 0 || !_closed)
+            var task = settle();
+            if (!task.IsCompleted)
             {
-                return;
+                _running.Add(task);
+                _ = task.ContinueWith(done =>
+                {
+                    lock (_gate)
+                    {
+                        _running.Remove(done);
+                    }
+                }, TaskScheduler.Default);
             }
-            drained = _drained;
         }
-        drained?.TrySetResult();
     }
 
-    public Task CloseAndWaitAsync()
+    public async Task CloseAndWaitAsync()
     {
+        Task[] running;
         lock (_gate)
         {
             _closed = true;
-            if (_running == 0)
-            {
-                return Task.CompletedTask;
-            }
-            _drained ??= new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
-            return _drained.Task;
+            running = [.. _running];
         }
+        await Task.WhenAll(running).ConfigureAwait(false);
     }
 }

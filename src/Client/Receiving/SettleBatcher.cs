@@ -31,9 +31,7 @@ internal sealed class SettleBatcher(string entityPath, Func<SettleRequest, Task<
 
         if (start)
         {
-            // On this thread up to its first wait (the settle call's answer): a task of its own
-            // was one more thread-pool hop per settlement for a processor settling one at a time.
-            _ = PumpAsync();
+            _ = Task.Run(PumpAsync, CancellationToken.None);
         }
 
         // Cancelling stops the wait, not the settlement: it may already be on the wire.
