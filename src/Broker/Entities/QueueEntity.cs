@@ -393,23 +393,23 @@ internal sealed partial class QueueEntity : ISendTarget
     }
 
     /// <summary>
-    /// When the timer's next sweep has something to do (Unix ms): the earliest lock expiry, due
-    /// scheduled message or time to live, or at once while background work waits (see
-    /// <see cref="NextSweepDueLocked"/>). Lowered by every change that adds a due time; read without
-    /// the lock by <see cref="Sweep"/>.
+    /// When the next sweep has something to do (Unix ms): the earliest lock expiry, due scheduled
+    /// message or time to live, or at once while background work waits (see
+    /// <see cref="NextSweepDueLocked"/>). Lowered by every change that adds a due time (which also
+    /// schedules it, <see cref="ScheduleSweep"/>); read without the lock by <see cref="Sweep"/>.
     /// </summary>
     private long _sweepDueMs;
 
-    /// <summary>Timer sweeps passed by in a row (only the timer's sweep touches it).</summary>
+    /// <summary>Sweeps <see cref="Sweep"/> passed by in a row.</summary>
     private int _sweepsSkipped;
 
-    /// <summary>Timer sweeps that ran (not passed by), for tests.</summary>
+    /// <summary>Sweeps that ran (<see cref="SweepDue"/>, from the schedule or from <see cref="Sweep"/>), for tests.</summary>
     internal long TimerSweepsRun { get; private set; }
 
     /// <summary>
-    /// At most this many timer sweeps in a row pass an entity with nothing due: whatever a change
-    /// leaves for the sweep without lowering <see cref="_sweepDueMs"/> (pruning, compaction) is done
-    /// within two seconds all the same.
+    /// At most this many sweep ticks in a row go by without sweeping an entity with nothing due:
+    /// whatever a change leaves for the sweep without a due time (pruning, compaction) is done within
+    /// two seconds all the same (<see cref="HousekeepingMs"/>).
     /// </summary>
     internal const int MaxSweepsSkipped = 7;
 
@@ -465,9 +465,10 @@ internal sealed partial class QueueEntity : ISendTarget
 
     /// <summary>
     /// Releases expired locks, makes due scheduled messages visible and expires messages past
-    /// their TTL. Called by the container's sweep timer and before every receive. The timer's
-    /// sweep passes an entity with nothing due by (15,000 quiet queues are swept four times a
-    /// second), but never more than <see cref="MaxSweepsSkipped"/> times in a row.
+    /// their TTL, passing an entity with nothing due by, but never more than
+    /// <see cref="MaxSweepsSkipped"/> times in a row. The container does not call it: its
+    /// <see cref="SweepSchedule"/> calls <see cref="SweepDue"/> when the entity is due, on the same
+    /// cadence. Tests that drive an entity tick by tick without a container's timer call this.
     /// </summary>
     public void Sweep()
     {
