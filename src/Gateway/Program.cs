@@ -74,6 +74,7 @@ builder.Services.AddSingleton<IOwnerDirectory, OwnerDirectory>();
 builder.Services.AddSingleton(options.Forwarding);
 builder.Services.AddSingleton<OwnerRouting>();
 builder.Services.AddSingleton<MessagingRouter>();
+builder.Services.AddSingleton<ForwardedSends>();
 builder.Services.AddSingleton<ManagementService>();
 builder.Services.AddSingleton<NodeControlService>();
 builder.Services.AddFarmGrpc();
@@ -82,6 +83,8 @@ builder.Services.AddDashboard(options.Dashboard);
 builder.Services.AddAmqpFrontDoor(new AmqpOptions { Port = options.AmqpPort });
 
 var app = builder.Build();
+// A queue that forwards to an entity another node serves sends through this node's routing.
+app.Services.GetRequiredService<BrokerNode>().SendToOwner = app.Services.GetRequiredService<ForwardedSends>().SendAsync;
 app.MapFarmGrpc();
 app.MapNodeTelemetry();
 app.MapDashboard();

@@ -104,4 +104,85 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         Assert.Contains("ForwardDeadLetteredMessagesTo", deadLetters.Message);
         await Service.PeekAsync(new PeekRequest { Entity = "orders", MaxMessages = 1 }, CancellationToken.None);
     }
+    /// <summary>
+    /// A send another node's forwarder makes (forwarded) keeps the hops its messages took there, so
+    /// the hop limit counts every node's; a client's send starts from 0 whatever its messages say.
+    /// </summary>
+    [Fact]
+    public async Task AForwardedSend_KeepsItsHops_AClientsSendCountsFromZero()
+    {
+        for (var i = 6; i >= 1; i--)
+        {
+            await _farm.CreateQueueAsync($"q{i}", new QueueSettings { ForwardTo = i < 6 ? $"q{i + 1}" : null });
+        }
+        var fromAnotherNode = Text("two hops already");
+        fromAnotherNode.TransferHopCount = 2;
+        var fromAClient = Text("claims three");
+        fromAClient.TransferHopCount = 3;
+
+        await Service.SendAsync(new SendRequest { Entity = "q3", Messages = { fromAnotherNode }, Forwarded = true }, CancellationToken.None);
+        await Service.SendAsync(new SendRequest { Entity = "q3", Messages = { fromAClient } }, CancellationToken.None);
+
+        var q5 = await _farm.QueueAsync("q5");
+        await _farm.SweepUntilAsync(() => q5.Peek(true, 0, 10).Count == 1, "the forwarded message dead-lettered in q5");
+        var dead = Assert.Single(q5.Peek(true, 0, 10));
+        Assert.Equal("two hops already", dead.Message.Body.ToStringUtf8());
+        Assert.Equal(4u, dead.Message.TransferHopCount);
+        var delivered = Assert.Single((await _farm.QueueAsync("q6")).Peek(false, 0, 10));
+        Assert.Equal("claims three", delivered.Message.Body.ToStringUtf8());
+        Assert.Equal(3u, delivered.Message.TransferHopCount);
+    }
+
+    /// <summary>
+    /// The forwarder sends in order, in batches no bigger than a send may be, each named by its
+    /// entity and sequence numbers: a batch that failed is sent again under the same name as a
+    /// repeat (so another node stores it once), and what the target stored before the failure leaves
+    /// the source at once rather than going again.
+    /// </summary>
+    [Fact]
+    public async Task TheForwarder_SendsSizedNamedBatchesInOrder_AndAFailedBatchGoesAgainUnderItsName()
+    {
+        await _farm.DisposeAsync();
+        // Room for two messages of 1 KB a batch.
+        _farm = await StartAsync(h => h.Options.MaxBatchSizeBytes = 4096 + 2500);
+        await _farm.CreateQueueAsync("errors");
+        var work = await _farm.CreateQueueAsync("work", new QueueSettings { ForwardDeadLetteredMessagesTo = "errors" });
+        var calls = new List<(long[] Ids, SendName Name, bool Repeat, string? Source)>();
+        var failures = 0;
+        work.Forward = (target, messages, source, name, repeat, _) =>
+        {
+            Assert.Equal("errors", target);
+            lock (calls)
+            {
+                calls.Add(([.. messages.Select(m => long.Parse(m.MessageId))], name, repeat, source));
+                // The second send fails once.
+                return calls.Count == 2 && failures++ == 0 ? Task.FromException(new IOException("the target's node went away")) : Task.CompletedTask;
+            }
+        };
+        var sequences = await work.SendAsync([.. Enumerable.Range(0, 6).Select(i => Text(new string('x', 1000), messageId: $"{i}"))]);
+        var locked = await work.ReceiveAsync(false, ReceiveMode.PeekLock, 6, TimeSpan.Zero, default);
+        Assert.Equal(6, locked.Count);
+
+        await work.SettleAsync(false, [.. locked.Select(m => new Settlement { LockToken = m.LockToken, Disposition = Disposition.DeadLetter, DeadLetterReason = "Invalid" })]);
+        await _farm.SweepUntilAsync(() => work.Peek(true, 0, 10).Count == 0 && calls.Count == 4, "every dead letter forwarded");
+
+        Assert.All(calls, c => Assert.Equal("work", c.Source));
+        Assert.Equal([[0, 1], [2, 3], [2, 3], [4, 5]], calls.Select(c => c.Ids));
+        var sent = calls.Select(c => (c.Name, c.Repeat)).ToList();
+        // Loaded a moment ago, so the first run's batches may have been sent by a previous owner: repeats.
+        Assert.Equal(NameOf(sequences[0], sequences[1]), sent[0].Name);
+        Assert.Equal(NameOf(sequences[2], sequences[3]), sent[1].Name);
+        Assert.Equal(sent[1], sent[2]);
+        Assert.True(sent[2].Repeat);
+        Assert.Equal(NameOf(sequences[4], sequences[5]), sent[3].Name);
+
+        // A run after one that went well: not a repeat.
+        var more = await work.SendAsync([Text("late", messageId: "6")]);
+        var late = Assert.Single(await work.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
+        await work.SettleAsync(false, [new Settlement { LockToken = late.LockToken, Disposition = Disposition.DeadLetter }]);
+        await _farm.SweepUntilAsync(() => calls.Count == 5, "the late dead letter forwarded");
+        Assert.Equal((NameOf(more[0], more[0]), false), (calls[4].Name, calls[4].Repeat));
+
+        SendName NameOf(long first, long last) => new($"farm.forward/{work.Id}/dead-letter/{last}", first);
+    }
 }

@@ -37,7 +37,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     // Set first thing in DisposeAsync: a load that finishes after it must not leave its entity
     // serving in a host nobody will unload again (its receivers would wait on it forever).
     private int _closing;
-    private Func<string, CancellationToken, Task<ISendTarget>> _resolve = null!;
+    private ForwardSend _forward = null!;
     private IFarmStore _farm = null!;
     private MessageCacheBudget _messageCache = null!;
 
@@ -141,7 +141,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     /// lease deadline passed, or a commit's outcome is unknown and the container must be read again.</param>
     public static async Task<ContainerHost> OpenAsync(
         ContainerRecord record, Func<IContainerDatabase> openDatabase, TimeProvider time, BrokerOptions options, MessageCacheBudget messageCache,
-        Func<string, CancellationToken, Task<ISendTarget>> resolve, IFarmStore farm, Action<ContainerHost> onLost,
+        ForwardSend forward, IFarmStore farm, Action<ContainerHost> onLost,
         DateTimeOffset leaseStartedAt, TimeSpan leaseFence, TimeProvider leaseClock, ILogger logger, CancellationToken cancellationToken)
     {
         var database = openDatabase();
@@ -163,7 +163,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             logger);
         host = new ContainerHost(record, database, commits, time, options, logger, leaseFence, leaseStartedAt, leaseClock)
         {
-            _resolve = resolve,
+            _forward = forward,
             _messageCache = messageCache,
             _farm = farm,
             _onLost = onLost,
@@ -387,7 +387,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             return loaded;
         }
         var settings = QueueSettings.FromJson(record.PropertiesJson);
-        var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options, _options.MessageCacheSizePerEntity, _messageCache) { Resolve = _resolve };
+        var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options, _options.MessageCacheSizePerEntity, _messageCache) { Forward = _forward };
         entity.Load(load);
         Serve(record.Id, entity);
         ThrowIfClosing(entity.Name, () =>
@@ -584,7 +584,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         var settings = SubscriptionSettings.FromJson(record.PropertiesJson);
         var queue = new QueueEntity(record.Id, record.Name, settings.ToQueueSettings(), Commits, _time, _options, _options.MessageCacheSizePerEntity, _messageCache)
         {
-            Resolve = _resolve,
+            Forward = _forward,
             CopiesOf = topicId,
         };
         EntityNames.TrySplitSubscriptionPath(record.Name, out _, out var shortName);

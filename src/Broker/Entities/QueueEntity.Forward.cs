@@ -3,22 +3,31 @@ using Farm.Contracts.V1;
 
 namespace Farm.Broker.Entities;
 
-// Auto-forwarding of messages already stored: dead letters when ForwardDeadLetteredMessagesTo is
-// set, and messages that were in the queue before ForwardTo was set (new sends with ForwardTo go
-// straight to the target). At-least-once: the target commits first, then the source deletes; a
-// crash in between leaves a copy in both, never in neither.
+// Auto-forwarding of messages stored here: dead letters when ForwardDeadLetteredMessagesTo is set,
+// messages that were in the queue before ForwardTo was set, and new sends whose next hop another
+// node serves (new sends with ForwardTo otherwise go straight to the target). At-least-once: the
+// target commits first, then the source deletes; a crash in between leaves a copy in both, never
+// in neither. A target on another node is sent each batch under a name made from this entity and
+// the batch's sequence numbers, so a try repeated after a lost answer is stored there once.
 internal sealed partial class QueueEntity
 {
     private int _forwarding;
 
-    /// <summary>Finds another entity by name; set by the container host.</summary>
-    public Func<string, CancellationToken, Task<ISendTarget>>? Resolve { get; set; }
+    /// <summary>
+    /// Whether the next batch may have been sent before: true after a failed try, and after a load
+    /// (the previous owner may have sent it and died before deleting). Read and written by the one
+    /// forwarding run at a time.
+    /// </summary>
+    private bool _forwardMayRepeat = true;
+
+    /// <summary>Sends forwarded batches to their target, here or on another node; set by the container host.</summary>
+    public ForwardSend? Forward { get; set; }
 
     /// <summary>Starts forwarding in the background if there is anything to forward and no run is going.</summary>
     private void StartForwarding()
     {
         var settings = Settings;
-        if (Resolve is null || Volatile.Read(ref _forwarding) == 1)
+        if (Forward is null || Volatile.Read(ref _forwarding) == 1)
         {
             return;
         }
@@ -40,23 +49,30 @@ internal sealed partial class QueueEntity
     private void ForwardInBackground(string targetName, bool fromDeadLetter) =>
         _ = Task.Run(async () =>
         {
+            var forwardedSome = false;
             try
             {
-                await ForwardAsync(targetName, fromDeadLetter).ConfigureAwait(false);
+                forwardedSome = await ForwardAsync(targetName, fromDeadLetter).ConfigureAwait(false);
             }
             catch (Exception)
             {
-                // The messages went back to their sub-queue; the next sweep tries again.
+                // What was not stored went back to its sub-queue; the next sweep tries again.
             }
             finally
             {
                 Volatile.Write(ref _forwarding, 0);
             }
+            if (forwardedSome)
+            {
+                // More may have come meanwhile (the sends that arrived saw this run going).
+                StartForwarding();
+            }
         });
 
     public const string MaxTransferHopCountExceeded = "MaxTransferHopCountExceeded";
 
-    private async Task ForwardAsync(string targetName, bool fromDeadLetter)
+    /// <summary>One forwarding run: up to a receive's worth of messages; true when it forwarded any.</summary>
+    private async Task<bool> ForwardAsync(string targetName, bool fromDeadLetter)
     {
         var sub = SubQueueOf(fromDeadLetter);
         var taken = new List<StoredMessage>();
@@ -90,23 +106,69 @@ internal sealed partial class QueueEntity
         Flush(overLimit);
         if (taken.Count == 0)
         {
-            return;
+            return false;
         }
+        var repeat = _forwardMayRepeat;
+        var stored = 0;
         try
         {
-            var target = await Resolve!(targetName, CancellationToken.None).ConfigureAwait(false);
-            // Dead letters carry the entity they were dead-lettered in; others keep what they carry.
-            foreach (var group in taken.GroupBy(m => fromDeadLetter ? Name : m.DeadLetterSource))
+            foreach (var batch in ForwardBatches(taken, fromDeadLetter))
             {
-                await target.SendAsync(group.Select(m => ForwardCopy(m, fromDeadLetter)).ToList(), group.Key).ConfigureAwait(false);
+                await Forward!(targetName, batch.Copies, batch.DeadLetterSource, batch.Name, repeat, CancellationToken.None).ConfigureAwait(false);
+                stored += batch.Copies.Count;
             }
         }
         catch (Exception)
         {
-            taken.ForEach(Unsettle);
+            _forwardMayRepeat = true;
+            taken.GetRange(stored, taken.Count - stored).ForEach(Unsettle);
+            if (stored > 0)
+            {
+                // The batches the target stored leave here; a failed delete puts them back (forwarded again, stored once).
+                await DeleteTakenAsync(sub, taken.GetRange(0, stored)).ConfigureAwait(false);
+            }
             throw;
         }
+        _forwardMayRepeat = false;
         await DeleteTakenAsync(sub, taken).ConfigureAwait(false);
+        return true;
+    }
+
+    /// <summary>
+    /// The sends one forwarding run makes, in sequence order: a run of messages with the same
+    /// dead-letter source (dead letters carry the entity they were dead-lettered in; others keep
+    /// what they carry), no bigger than a send may be, named by this entity and the first and last
+    /// sequence numbers it holds.
+    /// </summary>
+    private IEnumerable<(List<Message> Copies, string? DeadLetterSource, SendName Name)> ForwardBatches(List<StoredMessage> taken, bool fromDeadLetter)
+    {
+        // Room for the request's own fields (entity, producer id, dead-letter source) under the batch limit.
+        var maxBytes = _options.MaxBatchSizeBytes - 4096;
+        var copies = new List<Message>();
+        var bytes = 0;
+        var first = 0;
+        for (var i = 0; i <= taken.Count; i++)
+        {
+            var source = i < taken.Count ? SourceOf(taken[i]) : null;
+            var copy = i < taken.Count ? ForwardCopy(taken[i], fromDeadLetter) : null;
+            var size = copy is null ? 0 : copy.CalculateSize() + 8;
+            if (copies.Count > 0 && (copy is null || !string.Equals(source, SourceOf(taken[first]), StringComparison.Ordinal) || bytes + size > maxBytes))
+            {
+                var last = taken[first + copies.Count - 1].SequenceNumber;
+                var name = new SendName($"farm.forward/{Id}/{(fromDeadLetter ? "dead-letter" : "main")}/{last}", taken[first].SequenceNumber);
+                yield return (copies, SourceOf(taken[first]), name);
+                copies = [];
+                bytes = 0;
+                first = i;
+            }
+            if (copy is not null)
+            {
+                copies.Add(copy);
+                bytes += size;
+            }
+        }
+
+        string? SourceOf(StoredMessage message) => fromDeadLetter ? Name : message.DeadLetterSource;
     }
 
     /// <summary>

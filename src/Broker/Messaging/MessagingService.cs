@@ -78,22 +78,26 @@ public sealed class MessagingService(BrokerNode node)
             throw FarmErrors.SizeExceeded($"The batch is {batchBytes} bytes; the maximum batch size is {node.Options.MaxBatchSizeBytes} bytes ({node.Options.MaxBatchSizeBytes / 1024} KB).");
         }
         // New sends to an entity with ForwardTo go straight to the end of its chain, counting the hops
-        // on the way; the walk stops at the hop limit or a loop, and the entity it stops at forwards
-        // on (or dead-letters past the limit) by itself.
+        // on the way; the walk stops at the hop limit, a loop, or a hop another node serves, and the
+        // entity it stops at forwards on (or dead-letters past the limit) by itself.
         // The set of names seen is made only for a chain: most sends go to an entity without ForwardTo.
+        // The broker counts hops; whatever a client put there does not count. A node forwarding here
+        // from its own entity (forwarded) sends the hops the messages took so far.
+        var before = request.Forwarded ? request.Messages.Max(m => m.TransferHopCount) : 0u;
         HashSet<string>? seen = null;
         var hops = 0u;
-        while (target is QueueEntity { Settings.ForwardTo: { } next } && hops < node.Options.MaxForwardHops
-            && (seen ??= new HashSet<string>(StringComparer.OrdinalIgnoreCase) { target.Name }).Add(next))
+        while (target is QueueEntity { Settings.ForwardTo: { } next } && before + hops < node.Options.MaxForwardHops
+            && (seen ??= new HashSet<string>(StringComparer.OrdinalIgnoreCase) { target.Name }).Add(next)
+            && node.IsLocal(await node.FindEntityAsync(next, cancellationToken).ConfigureAwait(false)))
         {
             target = await node.ResolveSendTargetAsync(next, cancellationToken).ConfigureAwait(false);
             hops++;
         }
         foreach (var message in request.Messages)
         {
-            // The broker counts hops; whatever a client put there does not count.
-            message.TransferHopCount = hops;
+            message.TransferHopCount = (request.Forwarded ? message.TransferHopCount : 0) + hops;
         }
+        var deadLetterSource = request.Forwarded && request.DeadLetterSource.Length > 0 ? request.DeadLetterSource : null;
         if (name is { } repeated && request.Repeat
             && await target.FindRecordedSendAsync(repeated, RecentSends.RememberedSinceMs(node.Time), cancellationToken).ConfigureAwait(false) is { } answered)
         {
@@ -103,7 +107,7 @@ public sealed class MessagingService(BrokerNode node)
         }
         if (request.Completes is not { } completes)
         {
-            var sequenceNumbers = await target.SendAsync(request.Messages, name: name).ConfigureAwait(false);
+            var sequenceNumbers = await target.SendAsync(request.Messages, deadLetterSource, name).ConfigureAwait(false);
             return new SendResponse { SequenceNumbers = { sequenceNumbers } };
         }
         return await SendAndCompleteAsync(request, target, completes, name, cancellationToken).ConfigureAwait(false);

@@ -4,6 +4,7 @@ using Farm.Broker.Entities;
 using Farm.Broker.Topics;
 using Farm.ContainerStore;
 using Farm.ContainerStore.FarmDatabase;
+using Farm.Contracts.V1;
 using Microsoft.Extensions.Logging;
 
 namespace Farm.Broker.Node;
@@ -283,7 +284,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         try
         {
             host = await ContainerHost.OpenAsync(
-                lease, () => database, _time, Options, MessageCache, (name, ct) => ResolveSendTargetAsync(name, ct).AsTask(), farm, OnContainerLost,
+                lease, () => database, _time, Options, MessageCache, ForwardAsync, farm, OnContainerLost,
                 leaseStartedAt, _nodeOptions.LeaseDuration - _nodeOptions.LeaseSafetyMargin, _leaseClock, _logger, cancellationToken).ConfigureAwait(false);
         }
         catch
@@ -439,6 +440,41 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             default:
                 return await ResolveQueueAsync(name, cancellationToken).ConfigureAwait(false);
         }
+    }
+
+    /// <summary>
+    /// Sends <paramref name="request"/> to the node that serves its entity, as a client's Send would
+    /// be routed (held while the entity is between owners). Set by the gateway that hosts this node;
+    /// without it, forwarding to an entity another node serves fails with NOT_OWNER and is tried again.
+    /// </summary>
+    public Func<SendRequest, CancellationToken, Task<SendResponse>>? SendToOwner { get; set; }
+
+    /// <summary>
+    /// What a queue's forwarder sends (<see cref="ForwardSend"/>): straight into the target when this
+    /// node serves it; otherwise to its owner through <see cref="SendToOwner"/>, named so that a try
+    /// repeated after a lost answer (or by the next owner of the source, after a failover) is stored once.
+    /// </summary>
+    internal async Task ForwardAsync(
+        string targetName, IReadOnlyList<Message> messages, string? deadLetterSource, SendName name, bool repeat, CancellationToken cancellationToken)
+    {
+        var record = await FindEntityAsync(targetName, cancellationToken).ConfigureAwait(false);
+        if (IsLocal(record) || SendToOwner is not { } sendToOwner)
+        {
+            var target = await ResolveSendTargetAsync(targetName, cancellationToken).ConfigureAwait(false);
+            await target.SendAsync(messages, deadLetterSource).ConfigureAwait(false);
+            return;
+        }
+        var request = new SendRequest
+        {
+            Entity = targetName,
+            ProducerId = name.ProducerId,
+            SendId = name.SendId,
+            Repeat = repeat,
+            Forwarded = true,
+            DeadLetterSource = deadLetterSource ?? "",
+        };
+        request.Messages.AddRange(messages);
+        await sendToOwner(request, cancellationToken).ConfigureAwait(false);
     }
 
     /// <summary>A topic by name, loaded with its subscriptions; NotFound when there is no such topic.</summary>
