@@ -35,6 +35,45 @@ public sealed class SweepSkipTests : IAsyncLifetime
     }
 
     /// <summary>
+    /// A queue that remembers a MessageId for duplicate detection, and one that forwards (with nothing
+    /// to forward), are quiet queues too: swept every eighth tick, not every tick. The remembered id
+    /// is still forgotten by the first sweep after its window.
+    /// </summary>
+    [Fact]
+    public async Task QuietQueuesWithDuplicateDetectionOrForwarding_AreSweptOnlyEveryEighthTick_AndIdsStillExpire()
+    {
+        var window = TimeSpan.FromSeconds(30);
+        var deduplicating = await _farm.CreateQueueAsync("dedup", new QueueSettings { RequiresDuplicateDetection = true, DuplicateDetectionHistoryTimeWindow = window });
+        await _farm.CreateQueueAsync("archive");
+        var forwarding = await _farm.CreateQueueAsync("forwarding", new QueueSettings { ForwardTo = "archive", ForwardDeadLetteredMessagesTo = "archive" });
+        var sentAt = _farm.Time.GetUtcNow();
+        await deduplicating.SendAsync([BrokerHarness.Text("once", messageId: "id-1")]);
+        Assert.Single(await deduplicating.ReceiveAsync(false, ReceiveMode.ReceiveAndDelete, 1, TimeSpan.Zero, default));
+        await TickAsync();
+        var before = (Dedup: deduplicating.TimerSweepsRun, Forwarding: forwarding.TimerSweepsRun);
+
+        for (var tick = 0; tick < 80; tick++)
+        {
+            await TickAsync();
+        }
+
+        var expected = 80 / (QueueEntity.MaxSweepsSkipped + 1);
+        Assert.InRange(deduplicating.TimerSweepsRun - before.Dedup, expected, expected + 1);
+        Assert.InRange(forwarding.TimerSweepsRun - before.Forwarding, expected, expected + 1);
+        Assert.Equal(1, deduplicating.DuplicateIdsInMemory);
+        var duplicate = await deduplicating.SendAsync([BrokerHarness.Text("again", messageId: "id-1")]);
+        Assert.Equal(0L, Assert.Single(duplicate));
+
+        // Past the window and one housekeeping round (8 ticks): the id is forgotten, and the same id is stored again.
+        while (_farm.Time.GetUtcNow() < sentAt + window + (_farm.Options.SweepInterval * (QueueEntity.MaxSweepsSkipped + 1)))
+        {
+            await TickAsync();
+        }
+        Assert.Equal(0, deduplicating.DuplicateIdsInMemory);
+        Assert.NotEqual(0L, Assert.Single(await deduplicating.SendAsync([BrokerHarness.Text("later", messageId: "id-1")])));
+    }
+
+    /// <summary>
     /// Due sooner than the sweep that runs anyway (every eighth tick), at several times: the ticks the
     /// queue is passed by fall differently against each.
     /// </summary>

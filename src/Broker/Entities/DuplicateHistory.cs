@@ -34,6 +34,28 @@ internal sealed class DuplicateHistory(int capacity, Func<IReadOnlyCollection<st
     /// <summary>Whether anything is remembered (in memory or in a filter) that a prune may have to forget.</summary>
     internal bool IsEmpty => _expiry.Count == 0 && _filters.Count == 0;
 
+    /// <summary>More ids are kept exactly than the budget: the next prune moves the oldest into the filters.</summary>
+    public bool OverBudget => _recent.Count > capacity;
+
+    /// <summary>
+    /// When <see cref="Prune"/> next has something to do (Unix ms): now while more ids are kept
+    /// exactly than the budget; otherwise when the first id or filter expires (an entry of an id
+    /// remembered again later may come sooner: that prune just passes it). MaxValue when empty.
+    /// </summary>
+    public long NextPruneDueMs(long now)
+    {
+        if (OverBudget)
+        {
+            return now;
+        }
+        var due = _expiry.TryPeek(out _, out var expires) ? expires : long.MaxValue;
+        foreach (var filter in _filters)
+        {
+            due = Math.Min(due, filter.LastExpiresAtMs);
+        }
+        return due;
+    }
+
     /// <summary>Ids kept exactly, for tests of the bound.</summary>
     internal int InMemoryCount => _recent.Count;
 

@@ -101,6 +101,11 @@ internal sealed partial class QueueEntity
                         continue;
                     }
                     duplicates.Add(remembered);
+                    if (_duplicates.OverBudget)
+                    {
+                        // The next tick moves the oldest ids into the filters.
+                        SweepBy(now);
+                    }
                 }
 
                 var sequence = _nextSequence++;

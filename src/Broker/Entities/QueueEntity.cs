@@ -598,22 +598,25 @@ internal sealed partial class QueueEntity : ISendTarget
     /// <summary>
     /// When the next sweep has something to do: at once (the next tick) while messages wait in the
     /// database to be read back or expired, scheduled ones to be read back, deferred ones to leave
-    /// memory, forwarding to run, or duplicate ids to be forgotten; otherwise the earliest due time
-    /// in memory (never, for an idle queue).
+    /// memory, or messages to be forwarded; otherwise the earliest due time in memory, duplicate ids
+    /// to be forgotten included (never, for an idle queue). A queue with duplicate detection or
+    /// forwarding was swept every tick while it remembered an id or had forwarding set: 15,000 such
+    /// queues were 60,000 sweeps a second however quiet.
     /// </summary>
     private long NextSweepDueLocked(long now)
     {
         var settings = Settings;
         if (_main.StoredCount > 0 || _main.TailPending || _deadLetter.StoredCount > 0 || _deadLetter.TailPending
-            || _scheduledStoredCount > 0 || OverBudget(_deferredBytes) || !_duplicates.IsEmpty
-            || settings.ForwardTo is not null || settings.ForwardDeadLetteredMessagesTo is not null)
+            || _scheduledStoredCount > 0 || OverBudget(_deferredBytes)
+            || (settings.ForwardTo is not null && _main.Available.Count > 0)
+            || (settings.ForwardDeadLetteredMessagesTo is not null && _deadLetter.Available.Count > 0))
         {
             return now;
         }
-        var due = long.MaxValue;
+        var due = _duplicates.NextPruneDueMs(now);
         if (_lockExpiry.TryPeek(out _, out var lockExpires))
         {
-            due = lockExpires;
+            due = Math.Min(due, lockExpires);
         }
         if (_scheduled.TryPeek(out _, out var scheduledAt))
         {
