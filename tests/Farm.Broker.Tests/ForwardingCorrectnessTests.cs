@@ -136,8 +136,8 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
     /// <summary>
     /// The forwarder sends in order, in batches no bigger than a send may be, each named by its
     /// entity and sequence numbers: a batch that failed is sent again under the same name as a
-    /// repeat (so another node stores it once), and what the target stored before the failure leaves
-    /// the source at once rather than going again.
+    /// repeat (so another node stores it once) after a rest, and what the target stored before the
+    /// failure leaves the source at once rather than going again.
     /// </summary>
     [Fact]
     public async Task TheForwarder_SendsSizedNamedBatchesInOrder_AndAFailedBatchGoesAgainUnderItsName()
@@ -147,14 +147,14 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         _farm = await StartAsync(h => h.Options.MaxBatchSizeBytes = 4096 + 2500);
         await _farm.CreateQueueAsync("errors");
         var work = await _farm.CreateQueueAsync("work", new QueueSettings { ForwardDeadLetteredMessagesTo = "errors" });
-        var calls = new List<(long[] Ids, SendName Name, bool Repeat, string? Source)>();
+        var calls = new List<(long[] Ids, SendName Name, bool Repeat, string? Source, DateTimeOffset At)>();
         var failures = 0;
         work.Forward = (target, messages, source, name, repeat, _) =>
         {
             Assert.Equal("errors", target);
             lock (calls)
             {
-                calls.Add(([.. messages.Select(m => long.Parse(m.MessageId))], name, repeat, source));
+                calls.Add(([.. messages.Select(m => long.Parse(m.MessageId))], name, repeat, source, _farm.Time.GetUtcNow()));
                 // The second send fails once.
                 return calls.Count == 2 && failures++ == 0 ? Task.FromException(new IOException("the target's node went away")) : Task.CompletedTask;
             }
@@ -174,6 +174,8 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         Assert.Equal(NameOf(sequences[2], sequences[3]), sent[1].Name);
         Assert.Equal(sent[1], sent[2]);
         Assert.True(sent[2].Repeat);
+        // After a failure forwarding rests a while rather than calling the target every tick.
+        Assert.True(calls[2].At - calls[1].At >= TimeSpan.FromMilliseconds(QueueEntity.ForwardRetryDelayMs), $"tried again after {calls[2].At - calls[1].At}");
         Assert.Equal(NameOf(sequences[4], sequences[5]), sent[3].Name);
 
         // A run after one that went well: not a repeat.

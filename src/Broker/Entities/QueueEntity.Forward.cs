@@ -23,11 +23,23 @@ internal sealed partial class QueueEntity
     /// <summary>Sends forwarded batches to their target, here or on another node; set by the container host.</summary>
     public ForwardSend? Forward { get; set; }
 
+    /// <summary>
+    /// How long forwarding rests after a run failed (a target deleted, or refusing): without it a
+    /// failing target was tried every sweep tick, a call to another node each time.
+    /// </summary>
+    internal const long ForwardRetryDelayMs = 1000;
+
+    /// <summary>No forwarding run starts before this time (node clock, Unix ms); set when a run fails.</summary>
+    private long _forwardRestsUntilMs;
+
+    /// <summary>When forwarding may run next: now, unless a failed run made it rest.</summary>
+    private long ForwardDueMs(long now) => Math.Max(now, Volatile.Read(ref _forwardRestsUntilMs));
+
     /// <summary>Starts forwarding in the background if there is anything to forward and no run is going.</summary>
     private void StartForwarding()
     {
         var settings = Settings;
-        if (Forward is null || Volatile.Read(ref _forwarding) == 1)
+        if (Forward is null || Volatile.Read(ref _forwarding) == 1 || NowMs < Volatile.Read(ref _forwardRestsUntilMs))
         {
             return;
         }
@@ -56,7 +68,10 @@ internal sealed partial class QueueEntity
             }
             catch (Exception)
             {
-                // What was not stored went back to its sub-queue; the next sweep tries again.
+                // What was not stored went back to its sub-queue; a sweep after the rest tries again.
+                var restsUntil = NowMs + ForwardRetryDelayMs;
+                Volatile.Write(ref _forwardRestsUntilMs, restsUntil);
+                ScheduleSweep(restsUntil);
             }
             finally
             {
