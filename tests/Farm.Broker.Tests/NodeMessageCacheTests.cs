@@ -68,4 +68,42 @@ public sealed class NodeMessageCacheTests : IAsyncLifetime
         Assert.All(received, r => Assert.Equal(Enumerable.Range(1, PerQueue), r));
         Assert.Equal(0, _farm.Node.MessageCache.UsedBytes);
     }
+    /// <summary>
+    /// Many queues past the node's budget keep a floor each that shrinks with their number: 40 queues
+    /// with a floor of an eighth of their own budget (12 messages) kept 20 + 40 x 12 messages; now the
+    /// floors together stay within the node's budget, and every queue still delivers all, in order.
+    /// </summary>
+    [Fact]
+    public async Task ManyQueues_PastTheNodesBudget_KeepFloorsThatShareIt_AndEachDeliversEverythingInOrder()
+    {
+        const int count = 40;
+        const int each = 30;
+        var queues = new List<QueueEntity>();
+        for (var q = 0; q < count; q++)
+        {
+            queues.Add(await _farm.CreateQueueAsync($"many{q}"));
+        }
+        foreach (var queue in queues)
+        {
+            await queue.SendAsync([.. Enumerable.Range(1, each).Select(n => Numbered(n))]);
+        }
+
+        // Each queue keeps what its send brought while the node's budget had room, then at most one message more.
+        var cached = queues.Sum(q => q.CachedMessageCount);
+        Assert.True(cached <= 20 + (2 * count), $"{cached} messages cached by {count} queues");
+
+        foreach (var queue in queues)
+        {
+            var received = new List<int>();
+            while (received.Count < each)
+            {
+                using var deadline = new CancellationTokenSource(TimeSpan.FromSeconds(30));
+                var batch = await queue.ReceiveAsync(false, ReceiveMode.PeekLock, 20, TimeSpan.FromMinutes(10), deadline.Token);
+                received.AddRange(batch.Select(NumberOf));
+                await queue.SettleAsync(false, [.. batch.Select(m => new Settlement { LockToken = m.LockToken, Disposition = Disposition.Complete })]);
+            }
+            Assert.Equal(Enumerable.Range(1, each), received);
+        }
+        Assert.Equal(0, _farm.Node.MessageCache.UsedBytes);
+    }
 }

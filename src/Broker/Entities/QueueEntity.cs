@@ -72,6 +72,7 @@ internal sealed partial class QueueEntity : ISendTarget
         _main = new SubQueueState(SubQueue.Main, _nodeCache);
         _deadLetter = new SubQueueState(SubQueue.DeadLetter, _nodeCache);
         _floorBytes = Math.Min(MessageCacheBudget.MaxFloorBytes, cacheBytes / 8);
+        _nodeCache.EntityLoaded();
         Id = id;
         Name = name;
         Counters = new EntityCounters(name);
@@ -88,15 +89,18 @@ internal sealed partial class QueueEntity : ISendTarget
 
     private readonly long _cacheBytes;
 
-    /// <summary>What each kind of cached message (active, scheduled, deferred) may hold when the node's budget is spent.</summary>
+    /// <summary>What each kind of cached message (active, scheduled, deferred) may hold when the node's budget is spent, at most (see <see cref="FloorBytes"/>).</summary>
     private readonly long _floorBytes;
+
+    /// <summary>The floor now: smaller while the node serves so many entities that their floors would pass its budget.</summary>
+    private long FloorBytes => _nodeCache.FloorBytes(_floorBytes);
 
     /// <summary>Whether <paramref name="held"/> bytes of one kind are past what this entity may keep: its own budget, or its floor while the node's is spent.</summary>
     private bool OverBudget(long held, long adding = 0) =>
-        held + adding > _cacheBytes || (held + adding > _floorBytes && !_nodeCache.HasRoomFor(adding));
+        held + adding > _cacheBytes || (held + adding > FloorBytes && !_nodeCache.HasRoomFor(adding));
 
     /// <summary>Room for one kind's read-back: up to its own budget, and to its floor (at least) while the node's is spent.</summary>
-    private long RoomFor(long held) => Math.Max(Math.Min(_cacheBytes - held, Math.Max(_nodeCache.RoomBytes, _floorBytes - held)), 1);
+    private long RoomFor(long held) => Math.Max(Math.Min(_cacheBytes - held, Math.Max(_nodeCache.RoomBytes, FloorBytes - held)), 1);
 
     /// <summary>Completes once every stored tail is counted: at once, unless a paged load left one to count.</summary>
     private TaskCompletionSource _tailsCounted = Completed();
@@ -303,6 +307,10 @@ internal sealed partial class QueueEntity : ISendTarget
     {
         lock (_gate)
         {
+            if (_unloaded is null)
+            {
+                _nodeCache.EntityUnloaded();
+            }
             _unloaded ??= reason;
             _main.Detach();
             _deadLetter.Detach();
