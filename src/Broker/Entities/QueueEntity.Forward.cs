@@ -139,7 +139,7 @@ internal sealed partial class QueueEntity
             taken.GetRange(stored, taken.Count - stored).ForEach(Unsettle);
             if (stored > 0)
             {
-                // The batches the target stored leave here; a failed delete puts them back (forwarded again, stored once).
+                // The batches the target stored leave here; a failed delete puts them back (forwarded again: stored once if the same batch).
                 await DeleteTakenAsync(sub, taken.GetRange(0, stored)).ConfigureAwait(false);
             }
             throw;
