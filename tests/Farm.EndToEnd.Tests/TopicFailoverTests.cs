@@ -52,8 +52,8 @@ public sealed class TopicFailoverTests(ITestOutputHelper output)
                 }
             }
         });
-        var all = new SubscriptionLoad(client, "events", "all");
-        var red = new SubscriptionLoad(client, "events", "red");
+        var all = new CompletingReceiverLoad(() => client.CreateReceiver("events", "all"));
+        var red = new CompletingReceiverLoad(() => client.CreateReceiver("events", "red"));
 
         await WaitForAsync(() => acknowledged.Count >= 100, "100 sends acknowledged before the kill");
         var killedAt = Stopwatch.StartNew();
@@ -85,64 +85,4 @@ public sealed class TopicFailoverTests(ITestOutputHelper output)
     }
 
     private static Task WaitForAsync(Func<bool> condition, string what) => ProcessRunner.WaitUntilAsync(condition, Deadline, what);
-
-    /// <summary>A peek-lock receiver on one subscription that completes everything and remembers what it saw.</summary>
-    private sealed class SubscriptionLoad
-    {
-        private readonly CancellationTokenSource _stop = new();
-        private readonly Task _loop;
-        private readonly ConcurrentDictionary<string, bool> _completed = new();
-
-        public SubscriptionLoad(FarmClient client, string topic, string subscription)
-        {
-            _loop = Task.Run(async () =>
-            {
-                await using var receiver = client.CreateReceiver(topic, subscription);
-                while (!_stop.IsCancellationRequested)
-                {
-                    IReadOnlyList<FarmReceivedMessage> batch;
-                    try
-                    {
-                        batch = await receiver.ReceiveMessagesAsync(50, TimeSpan.FromSeconds(1), _stop.Token);
-                    }
-                    catch (Exception e) when (e is FarmException or OperationCanceledException)
-                    {
-                        continue;
-                    }
-                    foreach (var message in batch)
-                    {
-                        Interlocked.Increment(ref _deliveries);
-                        if (_completed.ContainsKey(message.MessageId!))
-                        {
-                            DeliveredAfterCompletion.Add(message.MessageId!);
-                        }
-                        Received[message.MessageId!] = true;
-                        try
-                        {
-                            await receiver.CompleteMessageAsync(message);
-                            _completed[message.MessageId!] = true;
-                        }
-                        catch (FarmException)
-                        {
-                            // Lock lost in the failover: it comes back, which is allowed.
-                        }
-                    }
-                }
-            });
-        }
-
-        private long _deliveries;
-
-        public long Deliveries => Interlocked.Read(ref _deliveries);
-
-        public ConcurrentDictionary<string, bool> Received { get; } = new();
-
-        public ConcurrentBag<string> DeliveredAfterCompletion { get; } = [];
-
-        public async Task StopAsync()
-        {
-            await _stop.CancelAsync();
-            await _loop;
-        }
-    }
 }

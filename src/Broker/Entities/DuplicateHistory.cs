@@ -31,9 +31,6 @@ internal sealed class DuplicateHistory(int capacity, Func<IReadOnlyCollection<st
     /// <summary>False while ids of the window are in the database only and in no filter (after a load that read only the newest).</summary>
     private bool _complete = true;
 
-    /// <summary>Whether anything is remembered (in memory or in a filter) that a prune may have to forget.</summary>
-    internal bool IsEmpty => _expiry.Count == 0 && _filters.Count == 0;
-
     /// <summary>More ids are kept exactly than the budget: the next prune moves the oldest into the filters.</summary>
     public bool OverBudget => _recent.Count > capacity;
 

@@ -35,9 +35,7 @@ internal sealed class MessageCacheBudget(long limitBytes)
 
     public void Add(long bytes) => Interlocked.Add(ref _used, bytes);
 
-    /// <summary>Queues and subscriptions counting against this budget (loaded and not unloaded).</summary>
-    public int Entities => Volatile.Read(ref _entities);
-
+    /// <summary>A queue or subscription counts against this budget from its construction until it is unloaded.</summary>
     public void EntityLoaded() => Interlocked.Increment(ref _entities);
 
     public void EntityUnloaded() => Interlocked.Decrement(ref _entities);
