@@ -1,5 +1,6 @@
 using Farm.Broker.Entities;
 using Farm.Contracts.V1;
+using Google.Protobuf;
 using static Farm.Broker.Tests.BrokerHarness;
 
 namespace Farm.Broker.Tests;
@@ -186,5 +187,103 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         Assert.Equal((NameOf(more[0], more[0]), false), (calls[4].Name, calls[4].Repeat));
 
         SendName NameOf(long first, long last) => new($"farm.forward/{work.Id}/dead-letter/{last}", first);
+    }
+    /// <summary>
+    /// A dead letter whose forwarded copy is too large for the target (the reason properties it
+    /// carries took it past the limit) stays in the dead-letter queue, and the dead letters around
+    /// it go on. Before, the batch holding it was refused every second, and nothing behind it moved.
+    /// </summary>
+    [Fact]
+    public async Task ADeadLetterTooLargeToForward_StaysInTheDeadLetterQueue_TheOthersGoOn_AndItIsReceivedOnceForwardingStops()
+    {
+        await _farm.DisposeAsync();
+        _farm = await StartAsync(h => h.Options.MaxMessageSizeBytes = 8 * 1024);
+        var errors = await _farm.CreateQueueAsync("errors");
+        var work = await _farm.CreateQueueAsync("work", new QueueSettings { ForwardDeadLetteredMessagesTo = "errors" });
+        await work.SendAsync([Text("before", messageId: "before"), Text(new string('x', 8 * 1024 - 100), messageId: "big"), Text("after", messageId: "after")]);
+        var locked = await work.ReceiveAsync(false, ReceiveMode.PeekLock, 3, TimeSpan.Zero, default);
+
+        await work.SettleAsync(false, [.. locked.Select(m => new Settlement
+        {
+            LockToken = m.LockToken, Disposition = Disposition.DeadLetter, DeadLetterReason = "Invalid", DeadLetterErrorDescription = new string('d', 200),
+        })]);
+        await _farm.SweepUntilAsync(() => errors.Peek(false, 0, 10).Count == 2, "the dead letters that fit forwarded");
+
+        Assert.Equal(["before", "after"], errors.Peek(false, 0, 10).Select(m => m.Message.MessageId));
+        for (var i = 0; i < 20; i++)
+        {
+            _farm.Time.Advance(_farm.Options.SweepInterval);
+        }
+        Assert.Equal("big", Assert.Single(work.Peek(true, 0, 10)).Message.MessageId);
+        Assert.Equal(2, errors.Peek(false, 0, 10).Count);
+
+        // Without the forwarding it is a dead letter like any other: received.
+        work.Settings = work.Settings with { ForwardDeadLetteredMessagesTo = null };
+        Assert.Equal("big", Assert.Single(await work.ReceiveAsync(true, ReceiveMode.PeekLock, 10, TimeSpan.Zero, default)).Message.MessageId);
+    }
+
+    /// <summary>
+    /// A message of the queue whose copy the target refuses for its size (here one more hop takes a
+    /// message of exactly the maximum size past it) is dead-lettered where it is, naming the target
+    /// and its answer, and the messages around it are forwarded in order.
+    /// </summary>
+    [Fact]
+    public async Task AMessageTooLargeToForward_IsDeadLetteredInItsQueue_NamingTheTarget_AndTheOthersGoOnInOrder()
+    {
+        await _farm.DisposeAsync();
+        _farm = await StartAsync(h => h.Options.MaxMessageSizeBytes = 8 * 1024);
+        var archive = await _farm.CreateQueueAsync("archive");
+        var orders = await _farm.CreateQueueAsync("orders");
+        var full = Text("x", messageId: "full");
+        full.Body = ByteString.CopyFrom(new byte[8 * 1024 - full.CalculateSize()]);
+        Assert.Equal(8 * 1024, full.CalculateSize());
+        await orders.SendAsync([Text("1", messageId: "first"), full, Text("3", messageId: "last")]);
+
+        orders.Settings = orders.Settings with { ForwardTo = "archive" };
+        await _farm.SweepUntilAsync(() => archive.Peek(false, 0, 10).Count == 2, "the messages that fit forwarded");
+        await _farm.SweepUntilAsync(() => orders.Peek(true, 0, 10).Count == 1, "the one too large dead-lettered in its queue");
+
+        Assert.Equal(["first", "last"], archive.Peek(false, 0, 10).Select(m => m.Message.MessageId));
+        var dead = Assert.Single(orders.Peek(true, 0, 10));
+        Assert.Equal("full", dead.Message.MessageId);
+        Assert.Equal(QueueEntity.ForwardingRefused, dead.DeadLetterReason);
+        Assert.StartsWith("'archive' refused it: ", dead.DeadLetterErrorDescription);
+        Assert.Contains("maximum message size", dead.DeadLetterErrorDescription);
+        Assert.Empty(orders.Peek(false, 0, 10));
+    }
+
+    /// <summary>
+    /// Another node's refusal comes back as a call's failure with the "farm-error" trailer: read the
+    /// same way, the batch goes again one message at a time under each one's name, and only the
+    /// refused one stays; any other failure fails the run as before.
+    /// </summary>
+    [Fact]
+    public async Task ARemoteRefusalForSize_SendsTheBatchOneByOne_UnderEachOnesName()
+    {
+        await _farm.CreateQueueAsync("errors");
+        var work = await _farm.CreateQueueAsync("work", new QueueSettings { ForwardDeadLetteredMessagesTo = "errors" });
+        var calls = new List<(string[] Ids, SendName Name)>();
+        work.Forward = (_, messages, _, name, _, _) =>
+        {
+            lock (calls)
+            {
+                var ids = messages.Select(m => m.MessageId).ToArray();
+                calls.Add((ids, name));
+                return ids.Contains("big")
+                    ? Task.FromException(new Grpc.Core.RpcException(
+                        new Grpc.Core.Status(Grpc.Core.StatusCode.InvalidArgument, "Message 1 is too large."),
+                        new Grpc.Core.Metadata { { Farm.Contracts.FarmMetadata.ErrorTrailer, Farm.Contracts.FarmErrorNames.Of(FarmErrorCode.MessageSizeExceeded) } }))
+                    : Task.CompletedTask;
+            }
+        };
+        var sequences = await work.SendAsync([Text("a", messageId: "a"), Text("big", messageId: "big"), Text("c", messageId: "c")]);
+        var locked = await work.ReceiveAsync(false, ReceiveMode.PeekLock, 3, TimeSpan.Zero, default);
+
+        await work.SettleAsync(false, [.. locked.Select(m => new Settlement { LockToken = m.LockToken, Disposition = Disposition.DeadLetter })]);
+        await _farm.SweepUntilAsync(() => work.Peek(true, 0, 10).Count == 1 && calls.Count == 4, "the batch sent again one by one");
+
+        Assert.Equal([["a", "big", "c"], ["a"], ["big"], ["c"]], calls.Select(c => c.Ids));
+        Assert.Equal(new SendName($"farm.forward/{work.Id}/dead-letter/{sequences[1]}", sequences[1]), calls[2].Name);
+        Assert.Equal("big", Assert.Single(work.Peek(true, 0, 10)).Message.MessageId);
     }
 }

@@ -1,4 +1,5 @@
 using Farm.ContainerStore.Containers;
+using Farm.Contracts;
 using Farm.Contracts.V1;
 
 namespace Farm.Broker.Entities;
@@ -86,7 +87,7 @@ internal sealed partial class QueueEntity
 
     public const string MaxTransferHopCountExceeded = "MaxTransferHopCountExceeded";
 
-    /// <summary>One forwarding run: up to a receive's worth of messages; true when it forwarded any.</summary>
+    /// <summary>One forwarding run: up to a receive's worth of messages; true when any left the run (forwarded, or refused and kept).</summary>
     private async Task<bool> ForwardAsync(string targetName, bool fromDeadLetter)
     {
         var sub = SubQueueOf(fromDeadLetter);
@@ -110,7 +111,8 @@ internal sealed partial class QueueEntity
                         DeadLetterLocked(message, MaxTransferHopCountExceeded,
                             $"The message was forwarded {hops} times; at most {_options.MaxForwardHops} hops are allowed.", null, overLimit);
                     }
-                    // From a dead-letter queue it stays where it is, out of the forwarding (until the next load).
+                    // From a dead-letter queue it stays where it is, out of the forwarding (until the next
+                    // load, or a change of ForwardDeadLetteredMessagesTo: ReturnDeadLettersLeftBehind).
                     continue;
                 }
                 message.Settling = true;
@@ -124,30 +126,133 @@ internal sealed partial class QueueEntity
             return false;
         }
         var repeat = _forwardMayRepeat;
-        var stored = 0;
+        // taken[..done] were stored by the target, or refused for their size; the rest were not tried yet.
+        var done = 0;
+        var stored = new List<StoredMessage>();
+        var refused = new List<(StoredMessage Message, string Why)>();
         try
         {
             foreach (var batch in ForwardBatches(taken, fromDeadLetter))
             {
-                await Forward!(targetName, batch.Copies, batch.DeadLetterSource, batch.Name, repeat, CancellationToken.None).ConfigureAwait(false);
-                stored += batch.Copies.Count;
+                try
+                {
+                    await Forward!(targetName, batch.Copies, batch.DeadLetterSource, batch.Name, repeat, CancellationToken.None).ConfigureAwait(false);
+                    stored.AddRange(taken.GetRange(batch.First, batch.Copies.Count));
+                    done += batch.Copies.Count;
+                }
+                catch (Exception e) when (IsRefusedForSize(e))
+                {
+                    // The target refused the batch for a message's size (a dead letter's reason
+                    // properties or one more hop took it past the limit, or the target's node has a
+                    // lower one): nothing of it was stored. One by one, so only that message stays
+                    // behind and the rest go on; before, it blocked its queue's forwarding for good.
+                    for (var i = 0; i < batch.Copies.Count; i++)
+                    {
+                        var message = taken[batch.First + i];
+                        try
+                        {
+                            await Forward!(targetName, [batch.Copies[i]], batch.DeadLetterSource, SendNameOf(message, message, fromDeadLetter), repeat, CancellationToken.None).ConfigureAwait(false);
+                            stored.Add(message);
+                        }
+                        catch (Exception single) when (IsRefusedForSize(single))
+                        {
+                            refused.Add((message, single.Message));
+                        }
+                        done++;
+                    }
+                }
             }
         }
         catch (Exception)
         {
             _forwardMayRepeat = true;
-            taken.GetRange(stored, taken.Count - stored).ForEach(Unsettle);
-            if (stored > 0)
+            taken.GetRange(done, taken.Count - done).ForEach(Unsettle);
+            KeepRefused(refused, targetName, fromDeadLetter);
+            if (stored.Count > 0)
             {
                 // The batches the target stored leave here; a failed delete puts them back (forwarded again: stored once if the same batch).
-                await DeleteTakenAsync(sub, taken.GetRange(0, stored)).ConfigureAwait(false);
+                await DeleteTakenAsync(sub, stored).ConfigureAwait(false);
             }
             throw;
         }
         _forwardMayRepeat = false;
-        await DeleteTakenAsync(sub, taken).ConfigureAwait(false);
-        return true;
+        KeepRefused(refused, targetName, fromDeadLetter);
+        if (stored.Count > 0)
+        {
+            await DeleteTakenAsync(sub, stored).ConfigureAwait(false);
+        }
+        return done > 0;
     }
+
+    public const string ForwardingRefused = "ForwardingRefused";
+
+    /// <summary>A failure about the size of what was sent (a message or the batch), not about the target or the way there.</summary>
+    private static bool IsRefusedForSize(Exception e) => e switch
+    {
+        BrokerException broker => broker.Code == FarmErrorCode.MessageSizeExceeded,
+        Grpc.Core.RpcException rpc => rpc.FarmError() == FarmErrorNames.Of(FarmErrorCode.MessageSizeExceeded),
+        _ => false,
+    };
+
+    /// <summary>
+    /// What the target refused for its size stays here: a message of the queue is dead-lettered
+    /// (reason <see cref="ForwardingRefused"/>, naming the target and its answer), where it can be
+    /// received; a dead letter stays in the dead-letter queue out of the forwarding until the
+    /// queue is loaded again, as one past the hop limit does.
+    /// </summary>
+    private void KeepRefused(List<(StoredMessage Message, string Why)> refused, string targetName, bool fromDeadLetter)
+    {
+        if (refused.Count == 0)
+        {
+            return;
+        }
+        var changes = new List<PendingChange>();
+        lock (_gate)
+        {
+            foreach (var (message, why) in refused)
+            {
+                if (fromDeadLetter)
+                {
+                    message.Settling = false;
+                }
+                else
+                {
+                    DeadLetterLocked(message, ForwardingRefused, $"'{targetName}' refused it: {why}", null, changes);
+                }
+            }
+        }
+        Flush(changes);
+    }
+
+    /// <summary>
+    /// Makes the dead letters the forwarding left out (neither available, locked nor settling)
+    /// available again, once the settings they were left out under changed.
+    /// </summary>
+    private void ReturnDeadLettersLeftBehind()
+    {
+        var returned = false;
+        lock (_gate)
+        {
+            foreach (var message in _deadLetter.Messages.Values)
+            {
+                if (!message.IsLocked && !message.Settling && message.State == StoredMessageState.Active)
+                {
+                    returned |= _deadLetter.Available.Add(message.SequenceNumber);
+                }
+            }
+        }
+        if (returned)
+        {
+            _deadLetter.SignalArrived();
+        }
+    }
+
+    /// <summary>
+    /// The name a forwarded send of the messages from <paramref name="first"/> to
+    /// <paramref name="last"/> goes under: a try of the same messages again is the same send.
+    /// </summary>
+    private SendName SendNameOf(StoredMessage first, StoredMessage last, bool fromDeadLetter) =>
+        new($"farm.forward/{Id}/{(fromDeadLetter ? "dead-letter" : "main")}/{last.SequenceNumber}", first.SequenceNumber);
 
     /// <summary>
     /// The sends one forwarding run makes, in sequence order: a run of messages with the same
@@ -155,7 +260,7 @@ internal sealed partial class QueueEntity
     /// what they carry), no bigger than a send may be, named by this entity and the first and last
     /// sequence numbers it holds.
     /// </summary>
-    private IEnumerable<(List<Message> Copies, string? DeadLetterSource, SendName Name)> ForwardBatches(List<StoredMessage> taken, bool fromDeadLetter)
+    private IEnumerable<(int First, List<Message> Copies, string? DeadLetterSource, SendName Name)> ForwardBatches(List<StoredMessage> taken, bool fromDeadLetter)
     {
         // Room for the request's own fields (entity, producer id, dead-letter source) under the batch limit.
         var maxBytes = _options.MaxBatchSizeBytes - 4096;
@@ -169,9 +274,7 @@ internal sealed partial class QueueEntity
             var size = copy is null ? 0 : copy.CalculateSize() + 8;
             if (copies.Count > 0 && (copy is null || !string.Equals(source, SourceOf(taken[first]), StringComparison.Ordinal) || bytes + size > maxBytes))
             {
-                var last = taken[first + copies.Count - 1].SequenceNumber;
-                var name = new SendName($"farm.forward/{Id}/{(fromDeadLetter ? "dead-letter" : "main")}/{last}", taken[first].SequenceNumber);
-                yield return (copies, SourceOf(taken[first]), name);
+                yield return (first, copies, SourceOf(taken[first]), SendNameOf(taken[first], taken[first + copies.Count - 1], fromDeadLetter));
                 copies = [];
                 bytes = 0;
                 first = i;

@@ -163,8 +163,25 @@ internal sealed partial class QueueEntity : ISendTarget
 
     public EntityCounters DeadLetterCounters { get; }
 
-    /// <summary>Replaced as a whole on update; readers take one snapshot per operation.</summary>
-    public QueueSettings Settings { get; set; }
+    private QueueSettings _settings = null!;
+
+    /// <summary>
+    /// Replaced as a whole on update; readers take one snapshot per operation. A new
+    /// ForwardDeadLetteredMessagesTo gives the dead letters forwarding left behind (past the hop
+    /// limit, or refused for their size) another go: received, or forwarded to the new target.
+    /// </summary>
+    public QueueSettings Settings
+    {
+        get => Volatile.Read(ref _settings);
+        set
+        {
+            var previous = Interlocked.Exchange(ref _settings, value);
+            if (previous is not null && !string.Equals(previous.ForwardDeadLetteredMessagesTo, value.ForwardDeadLetteredMessagesTo, StringComparison.Ordinal))
+            {
+                ReturnDeadLettersLeftBehind();
+            }
+        }
+    }
 
     private long NowMs => _time.GetUtcNow().ToUnixTimeMilliseconds();
 
