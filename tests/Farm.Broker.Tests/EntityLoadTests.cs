@@ -470,4 +470,33 @@ public sealed class EntityLoadTests : IAsyncLifetime
         Assert.Equal(2, (await _farm.SubscriptionAsync("slow-topic", "first")).GetCounts().Active);
         Assert.Equal(1, (await _farm.SubscriptionAsync("slow-topic", "second")).GetCounts().Active);
     }
+    /// <summary>
+    /// A topic whose load fails part way (the database went away while its subscriptions' heads were
+    /// read) leaves the node's entity count as it found it, so the message cache's floors (the
+    /// node's budget shared over its loaded entities) do not shrink for subscriptions never served;
+    /// the next try loads the topic whole. Before, each subscription made before the failure stayed
+    /// counted for good.
+    /// </summary>
+    [Fact]
+    public async Task ATopicLoadThatFailsPartWay_LeavesNoSubscriptionCounted_AndTheNextTryLoadsIt()
+    {
+        await _farm.CreateTopicAsync("t");
+        await _farm.CreateSubscriptionAsync("t", "a");
+        await _farm.CreateSubscriptionAsync("t", "b");
+        await (await _farm.TopicAsync("t")).SendAsync([Text("kept")]);
+        var headReads = 0;
+        _farm.Provider = new InterceptedStoreProvider(new SqliteStoreProvider(), containerHook: (name, _, proceed) =>
+            name == nameof(IContainerDatabase.LoadEntityHeadAsync) && Interlocked.Increment(ref headReads) == 2
+                ? Task.FromException<EntityLoad>(new Farm.ContainerStore.StoreUnavailableException("the database went away"))
+                : proceed());
+        await _farm.RestartAsync(crash: false);
+        var floor = _farm.Node.MessageCache.FloorBytes(long.MaxValue);
+
+        await Assert.ThrowsAnyAsync<Exception>(() => _farm.TopicAsync("t"));
+
+        Assert.Equal(floor, _farm.Node.MessageCache.FloorBytes(long.MaxValue));
+        var topic = await _farm.TopicAsync("t");
+        Assert.Equal(["a", "b"], topic.Subscriptions.Select(s => s.Name).Order());
+        Assert.Equal(_farm.Node.MessageCache.LimitBytes / (4 * 2), _farm.Node.MessageCache.FloorBytes(long.MaxValue));
+    }
 }

@@ -388,7 +388,16 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         }
         var settings = QueueSettings.FromJson(record.PropertiesJson);
         var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options, _options.MessageCacheSizePerEntity, _messageCache) { Forward = _forward };
-        entity.Load(load);
+        try
+        {
+            entity.Load(load);
+        }
+        catch
+        {
+            // Never served: it leaves the node's entity count (the message cache's floors) as it came.
+            entity.Unload(UnloadReason(entity.Name));
+            throw;
+        }
         Serve(record.Id, entity);
         ThrowIfClosing(entity.Name, () =>
         {
@@ -485,16 +494,29 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             var rules = (await _farm.ListRulesOfTopicAsync(record.Id).ConfigureAwait(false)).ToLookup(r => r.SubscriptionId);
             var quiet = await QuietHeadsAsync([.. children.Select(c => c.Id)], nowMs).ConfigureAwait(false);
             var subscriptions = new List<(TopicEntity.Subscription, EntityLoad)>();
-            foreach (var child in children)
+            var made = new List<TopicEntity.Subscription>();
+            try
             {
-                var subscription = NewSubscription(child, record.Id, rules[child.Id]);
-                // Only a subscription with rows of its own needs its head read (one read each).
-                var load = quiet.TryGetValue(child.Id, out var quietLoad)
-                    ? quietLoad
-                    : await Database.LoadEntityHeadAsync(child.Id, nowMs, TakeoverLoadBytes, copiesOf: record.Id).ConfigureAwait(false);
-                subscriptions.Add((subscription, load));
+                foreach (var child in children)
+                {
+                    var subscription = NewSubscription(child, record.Id, rules[child.Id]);
+                    made.Add(subscription);
+                    // Only a subscription with rows of its own needs its head read (one read each).
+                    var load = quiet.TryGetValue(child.Id, out var quietLoad)
+                        ? quietLoad
+                        : await Database.LoadEntityHeadAsync(child.Id, nowMs, TakeoverLoadBytes, copiesOf: record.Id).ConfigureAwait(false);
+                    subscriptions.Add((subscription, load));
+                }
+                topic.Load(topicLoad, subscriptions);
             }
-            topic.Load(topicLoad, subscriptions);
+            catch
+            {
+                // A read failed (the database went away): none of them is served, and none stays in
+                // the node's entity count (the message cache's floors).
+                topic.Unload(UnloadReason(topic.Name));
+                made.ForEach(s => s.Queue.Unload(UnloadReason(topic.Name)));
+                throw;
+            }
             foreach (var (subscription, _) in subscriptions)
             {
                 Serve(subscription.Id, subscription.Queue);
