@@ -92,6 +92,21 @@ public class EntityOptionTests
         Assert.Equal(512, queue.MaxSizeInMegabytes);
     }
 
+    /// <summary>
+    /// Queues take the spelling subscriptions take (and the README gave for both); before, a queue
+    /// refused it as an unrecognized argument.
+    /// </summary>
+    [Fact]
+    public void QueueOptions_TakeForwardDeadLettersTo_AsSubscriptionsDo()
+    {
+        var (command, options) = CommandWith(QueuePropertyOptions.Create);
+        var queue = new CreateQueueOptions("q");
+
+        options.ApplyTo(command.Parse("--forward-dead-letters-to errors"), queue);
+
+        Assert.Equal("errors", queue.ForwardDeadLetteredMessagesTo);
+    }
+
     [Theory]
     [InlineData("--max-delivery-count 0", "--max-delivery-count must be at least 1, not 0.")]
     [InlineData("--lock-duration 0s", "--lock-duration must be positive, not '0s'.")]

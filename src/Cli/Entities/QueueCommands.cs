@@ -108,6 +108,6 @@ internal static class QueuePropertyOptions
         .DuplicateDetection()
         .DuplicateWindow()
         .ForwardTo("Forward every message to this entity ('' clears)")
-        .ForwardDeadLetteredTo(["--forward-dead-lettered-to"], "Forward dead-lettered messages to this entity ('' clears)")
+        .ForwardDeadLetteredTo(["--forward-dead-lettered-to", "--forward-dead-letters-to"], "Forward dead-lettered messages to this entity ('' clears)")
         .MaxSizeMb("Maximum queue size in megabytes (default 1024)");
 }
