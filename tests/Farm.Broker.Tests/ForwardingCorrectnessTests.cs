@@ -286,4 +286,23 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         Assert.Equal(new SendName($"farm.forward/{work.Id}/dead-letter/{sequences[1]}", sequences[1]), calls[2].Name);
         Assert.Equal("big", Assert.Single(work.Peek(true, 0, 10)).Message.MessageId);
     }
+
+    /// <summary>A queue's message refused by another node is dead-lettered with that node's own words, not the call's status dump.</summary>
+    [Fact]
+    public async Task AQueuesMessageRefusedByAnotherNode_IsDeadLetteredWithItsAnswer()
+    {
+        await _farm.CreateQueueAsync("archive");
+        var orders = await _farm.CreateQueueAsync("orders");
+        orders.Forward = (_, _, _, _, _, _) => Task.FromException(new Grpc.Core.RpcException(
+            new Grpc.Core.Status(Grpc.Core.StatusCode.InvalidArgument, "Message 0 is 300000 bytes; the maximum message size is 262144 bytes (256 KB)."),
+            new Grpc.Core.Metadata { { Farm.Contracts.FarmMetadata.ErrorTrailer, Farm.Contracts.FarmErrorNames.Of(FarmErrorCode.MessageSizeExceeded) } }));
+        await orders.SendAsync([Text("too big over there", messageId: "big")]);
+
+        orders.Settings = orders.Settings with { ForwardTo = "archive" };
+        await _farm.SweepUntilAsync(() => orders.Peek(true, 0, 10).Count == 1, "the refused message dead-lettered");
+
+        var dead = Assert.Single(orders.Peek(true, 0, 10));
+        Assert.Equal(QueueEntity.ForwardingRefused, dead.DeadLetterReason);
+        Assert.Equal("'archive' refused it: Message 0 is 300000 bytes; the maximum message size is 262144 bytes (256 KB).", dead.DeadLetterErrorDescription);
+    }
 }

@@ -156,7 +156,7 @@ internal sealed partial class QueueEntity
                         }
                         catch (Exception single) when (IsRefusedForSize(single))
                         {
-                            refused.Add((message, single.Message));
+                            refused.Add((message, single is Grpc.Core.RpcException rpc ? rpc.Status.Detail : single.Message));
                         }
                         done++;
                     }
