@@ -81,6 +81,40 @@ public sealed class MultiNodeFarmTests
         }
     }
 
+    /// <summary>
+    /// A 3-node farm started again (`farm down`, then `farm up --nodes 3`) is balanced as soon as it
+    /// is up: its nodes start together and wait for each other, so each takes its share, once (each
+    /// container's epoch one higher), and nothing is handed over afterwards. Before, node 1 came up
+    /// first, took all six and handed four back one at a time over about 20 s (epochs two higher).
+    /// </summary>
+    [Fact]
+    public async Task UpAgainWithThreeNodes_IsBalancedAtOnce_EachContainerTakenOnce()
+    {
+        await using var farm = await LocalFarm.StartAsync(nodes: 3);
+        var created = await farm.RunAsync("container", "create", "--count", "5");
+        Assert.True(created.ExitCode == 0, $"farm container create failed: {created}");
+        Dictionary<long, (long Owner, long Epoch)> before = [];
+        await Eventually.UntilAsync(async () =>
+        {
+            using var status = await farm.StatusJsonAsync();
+            before = Containers(status);
+            return before.Count == 6 && before.Values.GroupBy(c => c.Owner).All(g => g.Key > 0 && g.Count() == 2) && before.Values.Select(c => c.Owner).Distinct().Count() == 3;
+        }, TimeSpan.FromSeconds(60), "six containers, two on each node");
+        await farm.DownAsync(kill: false);
+
+        await farm.UpAsync(nodes: 3);
+
+        using var after = await farm.StatusJsonAsync();
+        var now = Containers(after);
+        Assert.Equal([2, 2, 2], now.Values.GroupBy(c => c.Owner).Where(g => g.Key > 0).Select(g => g.Count()));
+        Assert.Equal(before.ToDictionary(c => c.Key, c => c.Value.Epoch + 1), now.ToDictionary(c => c.Key, c => c.Value.Epoch));
+
+        static Dictionary<long, (long Owner, long Epoch)> Containers(JsonDocument status) =>
+            status.RootElement.GetProperty("containers").EnumerateArray().ToDictionary(
+                c => c.GetProperty("id").GetInt64(),
+                c => (c.GetProperty("owner_node") is { ValueKind: JsonValueKind.Number } owner ? owner.GetInt64() : 0, c.GetProperty("epoch").GetInt64()));
+    }
+
     [Fact]
     public async Task NodeKill_ThenNodeStart_BringsTheNodeBackOnItsPort_WithANewPid()
     {

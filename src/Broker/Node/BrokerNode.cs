@@ -143,6 +143,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             // overwrote it: the take records that, not the moment of this release.
             await farm.ReleaseAbandonedContainerAsync(container.Id, NodeId, earlierLife?.HeartbeatAt, cancellationToken).ConfigureAwait(false);
         }
+        await WaitForExpectedNodesAsync(farm, cancellationToken).ConfigureAwait(false);
         // One pass now, so a node that is the farm's only one serves as soon as it says it is up.
         await AssignAsync(farm, cancellationToken).ConfigureAwait(false);
         _farm = farm;
@@ -155,6 +156,36 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         }
         LogStarted(_logger, NodeId, address, _containers.Count);
     }
+
+    /// <summary>
+    /// Nodes started together (<see cref="NodeOptions.ExpectedNodes"/>) wait for each other before
+    /// their first ownership pass: a pass counts only the live nodes, so the first one up would
+    /// take every container and the rebalancing would hand them back one at a time (about 5 s each).
+    /// Registered (heartbeating) already, so the others count this one; bounded by
+    /// <see cref="NodeOptions.ExpectedNodesWait"/>, after which it takes what it can.
+    /// </summary>
+    private async Task WaitForExpectedNodesAsync(IFarmStore farm, CancellationToken cancellationToken)
+    {
+        if (_nodeOptions.ExpectedNodes <= 1)
+        {
+            return;
+        }
+        var until = _leaseClock.GetUtcNow() + _nodeOptions.ExpectedNodesWait;
+        while (true)
+        {
+            var nodes = await farm.ListNodesAsync(cancellationToken).ConfigureAwait(false);
+            var live = nodes.Count(n => n.State == NodeStates.Active && OwnershipPlanner.IsServing(n, NodeId, _nodeOptions));
+            if (live >= _nodeOptions.ExpectedNodes || _leaseClock.GetUtcNow() >= until)
+            {
+                LogExpectedNodes(_logger, live, _nodeOptions.ExpectedNodes);
+                return;
+            }
+            await Task.Delay(_nodeOptions.HeartbeatInterval / 5, _leaseClock, cancellationToken).ConfigureAwait(false);
+        }
+    }
+
+    [LoggerMessage(Level = LogLevel.Information, Message = "Starting with {Live} of the {Expected} nodes started together live")]
+    private static partial void LogExpectedNodes(ILogger logger, int live, int expected);
 
     /// <summary>
     /// Two processes with one node id would take containers from each other forever (each sees

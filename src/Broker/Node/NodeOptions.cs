@@ -5,6 +5,17 @@ public sealed class NodeOptions
 {
     public long NodeId { get; set; } = 1;
 
+    /// <summary>
+    /// How many nodes start together (`farm up --nodes N` on a farm that ran before): before its
+    /// first ownership pass a node waits until that many are live, or <see cref="ExpectedNodesWait"/>
+    /// passed, so each takes its share of the containers at once, instead of the first one up taking
+    /// them all and handing them back one at a time. 1 (the default): no wait.
+    /// </summary>
+    public int ExpectedNodes { get; set; } = 1;
+
+    /// <summary>The longest a starting node waits for <see cref="ExpectedNodes"/>; then it takes what it can, as alone.</summary>
+    public TimeSpan ExpectedNodesWait { get; set; } = TimeSpan.FromSeconds(5);
+
     /// <summary>The farm's data directory (SQLite farm database and container databases).</summary>
     public string DataDirectory { get; set; } = ".farm";
 

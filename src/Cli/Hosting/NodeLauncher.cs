@@ -72,7 +72,7 @@ public static class NodeLauncher
     /// terminal does not reach it, stdin from /dev/null and its output appended to its log file.
     /// The shell execs setsid, which execs dotnet, so the pid we get is the node's.
     /// </summary>
-    public static LaunchedNode StartDetached(string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort = 0, MessageCacheSizes? messageCache = null, int amqpPort = 0)
+    public static LaunchedNode StartDetached(string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort = 0, MessageCacheSizes? messageCache = null, int amqpPort = 0, int expectedNodes = 1)
     {
         if (OperatingSystem.IsWindows())
         {
@@ -93,7 +93,7 @@ public static class NodeLauncher
             : "log=$1; shift; exec \"$0\" \"$@\" </dev/null >>\"$log\" 2>&1");
         startInfo.ArgumentList.Add(setsid ?? "farm-node");
         startInfo.ArgumentList.Add(logFile);
-        AddNodeCommand(startInfo, nodeDll, nodeId, data, port, store, metricsPort, messageCache, amqpPort);
+        AddNodeCommand(startInfo, nodeDll, nodeId, data, port, store, metricsPort, messageCache, amqpPort, expectedNodes);
 
         var process = Process.Start(startInfo)
             ?? throw new CliException(ExitCodes.Error, $"Could not start node {nodeId}.");
@@ -104,7 +104,7 @@ public static class NodeLauncher
     /// Starts a node as our child in our process group (a Ctrl+C reaches it too). Its log lines go
     /// to our stderr as they come, so stdout carries only the connection string.
     /// </summary>
-    public static LaunchedNode StartForeground(string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort = 0, MessageCacheSizes? messageCache = null, int amqpPort = 0)
+    public static LaunchedNode StartForeground(string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort = 0, MessageCacheSizes? messageCache = null, int amqpPort = 0, int expectedNodes = 1)
     {
         var startInfo = new ProcessStartInfo(DotnetHost())
         {
@@ -113,7 +113,7 @@ public static class NodeLauncher
             RedirectStandardError = true,
         };
         startInfo.ArgumentList.Add(nodeDll);
-        AddNodeArguments(startInfo, nodeId, data, port, store, metricsPort, messageCache, amqpPort);
+        AddNodeArguments(startInfo, nodeId, data, port, store, metricsPort, messageCache, amqpPort, expectedNodes);
 
         var process = new Process { StartInfo = startInfo };
         process.OutputDataReceived += (_, e) => ForwardLine(e.Data);
@@ -161,15 +161,22 @@ public static class NodeLauncher
         return [.. lines];
     }
 
-    private static void AddNodeCommand(ProcessStartInfo startInfo, string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort, MessageCacheSizes? messageCache, int amqpPort)
+    private static void AddNodeCommand(ProcessStartInfo startInfo, string nodeDll, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort, MessageCacheSizes? messageCache, int amqpPort, int expectedNodes)
     {
         startInfo.ArgumentList.Add(DotnetHost());
         startInfo.ArgumentList.Add(nodeDll);
-        AddNodeArguments(startInfo, nodeId, data, port, store, metricsPort, messageCache, amqpPort);
+        AddNodeArguments(startInfo, nodeId, data, port, store, metricsPort, messageCache, amqpPort, expectedNodes);
     }
 
-    private static void AddNodeArguments(ProcessStartInfo startInfo, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort, MessageCacheSizes? messageCache, int amqpPort)
+    private static void AddNodeArguments(ProcessStartInfo startInfo, int nodeId, FarmDataDirectory data, int port, NodeStore store, int metricsPort, MessageCacheSizes? messageCache, int amqpPort, int expectedNodes)
     {
+        // Started together with others: it waits for them before taking its share (NodeOptions.ExpectedNodes).
+        if (expectedNodes > 1)
+        {
+            startInfo.ArgumentList.Add("--expected-nodes");
+            startInfo.ArgumentList.Add(expectedNodes.ToString(CultureInfo.InvariantCulture));
+        }
+
         startInfo.ArgumentList.Add("--node-id");
         startInfo.ArgumentList.Add(nodeId.ToString(CultureInfo.InvariantCulture));
         startInfo.ArgumentList.Add("--data");

@@ -239,6 +239,10 @@ public static class UpCommand
         // and learns that it serves from its health service; "any free port" is picked now.
         var nodePorts = port == 0 ? PickFreePorts(nodeCount) : [.. Enumerable.Range(port, nodeCount)];
 
+        // A farm that ran here before on the same store has its farm database and containers: its
+        // nodes can start together.
+        var ranBefore = nodeCount > 1 && TryReadState(data) is { } previous
+            && previous.Store == store.Name && previous.FarmConnection == store.FarmConnection;
         var launched = new List<LaunchedNode>();
         FarmStateRecord Record() => new()
         {
@@ -261,14 +265,14 @@ public static class UpCommand
         };
         try
         {
-            LaunchedNode Launch(int nodeId)
+            LaunchedNode Launch(int nodeId, int expectedNodes)
             {
                 var nodePort = nodePorts[nodeId - 1];
                 var nodeMetricsPort = MetricsPortOf(ports, nodeId);
                 var nodeAmqpPort = AmqpPortOf(ports, nodeId);
                 var node = detach
-                    ? NodeLauncher.StartDetached(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort, messageCache, nodeAmqpPort)
-                    : NodeLauncher.StartForeground(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort, messageCache, nodeAmqpPort);
+                    ? NodeLauncher.StartDetached(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort, messageCache, nodeAmqpPort, expectedNodes)
+                    : NodeLauncher.StartForeground(nodeDll, nodeId, data, nodePort, store, nodeMetricsPort, messageCache, nodeAmqpPort, expectedNodes);
                 launched.Add(node);
                 // Recorded at once: a 'farm up' interrupted from here on leaves nodes that
                 // 'farm down' finds and a second 'farm up' refuses to start over.
@@ -276,13 +280,23 @@ public static class UpCommand
                 return node;
             }
 
-            // Node 1 first: it creates the farm database and the first container; the others join it.
-            var first = Launch(1);
-            await WaitUntilReadyAsync([first], launched, cancellationToken);
-            if (nodeCount > 1)
+            if (ranBefore)
             {
-                var others = Enumerable.Range(2, nodeCount - 1).Select(Launch).ToList();
-                await WaitUntilReadyAsync(others, launched, cancellationToken);
+                // All at once, each told how many start with it: they wait for each other, then each
+                // takes its share of the containers, instead of node 1 taking them all and handing
+                // them back one at a time (about 5 s each).
+                await WaitUntilReadyAsync([.. Enumerable.Range(1, nodeCount).Select(id => Launch(id, nodeCount))], launched, cancellationToken);
+            }
+            else
+            {
+                // Node 1 first: it creates the farm database and the first container; the others join it.
+                var first = Launch(1, expectedNodes: 1);
+                await WaitUntilReadyAsync([first], launched, cancellationToken);
+                if (nodeCount > 1)
+                {
+                    var others = Enumerable.Range(2, nodeCount - 1).Select(id => Launch(id, expectedNodes: 1)).ToList();
+                    await WaitUntilReadyAsync(others, launched, cancellationToken);
+                }
             }
 
             var record = Record();

@@ -10,7 +10,8 @@ namespace Farm.Gateway.Hosting;
 /// The node host's command line: <c>--node-id N --data DIR --port P [--host 127.0.0.1]
 /// [--store sqlite|postgres] [--farm-connection CS] [--forward-timeout SECONDS]
 /// [--metrics-port P] [--amqp-port P] [--message-cache-size-per-entity MB] [--message-cache-size-per-node MB]
-/// [--commit-delay-us MICROSECONDS] [--shed-sends-after-ms MS] [--farm-cli PATH] [--dashboard-remote-control true] [--advertise-host NAME] [--drain-on-stop true]</c>.
+/// [--commit-delay-us MICROSECONDS] [--shed-sends-after-ms MS] [--farm-cli PATH] [--dashboard-remote-control true] [--advertise-host NAME] [--drain-on-stop true]
+/// [--expected-nodes N]</c>.
 /// The `farm` CLI starts nodes this way; each option may instead come from FARM_NAME in the
 /// environment (FARM_NODE_ID, FARM_FARM_CONNECTION, ...), which is how a container image sets them.
 /// </summary>
@@ -54,6 +55,7 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, 
             DataDirectory = Path.GetFullPath(Get("data") ?? ".farm"),
             Store = (Get("store") ?? Sqlite).Trim().ToLowerInvariant(),
             FarmConnectionString = Get("farm-connection"),
+            ExpectedNodes = (int)ParseLong(Get("expected-nodes") ?? "1", "--expected-nodes", min: 1, max: 64),
         };
         var broker = new BrokerOptions();
         if (Get("message-cache-size-per-entity") is { } cacheMb)
