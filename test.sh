@@ -123,6 +123,15 @@ setup_compose() {
   fi
 }
 
+# The power-loss test: tests/power-loss/powerloss_fs.py, a FUSE file system that drops every write
+# not fsynced (Debian's python3-fusepy over libfuse2; /dev/fuse, root to mount).
+setup_fuse() {
+  if ! /usr/bin/python3 -c 'import fusepy' >/dev/null 2>&1 || ! ldconfig -p | grep -q 'libfuse\.so\.2'; then
+    log "installing python3-fusepy and libfuse2 for the power-loss test"
+    apt_install python3-fusepy libfuse2
+  fi
+}
+
 results=""
 cleanup() {
   stop_postgres
@@ -134,6 +143,7 @@ setup_node
 setup_postgres
 setup_prometheus
 setup_network_tools
+setup_fuse
 setup_chromium
 setup_compose
 

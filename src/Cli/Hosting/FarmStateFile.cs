@@ -120,7 +120,13 @@ public static class FarmStateFile
     {
         Directory.CreateDirectory(data.Root);
         var temp = data.FarmFile + ".tmp";
-        File.WriteAllText(temp, JsonSerializer.Serialize(record, JsonOptions));
+        using (var file = new FileStream(temp, FileMode.Create, FileAccess.Write, FileShare.None))
+        {
+            JsonSerializer.Serialize(file, record, JsonOptions);
+            // On disk before it replaces the old record: after a power loss farm.json is the old
+            // record or this one, never an empty file (the rename can reach the disk before the data).
+            file.Flush(flushToDisk: true);
+        }
         if (record.FarmConnection is not null && !OperatingSystem.IsWindows())
         {
             // The farm database's connection string may carry a password.
