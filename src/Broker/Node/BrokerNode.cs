@@ -174,7 +174,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         while (true)
         {
             var nodes = await farm.ListNodesAsync(cancellationToken).ConfigureAwait(false);
-            var live = nodes.Count(n => n.State == NodeStates.Active && OwnershipPlanner.IsServing(n, NodeId, _nodeOptions));
+            var live = nodes.Count(n => OwnershipPlanner.IsLive(n, NodeId, _nodeOptions));
             if (live >= _nodeOptions.ExpectedNodes || _leaseClock.GetUtcNow() >= until)
             {
                 LogExpectedNodes(_logger, live, _nodeOptions.ExpectedNodes);

@@ -155,7 +155,11 @@ public static class OwnershipPlanner
     }
 
     private static List<NodeRecord> LiveNodes(OwnershipView view, NodeOptions options) =>
-        view.Nodes.Where(n => n.State == NodeStates.Active && IsFresh(n, view.NodeId, options) && !view.Crashed.Contains(n.Id)).OrderBy(n => n.Id).ToList();
+        view.Nodes.Where(n => IsLive(n, view.NodeId, options) && !view.Crashed.Contains(n.Id)).OrderBy(n => n.Id).ToList();
+
+    /// <summary>Whether <paramref name="node"/> takes a share of the containers: active (not draining or stopped) and heartbeating.</summary>
+    public static bool IsLive(NodeRecord node, long self, NodeOptions options) =>
+        node.State == NodeStates.Active && IsFresh(node, self, options);
 
     /// <summary>This node always counts as fresh: it is the one deciding.</summary>
     private static bool IsFresh(NodeRecord node, long self, NodeOptions options) => node.Id == self || node.HeartbeatAge < options.NodeTimeout;
