@@ -72,7 +72,7 @@ public sealed class PowerLossTests
             var pids = farm.NodePids();
             powerOff.Cancel();
             var (dropped, droppedFromWal) = await disk.PowerLossAsync();
-            foreach (var pid in pids)
+            foreach (var pid in pids.Where(LocalFarm.IsRunning))
             {
                 using var node = System.Diagnostics.Process.GetProcessById(pid);
                 node.Kill();
