@@ -116,21 +116,26 @@ public static class FarmStateFile
             ExitCodes.Unreachable,
             $"No farm on {data.Root}: start one with ./farm up --detach (or pass --data DIR / set {CliContext.HomeEnvironmentVariable}).");
 
+    private const UnixFileMode OwnerOnly = UnixFileMode.UserRead | UnixFileMode.UserWrite;
+
     public static void Write(FarmDataDirectory data, FarmStateRecord record)
     {
         Directory.CreateDirectory(data.Root);
         var temp = data.FarmFile + ".tmp";
-        using (var file = new FileStream(temp, FileMode.Create, FileAccess.Write, FileShare.None))
+        // The farm database's connection string may carry a password: the owner's alone from the
+        // start, not narrowed once written (UnixCreateMode), nor left as an earlier run's temp file had it.
+        var options = new FileStreamOptions { Mode = FileMode.Create, Access = FileAccess.Write, Share = FileShare.None };
+        if (record.FarmConnection is not null && !OperatingSystem.IsWindows())
+        {
+            options.UnixCreateMode = OwnerOnly;
+            File.Delete(temp);
+        }
+        using (var file = new FileStream(temp, options))
         {
             JsonSerializer.Serialize(file, record, JsonOptions);
             // On disk before it replaces the old record: after a power loss farm.json is the old
             // record or this one, never an empty file (the rename can reach the disk before the data).
             file.Flush(flushToDisk: true);
-        }
-        if (record.FarmConnection is not null && !OperatingSystem.IsWindows())
-        {
-            // The farm database's connection string may carry a password.
-            File.SetUnixFileMode(temp, UnixFileMode.UserRead | UnixFileMode.UserWrite);
         }
 
         File.Move(temp, data.FarmFile, overwrite: true);
