@@ -115,7 +115,7 @@ public sealed class PowerLossTests
                 // The power went: nothing more is acknowledged.
                 return;
             }
-            ledger.Sent.AddRange(ids);
+            ids.ForEach(ledger.Sent.Enqueue);
         }
         await sender.DisposeAsync();
     }
@@ -134,7 +134,7 @@ public sealed class PowerLossTests
                     {
                         Assert.Equal("body of " + message.MessageId, message.Body.ToString());
                         await receiver.CompleteMessageAsync(message, stop);
-                        ledger.Completed.Add(message.MessageId!);
+                        ledger.Completed.Enqueue(message.MessageId!);
                     }));
                 }
                 catch (Exception) when (powerOff.IsCancellationRequested)
@@ -175,8 +175,8 @@ public sealed class PowerLossTests
     private sealed class Ledger
     {
         public ConcurrentDictionary<string, bool> Tried { get; } = new();
-        public ConcurrentList Sent { get; } = new();
-        public ConcurrentList Completed { get; } = new();
+        public ConcurrentQueue<string> Sent { get; } = new();
+        public ConcurrentQueue<string> Completed { get; } = new();
 
         public void Attempted(IEnumerable<string> ids)
         {
@@ -203,54 +203,6 @@ public sealed class PowerLossTests
             Assert.True(undone.Count == 0, $"{entity}: {undone.Count} messages whose complete was acknowledged came back, such as {string.Join(", ", undone.Take(5))}");
             var unknown = left.Where(id => !sent.Tried.ContainsKey(id)).ToList();
             Assert.True(unknown.Count == 0, $"{entity}: {unknown.Count} messages never sent came back, such as {string.Join(", ", unknown.Take(5))}");
-        }
-    }
-
-    private sealed class ConcurrentList
-    {
-        private readonly List<string> _items = [];
-
-        public int Count
-        {
-            get
-            {
-                lock (_items)
-                {
-                    return _items.Count;
-                }
-            }
-        }
-
-        public void Add(string item)
-        {
-            lock (_items)
-            {
-                _items.Add(item);
-            }
-        }
-
-        public void AddRange(IEnumerable<string> items)
-        {
-            lock (_items)
-            {
-                _items.AddRange(items);
-            }
-        }
-
-        public List<string> Where(Func<string, bool> predicate)
-        {
-            lock (_items)
-            {
-                return [.. _items.Where(predicate)];
-            }
-        }
-
-        public HashSet<string> ToHashSet()
-        {
-            lock (_items)
-            {
-                return [.. _items];
-            }
         }
     }
 }
