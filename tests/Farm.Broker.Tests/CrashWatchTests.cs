@@ -1,5 +1,6 @@
 using Farm.Broker.Node;
 using Farm.ContainerStore.FarmDatabase;
+using Farm.ContainerStore.Postgres;
 using Farm.ContainerStore.Sqlite;
 using Farm.Testing;
 using Microsoft.Extensions.Logging.Abstractions;
@@ -98,6 +99,77 @@ public sealed class CrashWatchTests : IAsyncDisposable
         catch (IOException)
         {
             // A file still open on a slow dispose is not worth failing a test for.
+        }
+    }
+}
+
+/// <summary>
+/// On a PostgreSQL farm a survivor takes a peer's containers the moment the peer's session lock in
+/// the farm database goes free (its process died and the server ended its session), not at its next
+/// ownership tick. Real PostgreSQL server and farm database; the peer is a node row whose session
+/// lock the test holds on a session of its own and ends (as the server does when the process dies),
+/// while the survivor's ticks run on a clock nobody moves: only the crash watch can wake its pass.
+/// </summary>
+public sealed class PostgresCrashWatchTests : IAsyncDisposable
+{
+    private static readonly TimeSpan Deadline = TimeSpan.FromSeconds(10);
+    private const int PeerProcessId = 4242;
+    private readonly string _directory = Path.Combine(Path.GetTempPath(), "farm-crash-watch-tests", Guid.NewGuid().ToString("N"));
+    private PostgresFarmDatabase? _database;
+    private BrokerNode? _node;
+    private INodeSessionLock? _peerLock;
+
+    [PostgresFact]
+    public async Task APeerWhoseSessionEnded_IsMarkedCrashed_AndItsContainerTaken_WithoutWaitingForATick()
+    {
+        _database = await PostgresFarmDatabase.CreateAsync("farm_crashwatch");
+        var options = new NodeOptions { NodeId = 1, DataDirectory = _directory, Store = "postgres", FarmConnectionString = _database.ConnectionString };
+        _node = new BrokerNode(new PostgresStoreProvider(), options, new BrokerOptions(), TestClock.Create(), NullLogger<BrokerNode>.Instance);
+        await _node.StartAsync("http://test-1", CancellationToken.None);
+        var survivor = _node;
+
+        _peerLock = survivor.Farm.CreateNodeSessionLock(2)!;
+        Assert.NotNull(await _peerLock.EnsureHeldAsync(TimeProvider.System));
+        await survivor.Farm.RegisterNodeAsync(2, "http://test-2", PeerProcessId);
+        var container = await survivor.CreateContainerAsync(CancellationToken.None);
+        Assert.Null(container.OwnerNode);
+        Assert.NotNull(await survivor.Farm.TryAcquireContainerAsync(container.Id, 2, TimeSpan.FromMinutes(1)));
+        // A pass that sees the peer live, holding its lock and owning the container (the crash watch
+        // tries the peers the last pass saw holding their locks).
+        await survivor.AssignAsync(survivor.Farm, CancellationToken.None);
+        Assert.False(survivor.ServesContainer(container.Id));
+
+        // The peer's process dies: its session ends, and its lock with it.
+        await _peerLock.DisposeAsync();
+
+        await Eventually.UntilAsync(() => survivor.ServesContainer(container.Id), Deadline, "the survivor serves the dead peer's container");
+        var peer = (await survivor.Farm.ListNodesAsync()).Single(n => n.Id == 2);
+        Assert.Equal(NodeStates.Crashed, peer.State);
+        var change = (await survivor.Farm.ListOwnershipChangesAsync(1)).Single();
+        Assert.Equal((container.Id, 2L, 1L, OwnershipChangeKinds.Failover), (change.ContainerId, change.FromNode, change.ToNode, change.Kind));
+    }
+
+    public async ValueTask DisposeAsync()
+    {
+        if (_node is not null)
+        {
+            await _node.DisposeAsync();
+        }
+        if (_peerLock is not null)
+        {
+            await _peerLock.DisposeAsync();
+        }
+        if (_database is not null)
+        {
+            await _database.DisposeAsync();
+        }
+        try
+        {
+            Directory.Delete(_directory, recursive: true);
+        }
+        catch (IOException)
+        {
+            // Best effort (also: never made).
         }
     }
 }

@@ -24,7 +24,7 @@ public sealed class StarvedThreadPoolCollection
 public sealed class LeaseRenewalTests : IAsyncDisposable
 {
     private readonly string _directory = Path.Combine(Path.GetTempPath(), "farm-lease-renewal-tests", Guid.NewGuid().ToString("N"));
-    private readonly List<string> _postgresDatabases = [];
+    private PostgresFarmDatabase? _postgres;
     private BrokerNode? _node;
 
     [Fact]
@@ -45,18 +45,8 @@ public sealed class LeaseRenewalTests : IAsyncDisposable
     [PostgresFact]
     public async Task OnPostgreSql_ANodeWhoseThreadPoolIsBlockedForLongerThanALease_KeepsRenewingItsLeases()
     {
-        var admin = PostgresFactAttribute.AdminConnectionString ?? throw new InvalidOperationException(
-            $"{PostgresFactAttribute.Variable} is not set, but CI=true: ./test.sh starts PostgreSQL and exports it.");
-        var name = $"farm_lease_{Guid.NewGuid():N}"[..22];
-        await using (var connection = new NpgsqlConnection(admin))
-        {
-            await connection.OpenAsync();
-            await using var create = new NpgsqlCommand($"CREATE DATABASE \"{name}\"", connection);
-            await create.ExecuteNonQueryAsync();
-        }
-        _postgresDatabases.Add(admin);
-        _postgresDatabases.Add(name);
-        var farmConnection = new NpgsqlConnectionStringBuilder(admin) { Database = name }.ConnectionString;
+        _postgres = await PostgresFarmDatabase.CreateAsync("farm_lease");
+        var farmConnection = _postgres.ConnectionString;
         var options = new NodeOptions { NodeId = 1, DataDirectory = _directory, Store = "postgres", FarmConnectionString = farmConnection };
         await StartAsync(new PostgresStoreProvider(), options);
 
@@ -138,25 +128,9 @@ public sealed class LeaseRenewalTests : IAsyncDisposable
         {
             await _node.DisposeAsync();
         }
-        if (_postgresDatabases is [var admin, var name])
+        if (_postgres is not null)
         {
-            // The farm database and the container databases named after it.
-            await using var connection = new NpgsqlConnection(admin);
-            await connection.OpenAsync();
-            var names = new List<string>();
-            await using (var list = new NpgsqlCommand("SELECT datname FROM pg_database WHERE starts_with(datname, $1)", connection) { Parameters = { new() { Value = name } } })
-            await using (var rows = await list.ExecuteReaderAsync())
-            {
-                while (await rows.ReadAsync())
-                {
-                    names.Add(rows.GetString(0));
-                }
-            }
-            foreach (var database in names)
-            {
-                await using var drop = new NpgsqlCommand($"DROP DATABASE IF EXISTS \"{database}\" WITH (FORCE)", connection);
-                await drop.ExecuteNonQueryAsync();
-            }
+            await _postgres.DisposeAsync();
         }
         try
         {

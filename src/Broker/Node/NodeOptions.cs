@@ -42,17 +42,19 @@ public sealed class NodeOptions
     public bool DetectCrashedProcesses { get; set; }
 
     /// <summary>
-    /// How often the crash watch tries the process locks of the live peers (with
-    /// <see cref="DetectCrashedProcesses"/>): a peer found gone wakes the ownership pass at once, so
-    /// a killed node's containers move within about this long plus the take, not a heartbeat later.
+    /// How often the crash watch tries the locks of the live peers (their process locks with
+    /// <see cref="DetectCrashedProcesses"/>, or which session locks the farm database holds with
+    /// <see cref="DetectEndedSessions"/>): a peer found gone wakes the ownership pass at once, so a
+    /// killed node's containers move within about this long plus the take, not a pass or a heartbeat later.
     /// </summary>
     public TimeSpan CrashProbeInterval { get; set; } = TimeSpan.FromMilliseconds(100);
 
     /// <summary>
     /// Tell a crashed node at once by its session lock in the farm database (INodeSessionLock:
     /// PostgreSQL ends a dead process's session, and its lock with it, on any host) instead of
-    /// waiting <see cref="NodeTimeout"/>. On where the farm database can tell (PostgreSQL); SQLite
-    /// farms use <see cref="DetectCrashedProcesses"/>.
+    /// waiting <see cref="NodeTimeout"/>: the crash watch reads which locks are held every
+    /// <see cref="CrashProbeInterval"/>, and the ownership pass judges a peer whose lock went free.
+    /// On where the farm database can tell (PostgreSQL); SQLite farms use <see cref="DetectCrashedProcesses"/>.
     /// </summary>
     public bool DetectEndedSessions { get; set; } = true;
 

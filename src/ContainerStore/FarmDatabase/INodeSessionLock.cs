@@ -26,4 +26,12 @@ public interface INodeSessionLock : IAsyncDisposable
     /// between, and disposes it after.
     /// </summary>
     Task<IAsyncDisposable?> TryHoldIfFreeAsync(long nodeId, CancellationToken cancellationToken = default);
+
+    /// <summary>
+    /// The nodes whose lock some session holds now, in one read that takes nothing (null when the
+    /// server cannot be asked): cheap enough to ask every 100 ms, so a crash watch can tell a node
+    /// whose lock went free and wake the ownership pass, which then judges it by
+    /// <see cref="TryHoldIfFreeAsync"/>.
+    /// </summary>
+    Task<IReadOnlySet<long>?> ListHeldAsync(CancellationToken cancellationToken = default);
 }

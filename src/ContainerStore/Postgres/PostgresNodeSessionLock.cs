@@ -89,6 +89,23 @@ internal sealed class PostgresNodeSessionLock(PostgresDatabase database, long no
         }
     }
 
+    public async Task<IReadOnlySet<long>?> ListHeldAsync(CancellationToken cancellationToken = default)
+    {
+        // A pooled connection, not the session: reading pg_locks takes nothing, and the session's
+        // gate stays free for the ownership pass's probes.
+        try
+        {
+            await using var connection = await database.OpenConnectionAsync(cancellationToken).ConfigureAwait(false);
+            var held = await connection.QueryAsync<long>(new CommandDefinition(
+                PostgresSql.NodeLocks.Held, new { PostgresSql.NodeLocks.Space }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            return held.ToHashSet();
+        }
+        catch (Exception e) when (e is NpgsqlException or InvalidOperationException or TimeoutException or StoreUnavailableException)
+        {
+            return null;
+        }
+    }
+
     /// <summary>A probe's hold on another node's lock; the gate stays taken until it is let go, so nothing else uses the session meanwhile.</summary>
     private sealed class Hold(PostgresNodeSessionLock owner, long otherNodeId) : IAsyncDisposable
     {

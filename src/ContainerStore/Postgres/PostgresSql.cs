@@ -68,6 +68,18 @@ internal static class PostgresSql
 
         /// <summary>Whether the session still answers.</summary>
         public const string Ping = "SELECT 1";
+
+        /// <summary>
+        /// The node ids whose lock some session of this database holds: a two-key advisory lock shows
+        /// in pg_locks as classid = the first key, objid = the second, objsubid = 2. Takes no lock.
+        /// </summary>
+        public const string Held = """
+            SELECT objid::bigint
+            FROM pg_locks
+            WHERE locktype = 'advisory' AND granted AND objsubid = 2
+              AND classid = @Space::oid
+              AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+            """;
     }
 
     public static class Server

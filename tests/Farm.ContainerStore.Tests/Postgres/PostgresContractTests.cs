@@ -160,6 +160,32 @@ public sealed class PostgresFarmStoreTests : FarmStoreContract
         Assert.Null(await fresh.TryHoldIfFreeAsync(5));
     }
 
+    [PostgresFact]
+    public async Task ListHeld_NamesTheNodesWhoseSessionHoldsTheirLock_AndTakesNothing()
+    {
+        var store = await OpenAsync();
+        await using var node2 = store.CreateNodeSessionLock(2)!;
+        await using var node3 = store.CreateNodeSessionLock(3)!;
+        Assert.Equal([], (await node3.ListHeldAsync())!);
+        await node2.EnsureHeldAsync(TimeProvider.System);
+        await node3.EnsureHeldAsync(TimeProvider.System);
+        // Another user's advisory lock with the same second key, in another key space, is not a node's.
+        await using var other = new NpgsqlConnection(_databases.FarmConnectionString);
+        await other.OpenAsync();
+        await using (var foreign = new NpgsqlCommand("SELECT pg_advisory_lock(7, 4)", other))
+        {
+            await foreign.ExecuteScalarAsync();
+        }
+
+        Assert.Equal([2L, 3L], (await node3.ListHeldAsync())!.Order());
+        // Reading took nothing: node 2's lock is still its own, and a probe still finds node 4 free.
+        Assert.Null(await node3.TryHoldIfFreeAsync(2));
+        Assert.True(await ProbeAsync(node3, 4));
+
+        await node2.DisposeAsync();
+        await Farm.Testing.Eventually.UntilAsync(async () => (await node3.ListHeldAsync())!.SetEquals([3L]), TimeSpan.FromSeconds(10), "only node 3's lock held once node 2's session ended");
+    }
+
     /// <summary>Whether <paramref name="probe"/> finds <paramref name="nodeId"/>'s lock free (letting it go again at once).</summary>
     private static async Task<bool> ProbeAsync(INodeSessionLock probe, long nodeId)
     {
