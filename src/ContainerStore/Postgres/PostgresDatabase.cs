@@ -1,3 +1,4 @@
+using System.Data.Common;
 using Npgsql;
 
 namespace Farm.ContainerStore.Postgres;
@@ -28,6 +29,9 @@ internal sealed class PostgresDatabase : IAsyncDisposable
     /// <summary>The database's name.</summary>
     public string Name { get; }
 
+    /// <summary>The most connections its pool opens.</summary>
+    internal int MaxPoolSize => _settings.MaxPoolSize;
+
     /// <summary>host:port, for messages.</summary>
     public string Server { get; }
 
@@ -45,6 +49,16 @@ internal sealed class PostgresDatabase : IAsyncDisposable
         var options = $"{PostgresSql.DurableSessionOptions} {PostgresSql.StrandedTransactionSessionOptions}";
         settings.Options = string.IsNullOrWhiteSpace(settings.Options) ? options : $"{settings.Options} {options}";
 
+        // A burst (every send repeated after a failover, thousands of links reopening) must queue on
+        // the pool, not open a connection each: Npgsql's default of 100 a pool let three nodes open
+        // some 300 server processes in one failover, forking and authenticating on the same cores,
+        // until the server refused more ("too many clients"). One writer and a few reads at a time
+        // is what a container needs; more costs the server a process each.
+        if (!NamesMaxPoolSize(connectionString))
+        {
+            settings.MaxPoolSize = DefaultMaxPoolSize;
+        }
+
         // Group commits repeat the same few statements; prepared once per connection they skip parsing and planning.
         if (settings.MaxAutoPrepare == 0)
         {
@@ -52,6 +66,22 @@ internal sealed class PostgresDatabase : IAsyncDisposable
         }
 
         return new PostgresDatabase(settings, description);
+    }
+
+    /// <summary>
+    /// Connections a pool opens at most unless the connection string says (<c>Maximum Pool Size</c>):
+    /// per node, per database it uses. Three nodes with six containers stay within a default
+    /// server's 100 connections (3 x 8 for the farm database, 6 x 8 for the containers, plus a lock
+    /// session and a renewal connection or two each).
+    /// </summary>
+    public const int DefaultMaxPoolSize = 8;
+
+    /// <summary>Whether the connection string sets the pool's size itself (under any of Npgsql's names for it).</summary>
+    private static bool NamesMaxPoolSize(string connectionString)
+    {
+        var given = new DbConnectionStringBuilder { ConnectionString = connectionString };
+        return given.Keys.Cast<string>().Any(key => key.Replace(" ", "", StringComparison.Ordinal).Equals("MaximumPoolSize", StringComparison.OrdinalIgnoreCase)
+            || key.Replace(" ", "", StringComparison.Ordinal).Equals("MaxPoolSize", StringComparison.OrdinalIgnoreCase));
     }
 
     public static NpgsqlConnectionStringBuilder Parse(string connectionString, string description)

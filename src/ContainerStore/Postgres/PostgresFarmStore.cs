@@ -14,9 +14,20 @@ namespace Farm.ContainerStore.Postgres;
 internal sealed class PostgresFarmStore : FarmStore
 {
     private readonly PostgresDatabase _database;
+
+    /// <summary>
+    /// The lease renewals' and heartbeats' own pool (their one thread's blocking calls, <see cref="Run"/>):
+    /// they never wait for a connection behind a burst of other farm-database work on the bounded
+    /// shared pool, which would let a busy node's leases run out.
+    /// </summary>
+    private readonly PostgresDatabase _renewals;
     private int _disposed;
 
-    private PostgresFarmStore(PostgresDatabase database) : base(PostgresSql.Farm) => _database = database;
+    private PostgresFarmStore(PostgresDatabase database, PostgresDatabase renewals) : base(PostgresSql.Farm)
+    {
+        _database = database;
+        _renewals = renewals;
+    }
 
     /// <summary>
     /// The farm database must exist already: it is named by the operator, and a typo in its name
@@ -32,7 +43,7 @@ internal sealed class PostgresFarmStore : FarmStore
                 await PostgresMigrator.MigrateAsync(database, connection, PostgresMigrator.FarmSchema, cancellationToken).ConfigureAwait(false);
             }
 
-            var store = new PostgresFarmStore(database);
+            var store = new PostgresFarmStore(database, PostgresDatabase.Resolve(connectionString, "farm database"));
             await store.EnsureManageAccessPolicyAsync(cancellationToken).ConfigureAwait(false);
             return store;
         }
@@ -54,6 +65,7 @@ internal sealed class PostgresFarmStore : FarmStore
         if (Interlocked.Exchange(ref _disposed, 1) == 0)
         {
             await _database.DisposeAsync().ConfigureAwait(false);
+            await _renewals.DisposeAsync().ConfigureAwait(false);
         }
     }
 
@@ -69,7 +81,7 @@ internal sealed class PostgresFarmStore : FarmStore
     protected override T Run<T>(string action, Func<DbConnection, T> operation)
     {
         ObjectDisposedException.ThrowIf(Volatile.Read(ref _disposed) != 0, this);
-        using var connection = _database.OpenConnection();
+        using var connection = _renewals.OpenConnection();
         try
         {
             return operation(connection);

@@ -31,6 +31,18 @@ public sealed class PostgresStoreProviderTests(ITestOutputHelper output) : IAsyn
         await _databases.DisposeAsync();
     }
 
+    [Theory]
+    [InlineData("Host=db.example;Database=orders", PostgresDatabase.DefaultMaxPoolSize)]
+    [InlineData("Host=db.example;Database=orders;Maximum Pool Size=50", 50)]
+    [InlineData("Host=db.example;Database=orders;MaxPoolSize=3", 3)]
+    [InlineData("Host=db.example;Database=orders;maximum pool size=100", 100)]
+    public async Task APool_OpensAtMostTheDefaultNumberOfConnections_UnlessTheConnectionStringSays(string connectionString, int expected)
+    {
+        await using var database = PostgresDatabase.Resolve(connectionString, "farm database");
+
+        Assert.Equal(expected, database.MaxPoolSize);
+    }
+
     [Fact]
     public void NewContainerConnectionString_NamesTheDatabaseAfterTheFarmsAndKeepsTheRest()
     {
