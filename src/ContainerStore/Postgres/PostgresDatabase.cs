@@ -80,8 +80,9 @@ internal sealed class PostgresDatabase : IAsyncDisposable
     private static bool NamesMaxPoolSize(string connectionString)
     {
         var given = new DbConnectionStringBuilder { ConnectionString = connectionString };
-        return given.Keys.Cast<string>().Any(key => key.Replace(" ", "", StringComparison.Ordinal).Equals("MaximumPoolSize", StringComparison.OrdinalIgnoreCase)
-            || key.Replace(" ", "", StringComparison.Ordinal).Equals("MaxPoolSize", StringComparison.OrdinalIgnoreCase));
+        return given.Keys.Cast<string>()
+            .Select(key => key.Replace(" ", "", StringComparison.Ordinal))
+            .Any(key => key.Equals("MaximumPoolSize", StringComparison.OrdinalIgnoreCase) || key.Equals("MaxPoolSize", StringComparison.OrdinalIgnoreCase));
     }
 
     public static NpgsqlConnectionStringBuilder Parse(string connectionString, string description)
