@@ -37,15 +37,34 @@ public sealed class CrashWatchTests : IAsyncDisposable
     {
         _peerLock = NodeProcessLock.TryAcquire(_directory, 2, PeerProcessId);
         Assert.NotNull(_peerLock);
+        return await RegisterPeerOwningAContainerAsync(survivor, lease);
+    }
+
+    /// <summary>
+    /// Registers node 2 (its lock already taken by the caller) owning a new container with
+    /// <paramref name="lease"/>, and runs a pass that sees it live and owning it (the crash watch
+    /// tries the peers the last pass saw).
+    /// </summary>
+    internal static async Task<long> RegisterPeerOwningAContainerAsync(BrokerNode survivor, TimeSpan lease)
+    {
         await survivor.Farm.RegisterNodeAsync(2, "http://test-2", PeerProcessId);
         // Created with the peer registered: the survivor's share (1 of 2) leaves it unowned.
         var container = await survivor.CreateContainerAsync(CancellationToken.None);
         Assert.Null(container.OwnerNode);
         Assert.NotNull(await survivor.Farm.TryAcquireContainerAsync(container.Id, 2, lease));
-        // A pass that sees the peer live and owning it (the crash watch tries the peers the last pass saw).
         await survivor.AssignAsync(survivor.Farm, CancellationToken.None);
         Assert.False(survivor.ServesContainer(container.Id));
         return container.Id;
+    }
+
+    /// <summary>The survivor serves the dead peer's container, the peer is marked crashed, and the move is recorded as a failover.</summary>
+    internal static async Task AssertTakenOverFromCrashedPeerAsync(BrokerNode survivor, long containerId)
+    {
+        await Eventually.UntilAsync(() => survivor.ServesContainer(containerId), Deadline, "the survivor serves the dead peer's container");
+        var peer = (await survivor.Farm.ListNodesAsync()).Single(n => n.Id == 2);
+        Assert.Equal(NodeStates.Crashed, peer.State);
+        var change = (await survivor.Farm.ListOwnershipChangesAsync(1)).Single();
+        Assert.Equal((containerId, 2L, 1L, OwnershipChangeKinds.Failover), (change.ContainerId, change.FromNode, change.ToNode, change.Kind));
     }
 
     [Fact]
@@ -57,11 +76,7 @@ public sealed class CrashWatchTests : IAsyncDisposable
 
         _peerLock!.Dispose();
 
-        await Eventually.UntilAsync(() => survivor.ServesContainer(containerId), Deadline, "the survivor serves the dead peer's container");
-        var peer = (await survivor.Farm.ListNodesAsync()).Single(n => n.Id == 2);
-        Assert.Equal(NodeStates.Crashed, peer.State);
-        var change = (await survivor.Farm.ListOwnershipChangesAsync(1)).Single();
-        Assert.Equal((containerId, 2L, 1L, OwnershipChangeKinds.Failover), (change.ContainerId, change.FromNode, change.ToNode, change.Kind));
+        await AssertTakenOverFromCrashedPeerAsync(survivor, containerId);
     }
 
     [Fact]
@@ -112,8 +127,6 @@ public sealed class CrashWatchTests : IAsyncDisposable
 /// </summary>
 public sealed class PostgresCrashWatchTests : IAsyncDisposable
 {
-    private static readonly TimeSpan Deadline = TimeSpan.FromSeconds(10);
-    private const int PeerProcessId = 4242;
     private readonly string _directory = Path.Combine(Path.GetTempPath(), "farm-crash-watch-tests", Guid.NewGuid().ToString("N"));
     private PostgresFarmDatabase? _database;
     private BrokerNode? _node;
@@ -130,23 +143,13 @@ public sealed class PostgresCrashWatchTests : IAsyncDisposable
 
         _peerLock = survivor.Farm.CreateNodeSessionLock(2)!;
         Assert.NotNull(await _peerLock.EnsureHeldAsync(TimeProvider.System));
-        await survivor.Farm.RegisterNodeAsync(2, "http://test-2", PeerProcessId);
-        var container = await survivor.CreateContainerAsync(CancellationToken.None);
-        Assert.Null(container.OwnerNode);
-        Assert.NotNull(await survivor.Farm.TryAcquireContainerAsync(container.Id, 2, TimeSpan.FromMinutes(1)));
-        // A pass that sees the peer live, holding its lock and owning the container (the crash watch
-        // tries the peers the last pass saw holding their locks).
-        await survivor.AssignAsync(survivor.Farm, CancellationToken.None);
-        Assert.False(survivor.ServesContainer(container.Id));
+        // The pass also sees the peer holding its session lock: only such peers are watched.
+        var containerId = await CrashWatchTests.RegisterPeerOwningAContainerAsync(survivor, TimeSpan.FromMinutes(1));
 
         // The peer's process dies: its session ends, and its lock with it.
         await _peerLock.DisposeAsync();
 
-        await Eventually.UntilAsync(() => survivor.ServesContainer(container.Id), Deadline, "the survivor serves the dead peer's container");
-        var peer = (await survivor.Farm.ListNodesAsync()).Single(n => n.Id == 2);
-        Assert.Equal(NodeStates.Crashed, peer.State);
-        var change = (await survivor.Farm.ListOwnershipChangesAsync(1)).Single();
-        Assert.Equal((container.Id, 2L, 1L, OwnershipChangeKinds.Failover), (change.ContainerId, change.FromNode, change.ToNode, change.Kind));
+        await CrashWatchTests.AssertTakenOverFromCrashedPeerAsync(survivor, containerId);
     }
 
     public async ValueTask DisposeAsync()
