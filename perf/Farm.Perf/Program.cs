@@ -221,9 +221,11 @@ static async Task<int> RunFailoverAsync(PerfOptions options, string command, Jso
         Console.WriteLine(string.Create(inv, $"failover: SIGSTOP: {report.StopsInsideWrite} of {report.Kills} stops froze the owner inside a SQLite write (taken only after it resumed; left out of the figures above): {string.Join(", ", report.InsideWritePerStopS ?? [])} s"));
     }
 
-    Console.WriteLine(report.MaxS < 5
-        ? "failover: the worst kill is under the 5 s target."
-        : string.Create(inv, $"failover: the worst kill ({report.MaxS:0.00} s) misses the 5 s target."));
+    // Issue 14's targets, as REPORT.md judges them: a SIGKILLed owner's queues serve again under 1 s at
+    // the median and 2 s at worst; a SIGSTOPped one's within its 3 s lease plus that 1 s.
+    var met = report.Signal == "stop" ? report.MaxS <= 4 : report.MedianS < 1 && report.MaxS < 2;
+    var target = report.Signal == "stop" ? "worst within 4 s (3 s lease + 1 s)" : "median under 1 s, worst under 2 s";
+    Console.WriteLine(string.Create(inv, $"failover: target {target}: {(met ? "met" : "missed")} (median {report.MedianS:0.00} s, worst {report.MaxS:0.00} s)."));
     if (!v.Passed)
     {
         Console.Error.WriteLine("perf: !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");

@@ -310,7 +310,9 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             LogContainerHeld(_logger, containerId);
             return false;
         }
+        var leased = System.Diagnostics.Stopwatch.GetTimestamp();
         var database = await _provider.OpenContainerAsync(lease.ConnectionString, cancellationToken).ConfigureAwait(false);
+        var opened = System.Diagnostics.Stopwatch.GetTimestamp();
         ContainerHost host;
         try
         {
@@ -330,7 +332,9 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             await host.DisposeAsync().ConfigureAwait(false);
             return true;
         }
-        LogContainerTaken(_logger, containerId, lease.Epoch, System.Diagnostics.Stopwatch.GetElapsedTime(started).TotalMilliseconds);
+        var fenced = System.Diagnostics.Stopwatch.GetTimestamp();
+        LogContainerTaken(_logger, containerId, lease.Epoch, Milliseconds(started, fenced),
+            Milliseconds(started, leased), Milliseconds(leased, opened), Milliseconds(opened, fenced));
         LearnEntities(farm, host);
         Telemetry.BrokerMetrics.RecordTake(containerId, NodeId);
         if (host.IsLost)
@@ -748,8 +752,12 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     [LoggerMessage(Level = LogLevel.Information, Message = "Created container {ContainerId}")]
     private static partial void LogContainerCreated(ILogger logger, long containerId);
 
-    [LoggerMessage(Level = LogLevel.Information, Message = "Took container {ContainerId} at epoch {Epoch} in {Milliseconds:0} ms (lease, open, load)")]
-    private static partial void LogContainerTaken(ILogger logger, long containerId, long epoch, double milliseconds);
+    private static double Milliseconds(long from, long to) => System.Diagnostics.Stopwatch.GetElapsedTime(from, to).TotalMilliseconds;
+
+    // Queues load on first use, after this: a take is the lease, opening the database (and checking
+    // its schema) and fencing it with the new epoch.
+    [LoggerMessage(Level = LogLevel.Information, Message = "Took container {ContainerId} at epoch {Epoch} in {Milliseconds:0} ms (lease {LeaseMs:0}, open {OpenMs:0}, fence {FenceMs:0})")]
+    private static partial void LogContainerTaken(ILogger logger, long containerId, long epoch, double milliseconds, double leaseMs, double openMs, double fenceMs);
 
     [LoggerMessage(Level = LogLevel.Warning, Message = "Could not take container {ContainerId} now; trying again on the next pass")]
     private static partial void LogTakeFailed(ILogger logger, long containerId, Exception exception);

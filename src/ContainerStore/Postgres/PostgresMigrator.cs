@@ -8,7 +8,8 @@ namespace Farm.ContainerStore.Postgres;
 /// Applies the embedded migration scripts (Migrations/{schema}/NNNN_name.sql) in order, each
 /// recorded in schema_version, in one transaction under an advisory lock: nodes opening the same
 /// new database at once migrate it one at a time, and reopening a current one changes nothing.
-/// PostgreSQL's DDL is transactional, so a failed migration leaves no half-made schema.
+/// PostgreSQL's DDL is transactional, so a failed migration leaves no half-made schema. A database
+/// already at this build's version is recognised by one read, without the lock.
 /// </summary>
 internal static class PostgresMigrator
 {
@@ -23,6 +24,13 @@ internal static class PostgresMigrator
         var migrations = Migrations[schema];
         try
         {
+            // Reopening a current database (every take of a container) is one read, not the locked
+            // transaction below: a takeover does not queue behind other nodes' checks of it.
+            if (await ReadVersionUnlockedAsync(connection, cancellationToken).ConfigureAwait(false) == migrations[^1].Version)
+            {
+                return;
+            }
+
             await using var transaction = await connection.BeginTransactionAsync(cancellationToken).ConfigureAwait(false);
             await connection.ExecuteAsync(Command(PostgresSql.Schema.LockForMigration, null, transaction, cancellationToken)).ConfigureAwait(false);
             await connection.ExecuteAsync(Command(PostgresSql.Schema.CreateVersionTable, null, transaction, cancellationToken)).ConfigureAwait(false);
@@ -46,6 +54,19 @@ internal static class PostgresMigrator
         {
             // Whatever stops the schema from being brought up to date (permissions included) makes the store unusable.
             throw database.Unavailable($"migrate the {schema} schema of", e);
+        }
+    }
+
+    /// <summary>The schema version recorded, or null when the database has no schema_version table yet.</summary>
+    private static async Task<long?> ReadVersionUnlockedAsync(NpgsqlConnection connection, CancellationToken cancellationToken)
+    {
+        try
+        {
+            return await connection.ExecuteScalarAsync<long>(new CommandDefinition(PostgresSql.Schema.CurrentVersion, cancellationToken: cancellationToken)).ConfigureAwait(false);
+        }
+        catch (PostgresException e) when (e.SqlState == PostgresErrorCodes.UndefinedTable)
+        {
+            return null;
         }
     }
 

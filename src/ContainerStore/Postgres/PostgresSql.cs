@@ -39,6 +39,9 @@ internal static class PostgresSql
         /// </summary>
         public const string LockForMigration = "SELECT pg_advisory_xact_lock(7263540162339465216)";
 
+        /// <summary>The advisory lock key <see cref="LockForMigration"/> takes (for tests that hold it).</summary>
+        public const long MigrationLockKey = 7263540162339465216;
+
         public const string CreateVersionTable = """
             CREATE TABLE IF NOT EXISTS schema_version (
                 version    bigint      PRIMARY KEY,

@@ -146,6 +146,41 @@ public sealed class PostgresStoreProviderTests(ITestOutputHelper output) : IAsyn
     }
 
     [PostgresFact]
+    public async Task OpenContainer_SchemaAlreadyCurrent_OpensWithoutWaitingForAnotherNodesMigrationLock()
+    {
+        var connectionString = _provider.NewContainerConnectionString(_databases.FarmConnectionString, 5);
+        await (await _provider.OpenContainerAsync(connectionString)).DisposeAsync();
+        // Another session holds the lock a migration takes (a node checking the schema, say): a
+        // takeover reopening a current database must not queue behind it.
+        await using var holder = new NpgsqlConnection(PostgresTestServer.ConnectionString($"{_databases.FarmDatabase}_container_5", b => b.Pooling = false));
+        await holder.OpenAsync();
+        await using (var hold = new NpgsqlCommand($"SELECT pg_advisory_lock({PostgresSql.Schema.MigrationLockKey})", holder))
+        {
+            await hold.ExecuteNonQueryAsync();
+        }
+
+        using var deadline = new CancellationTokenSource(Quickly);
+        var reopened = await _provider.OpenContainerAsync(connectionString, deadline.Token);
+        _opened.Add(reopened);
+
+        Assert.True(await reopened.RaiseEpochAsync(1));
+        Assert.Equal([1L, 2L, 3L, 4L, 5L, 6L], await SchemaVersionsAsync($"{_databases.FarmDatabase}_container_5"));
+    }
+
+    [PostgresFact]
+    public async Task OpenContainer_SchemaNewerThanThisBuild_IsRefusedNamingTheDatabase()
+    {
+        var connectionString = _provider.NewContainerConnectionString(_databases.FarmConnectionString, 6);
+        await (await _provider.OpenContainerAsync(connectionString)).DisposeAsync();
+        await QueryAsync($"{_databases.FarmDatabase}_container_6", "INSERT INTO schema_version (version, name) VALUES (999, 'from a later build') RETURNING version", r => r.GetInt64(0));
+
+        var error = await Assert.ThrowsAsync<StoreUnavailableException>(() => _provider.OpenContainerAsync(connectionString));
+
+        Assert.Contains("schema version 999", error.Message);
+        Assert.Contains($"'{_databases.FarmDatabase}_container_6'", error.Message);
+    }
+
+    [PostgresFact]
     public async Task OpenFarmStore_ManyNodesAtOnce_MigrateOnce()
     {
         var connectionString = await _databases.CreateFarmDatabaseAsync();
