@@ -80,6 +80,21 @@ public sealed class CrashWatchTests : IAsyncDisposable
     }
 
     [Fact]
+    public async Task WithTheWatchOff_ADeadPeersContainer_IsTakenByTheNextTick()
+    {
+        // --crash-probe-ms 0: no watch, but the ownership pass still tries a peer's lock when it runs.
+        var clock = TestClock.Create();
+        var options = new NodeOptions { CrashProbeInterval = TimeSpan.Zero };
+        var survivor = await StartSurvivorAsync(clock, options);
+        var containerId = await StartPeerOwningAContainerAsync(survivor, lease: TimeSpan.FromMinutes(1));
+
+        _peerLock!.Dispose();
+        await TestClock.AdvanceAndSettleAsync(clock, options.HeartbeatInterval);
+
+        await AssertTakenOverFromCrashedPeerAsync(survivor, containerId);
+    }
+
+    [Fact]
     public async Task AFrozenPeersContainer_IsTakenWhenItsLeaseRunsOut_NotAtTheNextTick()
     {
         // Ticks 30 s apart on the real clock (and a lease long enough for the survivor's own): the

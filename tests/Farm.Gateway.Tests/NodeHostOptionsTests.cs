@@ -3,7 +3,7 @@ using Microsoft.Extensions.Configuration;
 
 namespace Farm.Gateway.Tests;
 
-/// <summary>The node's load-shedding option on its command line: milliseconds, 0 to turn it off, a clear error otherwise.</summary>
+/// <summary>The node's load-shedding and crash-watch options on its command line: milliseconds, 0 to turn them off, a clear error otherwise.</summary>
 public sealed class NodeHostOptionsTests
 {
     private static NodeHostOptions Parse(params string[] args) => NodeHostOptions.Parse(new ConfigurationBuilder().AddCommandLine(args).Build());
@@ -25,6 +25,26 @@ public sealed class NodeHostOptionsTests
         var error = Assert.Throws<ArgumentException>(() => Parse("--shed-sends-after-ms", value));
 
         Assert.Contains("--shed-sends-after-ms", error.Message, StringComparison.Ordinal);
+        Assert.Contains(value, error.Message, StringComparison.Ordinal);
+    }
+
+    [Fact]
+    public void CrashProbe_Is100MsByDefault_TakesMilliseconds_AndZeroMeansNoWatch()
+    {
+        Assert.Equal(TimeSpan.FromMilliseconds(100), Parse().Node.CrashProbeInterval);
+        Assert.Equal(TimeSpan.FromMilliseconds(500), Parse("--crash-probe-ms", "500").Node.CrashProbeInterval);
+        Assert.Equal(TimeSpan.Zero, Parse("--crash-probe-ms", "0").Node.CrashProbeInterval);
+    }
+
+    [Theory]
+    [InlineData("-5")]
+    [InlineData("often")]
+    [InlineData("60001")]
+    public void CrashProbe_OutOfRangeOrNotANumber_IsRefusedNamingTheOption(string value)
+    {
+        var error = Assert.Throws<ArgumentException>(() => Parse("--crash-probe-ms", value));
+
+        Assert.Contains("--crash-probe-ms", error.Message, StringComparison.Ordinal);
         Assert.Contains(value, error.Message, StringComparison.Ordinal);
     }
 }

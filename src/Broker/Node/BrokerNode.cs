@@ -150,7 +150,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         // Not through the pool: on the system clock the renewals get a thread of their own (RenewalLoopAsync).
         _renewalLoop = RenewalLoopAsync(_stopping.Token);
         _ownershipLoop = Task.Run(() => OwnershipLoopAsync(_stopping.Token), CancellationToken.None);
-        if (_nodeOptions.DetectCrashedProcesses || _sessionLock is not null)
+        if ((_nodeOptions.DetectCrashedProcesses || _sessionLock is not null) && _nodeOptions.CrashProbeInterval > TimeSpan.Zero)
         {
             _crashWatch = Task.Run(() => CrashWatchLoopAsync(_stopping.Token), CancellationToken.None);
         }

@@ -46,6 +46,7 @@ public sealed class NodeOptions
     /// <see cref="DetectCrashedProcesses"/>, or which session locks the farm database holds with
     /// <see cref="DetectEndedSessions"/>): a peer found gone wakes the ownership pass at once, so a
     /// killed node's containers move within about this long plus the take, not a pass or a heartbeat later.
+    /// Zero: no crash watch; the ownership pass still tries a dead peer's lock every <see cref="HeartbeatInterval"/>.
     /// </summary>
     public TimeSpan CrashProbeInterval { get; set; } = TimeSpan.FromMilliseconds(100);
 

@@ -10,7 +10,7 @@ namespace Farm.Gateway.Hosting;
 /// The node host's command line: <c>--node-id N --data DIR --port P [--host 127.0.0.1]
 /// [--store sqlite|postgres] [--farm-connection CS] [--forward-timeout SECONDS]
 /// [--metrics-port P] [--amqp-port P] [--message-cache-size-per-entity MB] [--message-cache-size-per-node MB]
-/// [--commit-delay-us MICROSECONDS] [--shed-sends-after-ms MS] [--farm-cli PATH] [--dashboard-remote-control true] [--advertise-host NAME] [--drain-on-stop true]
+/// [--commit-delay-us MICROSECONDS] [--shed-sends-after-ms MS] [--crash-probe-ms MS] [--farm-cli PATH] [--dashboard-remote-control true] [--advertise-host NAME] [--drain-on-stop true]
 /// [--expected-nodes N]</c>.
 /// The `farm` CLI starts nodes this way; each option may instead come from FARM_NAME in the
 /// environment (FARM_NODE_ID, FARM_FARM_CONNECTION, ...), which is how a container image sets them.
@@ -87,6 +87,12 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, 
         // process lock at once. Nodes of a PostgreSQL farm may be on other hosts: they are told by
         // their session locks in the farm database (NodeOptions.DetectEndedSessions, on by default).
         node.DetectCrashedProcesses = node.Store == Sqlite;
+        // How often the crash watch looks (each look on PostgreSQL is one read of pg_locks); 0 turns
+        // it off, leaving a dead peer's free lock to the next ownership pass.
+        if (Get("crash-probe-ms") is { } crashProbe)
+        {
+            node.CrashProbeInterval = TimeSpan.FromMilliseconds(ParseLong(crashProbe, "--crash-probe-ms (milliseconds; 0: no crash watch)", min: 0, max: 60_000));
+        }
         if (node.Store is not (Sqlite or Postgres))
         {
             throw new ArgumentException($"--store {node.Store} is not supported; use {Sqlite} or {Postgres}.");
