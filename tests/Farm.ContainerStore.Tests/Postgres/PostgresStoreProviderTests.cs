@@ -43,6 +43,21 @@ public sealed class PostgresStoreProviderTests(ITestOutputHelper output) : IAsyn
         Assert.Equal(expected, database.MaxPoolSize);
     }
 
+    [PostgresFact]
+    public async Task ABurstOfReads_QueuesOnTheBoundedPool_AndEveryOneIsAnswered()
+    {
+        // After a failover every send a client repeats looks up its record at once: a burst like
+        // that must wait for the pool's few connections, not open a server process each.
+        var database = await OpenContainerAsync(_provider.NewContainerConnectionString(_databases.FarmConnectionString, 9));
+        Assert.True(await database.RaiseEpochAsync(3));
+
+        var epochs = await Task.WhenAll(Enumerable.Range(0, 200).Select(_ => Task.Run(() => database.ReadEpochAsync())));
+
+        Assert.All(epochs, epoch => Assert.Equal(3, epoch));
+        var connections = (await QueryAsync("postgres", "SELECT count(*) FROM pg_stat_activity WHERE datname = $1", r => r.GetInt64(0), $"{_databases.FarmDatabase}_container_9")).Single();
+        Assert.InRange(connections, 1, PostgresDatabase.DefaultMaxPoolSize);
+    }
+
     [Fact]
     public void NewContainerConnectionString_NamesTheDatabaseAfterTheFarmsAndKeepsTheRest()
     {
