@@ -210,6 +210,9 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         await _farm.SweepUntilAsync(() => errors.Peek(false, 0, 10).Count == 2, "the dead letters that fit forwarded");
 
         Assert.Equal(["before", "after"], errors.Peek(false, 0, 10).Select(m => m.Message.MessageId));
+        // The run that stored those ends by leaving the refused one out of the forwarding (until
+        // then it is settling, which a peek does not show); later sweeps do not try it again.
+        await _farm.SweepUntilAsync(() => work.Peek(true, 0, 10).Count == 1, "the refused dead letter left in the dead-letter queue");
         for (var i = 0; i < 20; i++)
         {
             _farm.Time.Advance(_farm.Options.SweepInterval);
@@ -304,5 +307,134 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         var dead = Assert.Single(orders.Peek(true, 0, 10));
         Assert.Equal(QueueEntity.ForwardingRefused, dead.DeadLetterReason);
         Assert.Equal("'archive' refused it: Message 0 is 300000 bytes; the maximum message size is 262144 bytes (256 KB).", dead.DeadLetterErrorDescription);
+    }
+
+    /// <summary>Fills <paramref name="queue"/> (MaxSizeInMegabytes 1) until one more message of 100 KB does not fit.</summary>
+    private static async Task FillAsync(QueueEntity queue)
+    {
+        for (var i = 0; i < 5; i++)
+        {
+            await queue.SendAsync([Bytes(200 * 1024, $"filler-{i}")]);
+        }
+    }
+
+    private static Message Bytes(int size, string messageId) => new() { MessageId = messageId, Body = ByteString.CopyFrom(new byte[size]) };
+
+    /// <summary>
+    /// Azure Service Bus: "If the destination entity ... exceeds the quota, ... the source entity adds
+    /// the messages to its dead-letter queue until there's space in the destination." Before, they
+    /// waited in the source and were tried every second.
+    /// </summary>
+    [Fact]
+    public async Task MessagesForwardedToAFullQueue_AreDeadLetteredInTheirQueue_AndLaterOnesGoOnceThereIsRoom()
+    {
+        var archive = await _farm.CreateQueueAsync("archive", new QueueSettings { MaxSizeInMegabytes = 1 });
+        await FillAsync(archive);
+        var orders = await _farm.CreateQueueAsync("orders");
+        await orders.SendAsync([Bytes(100 * 1024, "first"), Bytes(100 * 1024, "second")]);
+
+        orders.Settings = orders.Settings with { ForwardTo = "archive" };
+        await _farm.SweepUntilAsync(() => orders.Peek(true, 0, 10).Count == 2, "both dead-lettered in orders");
+
+        Assert.Equal(["first", "second"], orders.Peek(true, 0, 10).Select(m => m.Message.MessageId));
+        Assert.All(orders.Peek(true, 0, 10), dead =>
+        {
+            Assert.Equal(QueueEntity.ForwardingRefused, dead.DeadLetterReason);
+            Assert.StartsWith("'archive' refused it: The queue 'archive' is full", dead.DeadLetterErrorDescription);
+        });
+        Assert.Empty(orders.Peek(false, 0, 10));
+        Assert.Equal(5, archive.Peek(false, 0, 10).Count);
+
+        await archive.ReceiveAsync(false, ReceiveMode.ReceiveAndDelete, 5, TimeSpan.Zero, default);
+        await orders.SendAsync([Bytes(100 * 1024, "third")]);
+        await _farm.SweepUntilAsync(() => archive.Peek(false, 0, 10).Count == 1, "the later one forwarded");
+
+        Assert.Equal("third", Assert.Single(archive.Peek(false, 0, 10)).Message.MessageId);
+        Assert.Equal(2, orders.Peek(true, 0, 10).Count);
+    }
+
+    /// <summary>
+    /// A new send to a queue whose ForwardTo is full is stored, not refused: it lands in the queue
+    /// named, whose forwarder dead-letters it there, as in Azure. Before, the sender got QUOTA_EXCEEDED
+    /// naming a queue it never sent to. Only the queue named being full refuses the send.
+    /// </summary>
+    [Fact]
+    public async Task ASendToAQueueForwardingToAFullOne_IsStored_AndDeadLetteredWhereItWasSent()
+    {
+        var archive = await _farm.CreateQueueAsync("archive", new QueueSettings { MaxSizeInMegabytes = 1 });
+        await FillAsync(archive);
+        var orders = await _farm.CreateQueueAsync("orders", new QueueSettings { ForwardTo = "archive", MaxSizeInMegabytes = 1 });
+
+        await SendThroughTheServiceAsync("orders", Bytes(100 * 1024, "late"));
+        await _farm.SweepUntilAsync(() => orders.Peek(true, 0, 10).Count == 1, "the send dead-lettered in orders");
+
+        var dead = Assert.Single(orders.Peek(true, 0, 10));
+        Assert.Equal(("late", QueueEntity.ForwardingRefused, 0u), (dead.Message.MessageId, dead.DeadLetterReason, dead.Message.TransferHopCount));
+        Assert.Equal(5, archive.Peek(false, 0, 10).Count);
+
+        // orders itself full: now the sender is told.
+        await orders.SendAsync([Bytes(230 * 1024, "a"), Bytes(230 * 1024, "b"), Bytes(230 * 1024, "c"), Bytes(230 * 1024, "d")]);
+        var error = await Assert.ThrowsAsync<BrokerException>(() => SendThroughTheServiceAsync("orders", Bytes(100 * 1024, "refused")));
+        Assert.Equal(FarmErrorCode.QuotaExceeded, error.Code);
+        Assert.Contains("'orders' is full", error.Message);
+    }
+
+    /// <summary>A dead letter cannot be dead-lettered again: one whose forwarding target is full stays in the dead-letter queue and goes once there is room.</summary>
+    [Fact]
+    public async Task ADeadLetterForwardedToAFullQueue_WaitsInTheDeadLetterQueue_AndGoesOnceThereIsRoom()
+    {
+        var errors = await _farm.CreateQueueAsync("errors", new QueueSettings { MaxSizeInMegabytes = 1 });
+        await FillAsync(errors);
+        var work = await _farm.CreateQueueAsync("work", new QueueSettings { ForwardDeadLetteredMessagesTo = "errors" });
+        await work.SendAsync([Bytes(100 * 1024, "bad")]);
+        var locked = Assert.Single(await work.ReceiveAsync(false, ReceiveMode.PeekLock, 1, TimeSpan.Zero, default));
+        await work.SettleAsync(false, [new Settlement { LockToken = locked.LockToken, Disposition = Disposition.DeadLetter, DeadLetterReason = "Invalid" }]);
+        // Refused as full twice (tried again after the rest), and back in the dead-letter queue.
+        var forward = work.Forward!;
+        var refusals = 0;
+        work.Forward = async (target, messages, source, name, repeat, cancellationToken) =>
+        {
+            try
+            {
+                await forward(target, messages, source, name, repeat, cancellationToken);
+            }
+            catch (BrokerException e) when (e.Code == FarmErrorCode.QuotaExceeded)
+            {
+                Interlocked.Increment(ref refusals);
+                throw;
+            }
+        };
+        await _farm.SweepUntilAsync(() => Volatile.Read(ref refusals) >= 2 && work.Peek(true, 0, 10).Count == 1, "the dead letter refused twice and still there");
+        var dead = Assert.Single(work.Peek(true, 0, 10));
+        Assert.Equal(("bad", "Invalid"), (dead.Message.MessageId, dead.DeadLetterReason));
+        Assert.Equal(5, errors.Peek(false, 0, 10).Count);
+
+        await errors.ReceiveAsync(false, ReceiveMode.ReceiveAndDelete, 5, TimeSpan.Zero, default);
+        await _farm.SweepUntilAsync(() => errors.Peek(false, 0, 10).Count == 1, "the dead letter forwarded once there is room");
+
+        Assert.Empty(work.Peek(true, 0, 10));
+    }
+
+    /// <summary>Another node's target full: each message dead-lettered with its answer, without a call per message once it said so.</summary>
+    [Fact]
+    public async Task AQueuesMessagesRefusedAsFullByAnotherNode_AreDeadLettered_TwoCallsForTheBatch()
+    {
+        await _farm.CreateQueueAsync("archive");
+        var orders = await _farm.CreateQueueAsync("orders");
+        var calls = 0;
+        orders.Forward = (_, _, _, _, _, _) =>
+        {
+            Interlocked.Increment(ref calls);
+            return Task.FromException(new Grpc.Core.RpcException(
+                new Grpc.Core.Status(Grpc.Core.StatusCode.ResourceExhausted, "The queue 'archive' is full."),
+                new Grpc.Core.Metadata { { Farm.Contracts.FarmMetadata.ErrorTrailer, Farm.Contracts.FarmErrorNames.Of(FarmErrorCode.QuotaExceeded) } }));
+        };
+        await orders.SendAsync([Text("a", messageId: "a"), Text("b", messageId: "b"), Text("c", messageId: "c")]);
+
+        orders.Settings = orders.Settings with { ForwardTo = "archive" };
+        await _farm.SweepUntilAsync(() => orders.Peek(true, 0, 10).Count == 3, "all three dead-lettered");
+
+        Assert.Equal(2, calls);
+        Assert.All(orders.Peek(true, 0, 10), dead => Assert.Equal("'archive' refused it: The queue 'archive' is full.", dead.DeadLetterErrorDescription));
     }
 }

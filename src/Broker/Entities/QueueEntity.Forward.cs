@@ -140,23 +140,34 @@ internal sealed partial class QueueEntity
                     stored.AddRange(taken.GetRange(batch.First, batch.Copies.Count));
                     done += batch.Copies.Count;
                 }
-                catch (Exception e) when (IsRefusedForSize(e))
+                catch (Exception e) when (IsRefused(e, fromDeadLetter))
                 {
                     // The target refused the batch for a message's size (a dead letter's reason
                     // properties or one more hop took it past the limit, or the target's node has a
-                    // lower one): nothing of it was stored. One by one, so only that message stays
-                    // behind and the rest go on; before, it blocked its queue's forwarding for good.
+                    // lower one), or for its own room (full): nothing of it was stored. One by one,
+                    // so only what it refuses stays behind and the rest go on; before, a message too
+                    // large blocked its queue's forwarding for good.
+                    string? fullAnswer = null;
                     for (var i = 0; i < batch.Copies.Count; i++)
                     {
                         var message = taken[batch.First + i];
+                        if (fullAnswer is not null)
+                        {
+                            // The target said it is full a moment ago: the rest of the batch is not tried one call each.
+                            refused.Add((message, fullAnswer));
+                            done++;
+                            continue;
+                        }
                         try
                         {
                             await Forward!(targetName, [batch.Copies[i]], batch.DeadLetterSource, SendNameOf(message, message, fromDeadLetter), repeat, CancellationToken.None).ConfigureAwait(false);
                             stored.Add(message);
                         }
-                        catch (Exception single) when (IsRefusedForSize(single))
+                        catch (Exception single) when (IsRefused(single, fromDeadLetter))
                         {
-                            refused.Add((message, single is Grpc.Core.RpcException rpc ? rpc.Status.Detail : single.Message));
+                            var answer = single is Grpc.Core.RpcException rpc ? rpc.Status.Detail : single.Message;
+                            refused.Add((message, answer));
+                            fullAnswer = Refusal(single) == FarmErrorCode.QuotaExceeded ? answer : null;
                         }
                         done++;
                     }
@@ -186,16 +197,26 @@ internal sealed partial class QueueEntity
 
     public const string ForwardingRefused = "ForwardingRefused";
 
-    /// <summary>A failure about the size of what was sent (a message or the batch), not about the target or the way there.</summary>
-    private static bool IsRefusedForSize(Exception e) => e switch
+    /// <summary>
+    /// A refusal the forwarding does not wait out: the size of what was sent (a message or the
+    /// batch), which no try will change; or, for a queue's own messages, a target that is full
+    /// (QUOTA_EXCEEDED), whose messages Azure Service Bus dead-letters in the source "until there's
+    /// space in the destination". A dead letter cannot be dead-lettered again: a full target is
+    /// tried again after the rest, as a deleted or unreachable one is.
+    /// </summary>
+    private static bool IsRefused(Exception e, bool fromDeadLetter) =>
+        Refusal(e) is { } code && (code == FarmErrorCode.MessageSizeExceeded || (code == FarmErrorCode.QuotaExceeded && !fromDeadLetter));
+
+    private static FarmErrorCode? Refusal(Exception e) => e switch
     {
-        BrokerException broker => broker.Code == FarmErrorCode.MessageSizeExceeded,
-        Grpc.Core.RpcException rpc => rpc.FarmError() == FarmErrorNames.Of(FarmErrorCode.MessageSizeExceeded),
-        _ => false,
+        BrokerException broker => broker.Code,
+        Grpc.Core.RpcException rpc when rpc.FarmError() == FarmErrorNames.Of(FarmErrorCode.MessageSizeExceeded) => FarmErrorCode.MessageSizeExceeded,
+        Grpc.Core.RpcException rpc when rpc.FarmError() == FarmErrorNames.Of(FarmErrorCode.QuotaExceeded) => FarmErrorCode.QuotaExceeded,
+        _ => null,
     };
 
     /// <summary>
-    /// What the target refused for its size stays here: a message of the queue is dead-lettered
+    /// What the target refused (for its size, or being full) stays here: a message of the queue is dead-lettered
     /// (reason <see cref="ForwardingRefused"/>, naming the target and its answer), where it can be
     /// received; a dead letter stays in the dead-letter queue out of the forwarding until the
     /// queue is loaded again, as one past the hop limit does.

@@ -85,32 +85,62 @@ public sealed class MessagingService(BrokerNode node)
         // from its own entity (forwarded) sends the hops the messages took so far.
         var before = request.Forwarded ? request.Messages.Max(m => m.TransferHopCount) : 0u;
         HashSet<string>? seen = null;
-        var hops = 0u;
-        while (target is QueueEntity { Settings.ForwardTo: { } next } && before + hops < node.Options.MaxForwardHops
+        // The chain walked, from the entity named to where the walk stopped (null: no hop, as for most sends).
+        List<ISendTarget>? walked = null;
+        while (target is QueueEntity { Settings.ForwardTo: { } next } && before + (uint)(walked is null ? 0 : walked.Count - 1) < node.Options.MaxForwardHops
             && (seen ??= new HashSet<string>(StringComparer.OrdinalIgnoreCase) { target.Name }).Add(next)
             && node.IsLocal(await node.FindEntityAsync(next, cancellationToken).ConfigureAwait(false)))
         {
-            target = await node.ResolveSendTargetAsync(next, cancellationToken).ConfigureAwait(false);
-            hops++;
+            (walked ??= [target]).Add(target = await node.ResolveSendTargetAsync(next, cancellationToken).ConfigureAwait(false));
         }
-        foreach (var message in request.Messages)
-        {
-            message.TransferHopCount = (request.Forwarded ? message.TransferHopCount : 0) + hops;
-        }
+        // The hops the messages took before this send count only from a forwarding node.
+        var hopsBefore = request.Forwarded ? request.Messages.Select(m => m.TransferHopCount).ToArray() : null;
+        var hops = (uint)(walked is null ? 0 : walked.Count - 1);
+        CountHops(request, hopsBefore, hops);
         var deadLetterSource = request.Forwarded && request.DeadLetterSource.Length > 0 ? request.DeadLetterSource : null;
-        if (name is { } repeated && request.Repeat
-            && await target.FindRecordedSendAsync(repeated, RecentSends.RememberedSinceMs(node.Time), cancellationToken).ConfigureAwait(false) is { } answered)
+        if (name is { } repeated && request.Repeat)
         {
             // Stored by another node (or before a restart) whose answer never reached the client;
-            // what it completed was completed in the same commit.
-            return new SendResponse { SequenceNumbers = { answered }, Completed = request.Completes is not null };
+            // what it completed was completed in the same commit. Where in a chain it was stored
+            // depends on which entities were full then: from the end back.
+            for (var at = (int)hops; at >= 0; at--)
+            {
+                var entity = walked?[at] ?? target;
+                if (await entity.FindRecordedSendAsync(repeated, RecentSends.RememberedSinceMs(node.Time), cancellationToken).ConfigureAwait(false) is { } answered)
+                {
+                    return new SendResponse { SequenceNumbers = { answered }, Completed = request.Completes is not null };
+                }
+            }
         }
-        if (request.Completes is not { } completes)
+        if (request.Completes is { } completes)
         {
-            var sequenceNumbers = await target.SendAsync(request.Messages, deadLetterSource, name).ConfigureAwait(false);
-            return new SendResponse { SequenceNumbers = { sequenceNumbers } };
+            // One transaction of one container: no walking back (a full end refuses it, and the locks go back).
+            return await SendAndCompleteAsync(request, target, completes, name, cancellationToken).ConfigureAwait(false);
         }
-        return await SendAndCompleteAsync(request, target, completes, name, cancellationToken).ConfigureAwait(false);
+        for (var at = (int)hops; ; at--)
+        {
+            try
+            {
+                var sequenceNumbers = await (walked?[at] ?? target).SendAsync(request.Messages, deadLetterSource, name).ConfigureAwait(false);
+                return new SendResponse { SequenceNumbers = { sequenceNumbers } };
+            }
+            catch (BrokerException e) when (e.Code == FarmErrorCode.QuotaExceeded && at > 0)
+            {
+                // The next hop is full. As in Azure Service Bus, the send is stored in the entity
+                // before it, whose forwarder dead-letters what the full one refuses
+                // (QueueEntity.ForwardAsync); the sender hears of it only when the entity it named is full.
+                CountHops(request, hopsBefore, (uint)(at - 1));
+            }
+        }
+    }
+
+    /// <summary>Each message's hops once stored <paramref name="hops"/> entities down the chain from where it was sent.</summary>
+    private static void CountHops(SendRequest request, uint[]? hopsBefore, uint hops)
+    {
+        for (var i = 0; i < request.Messages.Count; i++)
+        {
+            request.Messages[i].TransferHopCount = (hopsBefore?[i] ?? 0) + hops;
+        }
     }
 
     /// <summary>
