@@ -81,7 +81,54 @@ public sealed class CrossNodeForwardingTests(ITestOutputHelper output)
             Deadline, "the queue, the subscription and the dead-letter queue empty once what they forwarded arrived");
 
         await HopLimitCountsEveryNodeAsync(admin, client, On);
+        await AFullTargetOnAnotherNodeDeadLettersAtTheSourceAsync(admin, client, On);
         await NothingAcknowledgedIsLostAsync(farm, client);
+    }
+
+    /// <summary>
+    /// A target on node 2 at its MaxSizeInMegabytes: the source on node 1 dead-letters what it
+    /// refuses (ForwardingRefused, with node 2's answer), as Azure does, and forwards again once
+    /// there is room. Node 2's refusal reaches node 1 as the "farm-error" trailer of a real call.
+    /// </summary>
+    private async Task AFullTargetOnAnotherNodeDeadLettersAtTheSourceAsync(FarmAdministrationClient admin, FarmClient client, Func<int, long> on)
+    {
+        await admin.CreateQueueAsync(new CreateQueueOptions("full-end") { ContainerId = on(2), MaxSizeInMegabytes = 1 });
+        await admin.CreateQueueAsync(new CreateQueueOptions("to-full") { ContainerId = on(1), ForwardTo = "full-end" });
+        await using (var filler = client.CreateSender("full-end"))
+        {
+            for (var i = 0; i < 5; i++)
+            {
+                await filler.SendMessageAsync(new FarmMessage(new byte[200 * 1024]) { MessageId = $"filler-{i}" });
+            }
+        }
+
+        await using (var sender = client.CreateSender("to-full"))
+        {
+            await sender.SendMessageAsync(new FarmMessage(new byte[100 * 1024]) { MessageId = "refused" });
+        }
+        await using (var deadLetters = client.CreateReceiver("to-full/$deadletterqueue"))
+        {
+            var dead = await deadLetters.ReceiveMessageAsync(Deadline);
+            Assert.NotNull(dead);
+            Assert.Equal(("refused", "ForwardingRefused"), (dead.MessageId, dead.DeadLetterReason));
+            Assert.StartsWith("'full-end' refused it: The queue 'full-end' is full", dead.DeadLetterErrorDescription);
+            await deadLetters.CompleteMessageAsync(dead);
+        }
+        Assert.Equal(5, (await admin.GetQueueRuntimePropertiesAsync("full-end")).ActiveMessageCount);
+
+        await using (var drain = client.CreateReceiver("full-end", new FarmReceiverOptions { ReceiveMode = FarmReceiveMode.ReceiveAndDelete }))
+        {
+            var drained = 0;
+            await Eventually.UntilAsync(async () => (drained += (await drain.ReceiveMessagesAsync(5, TimeSpan.FromMilliseconds(500))).Count) >= 5, Deadline, "the fillers received");
+        }
+        await using (var sender = client.CreateSender("to-full"))
+        {
+            await sender.SendMessageAsync(new FarmMessage(new byte[100 * 1024]) { MessageId = "room" });
+        }
+        await using var end = client.CreateReceiver("full-end");
+        var arrived = await end.ReceiveMessageAsync(Deadline);
+        Assert.Equal("room", arrived?.MessageId);
+        await end.CompleteMessageAsync(arrived!);
     }
 
     /// <summary>
