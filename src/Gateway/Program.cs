@@ -19,6 +19,12 @@ using Farm.Gateway.Routing;
 // content root, every directory under it, for configuration changes, and `farm up` keeps the data
 // under the working directory (./.farm), so every container write woke that watcher (about 5% of a
 // core; FarmLifecycleTests checks what the node watches). The node reads no files from it.
+if (args is ["--help"] or ["-h"])
+{
+    // Before the host is built: asking for help must not start a node (nor make ./.farm).
+    Console.WriteLine(NodeHostOptions.Usage);
+    return 0;
+}
 var builder = WebApplication.CreateSlimBuilder(new WebApplicationOptions { Args = args, ContentRootPath = AppContext.BaseDirectory });
 NodeHostOptions options;
 try

@@ -19,6 +19,28 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, 
 {
     public const string Sqlite = "sqlite";
 
+    /// <summary>What --help prints (the README's node options table says the same).</summary>
+    public const string Usage = """
+        Farm node: the gateway and the broker in one process (`farm up` starts these for you).
+        usage: dotnet Farm.Gateway.dll [options]   (each option may instead be FARM_NAME in the environment, e.g. FARM_NODE_ID)
+          --node-id N                    unique in the farm (default 1)
+          --data DIR                     SQLite files and logs (default ./.farm)
+          --host ADDR, --port P          where gRPC listens (default 127.0.0.1:5480; 0 picks a free port)
+          --metrics-port P               HTTP/1.1: /metrics, the dashboard at /, /healthz (default 0: a free port)
+          --amqp-port P                  the AMQP 1.0 front door (default 0: a free port)
+          --advertise-host NAME          the name other nodes and clients reach this node by
+          --store sqlite|postgres        where the farm lives (default sqlite)
+          --farm-connection CS           the farm database's Npgsql connection string (--store postgres)
+          --expected-nodes N             wait up to 5 s for N nodes before taking containers (default 1)
+          --forward-timeout SECONDS      how long a forwarded call may take (default 3)
+          --drain-on-stop true           SIGTERM hands every container to the other nodes first
+          --crash-probe-ms MS            how often the crash watch looks for a dead peer (default 100; 0: off)
+          --shed-sends-after-ms MS       refuse new sends while work waits this long (default 1000; 0: never)
+          --commit-delay-us US           a small commit waits this long for more writes (default 0)
+          --message-cache-size-per-entity MB, --message-cache-size-per-node MB
+          --dashboard-remote-control true, --farm-cli PATH
+        """;
+
     /// <summary>The host other nodes and clients reach this node by (a container's service name); null: the address it listens on.</summary>
     public string? AdvertiseHost { get; init; }
 
