@@ -57,6 +57,10 @@ public sealed partial class ContainerStyleNodeTests
                 status.Nodes.OrderBy(n => n.Id).Select(n => n.Address));
             Assert.Equal($"http://localhost:{node1.MetricsPort}/metrics", status.Nodes.Single(n => n.Id == 1).MetricsUrl);
 
+            // The two new containers may still be unowned (taken on a node's next pass): what node 1
+            // holds is known once every container has an owner.
+            await Eventually.UntilAsync(async () => (await admin.GetContainersAsync()).All(c => c.OwnerNode is not null), Deadline, "every container owned");
+
             // docker stop: SIGTERM. The node drains first, then exits on its own with 0.
             var mine = (await admin.GetContainersAsync()).Where(c => c.OwnerNode == 1).Select(c => c.Id).ToList();
             Signal(node1.Process.Id, "TERM");
@@ -67,8 +71,8 @@ public sealed partial class ContainerStyleNodeTests
             Assert.Equal(0, node1.Process.ExitCode);
             Assert.Contains("handing its", node1.Log, StringComparison.Ordinal);
 
-            var containers = await admin.GetContainersAsync();
-            Assert.All(containers, c => Assert.Equal(2L, c.OwnerNode));
+            // Node 1 released the last one before it exited; node 2 takes it on its next pass.
+            await Eventually.UntilAsync(async () => (await admin.GetContainersAsync()).All(c => c.OwnerNode == 2), Deadline, "every container owned by node 2");
             using var farm = JsonDocument.Parse(await http.GetStringAsync($"http://127.0.0.1:{node2.MetricsPort}/api/farm"));
             var planned = farm.RootElement.GetProperty("changes").EnumerateArray()
                 .Where(c => c.GetProperty("kind").GetString() == "planned" && c.GetProperty("from").GetInt64() == 1)
