@@ -37,9 +37,9 @@ internal static class PostgresSql
         /// Held until the migration transaction ends: nodes opening the same new database at once
         /// migrate it one after the other, and the later ones find nothing left to do.
         /// </summary>
-        public const string LockForMigration = "SELECT pg_advisory_xact_lock(7263540162339465216)";
+        public static readonly string LockForMigration = $"SELECT pg_advisory_xact_lock({MigrationLockKey})";
 
-        /// <summary>The advisory lock key <see cref="LockForMigration"/> takes (for tests that hold it).</summary>
+        /// <summary>The advisory lock key <see cref="LockForMigration"/> takes (tests hold it too).</summary>
         public const long MigrationLockKey = 7263540162339465216;
 
         public const string CreateVersionTable = """
