@@ -121,23 +121,54 @@ public sealed class RepeatedSettlementTests
     }
 
     [Fact]
-    public void ACommittedSettlement_KeepsASharedOutcome_NotItsCallsOwn()
+    public void ASettlementAwaitingItsCommit_IsAnsweredWithItsCallsOutcome_UntilTheCommitEnds()
     {
         var settled = new SettledLocks();
-        var token = Guid.NewGuid();
-        var other = Guid.NewGuid();
+        var written = Guid.NewGuid();
+        var unwritten = Guid.NewGuid();
+        var otherCalls = Guid.NewGuid();
         var callsOwn = new TaskCompletionSource<BrokerException?>().Task;
-        var done = Task.FromResult<BrokerException?>(null);
-        var tokenStamp = settled.Add(token, Disposition.Complete, callsOwn, lockedUntilMs: 60_000, now: 0);
-        var otherStamp = settled.Add(other, Disposition.Complete, callsOwn, lockedUntilMs: 60_000, now: 0);
+        var otherCallsOwn = new TaskCompletionSource<BrokerException?>().Task;
+        // One call: a settlement that wrote, one that did not (nothing to commit), then another call's.
+        var first = settled.Add(written, Disposition.Complete, awaitsCommit: true, lockedUntilMs: 60_000, now: 0);
+        settled.Add(unwritten, Disposition.Abandon, awaitsCommit: false, lockedUntilMs: 60_000, now: 0);
+        settled.AwaitCommit(first, first, callsOwn);
+        var other = settled.Add(otherCalls, Disposition.Complete, awaitsCommit: true, lockedUntilMs: 60_000, now: 0);
+        settled.AwaitCommit(other, other, otherCallsOwn);
 
-        settled.Committed(tokenStamp, callsOwn, done);
-        // Another call's outcome is left alone: only the entry this call made changes.
-        settled.Committed(otherStamp, Task.FromResult<BrokerException?>(null), done);
+        Assert.Same(callsOwn, settled.Find(written)!.Value.Outcome);
+        Assert.Same(SettledLocks.Done, settled.Find(unwritten)!.Value.Outcome);
+        Assert.Same(otherCallsOwn, settled.Find(otherCalls)!.Value.Outcome);
 
-        Assert.Same(done, settled.Find(token)!.Value.Outcome);
-        Assert.Equal(Disposition.Complete, settled.Find(token)!.Value.Disposition);
-        Assert.Same(callsOwn, settled.Find(other)!.Value.Outcome);
+        settled.Committed(first);
+
+        // Done once committed; the other call's settlement still waits for its own commit.
+        Assert.Same(SettledLocks.Done, settled.Find(written)!.Value.Outcome);
+        Assert.Equal(Disposition.Complete, settled.Find(written)!.Value.Disposition);
+        Assert.Same(otherCallsOwn, settled.Find(otherCalls)!.Value.Outcome);
+    }
+
+    [Fact]
+    public void ACallWhoseCommitFailed_IsForgotten_ButNotWhatItDidWithoutWriting()
+    {
+        var settled = new SettledLocks();
+        var callsOwn = new TaskCompletionSource<BrokerException?>().Task;
+        var before = Guid.NewGuid();
+        settled.Add(before, Disposition.Complete, awaitsCommit: false, lockedUntilMs: 60_000, now: 0);
+        var written = Guid.NewGuid();
+        var unwritten = Guid.NewGuid();
+        var writtenToo = Guid.NewGuid();
+        var first = settled.Add(written, Disposition.Complete, awaitsCommit: true, lockedUntilMs: 60_000, now: 0);
+        settled.Add(unwritten, Disposition.Abandon, awaitsCommit: false, lockedUntilMs: 60_000, now: 0);
+        var last = settled.Add(writtenToo, Disposition.DeadLetter, awaitsCommit: true, lockedUntilMs: 60_000, now: 0);
+        settled.AwaitCommit(first, last, callsOwn);
+
+        settled.Failed(first);
+
+        Assert.Null(settled.Find(written));
+        Assert.Null(settled.Find(writtenToo));
+        Assert.Same(SettledLocks.Done, settled.Find(unwritten)!.Value.Outcome);
+        Assert.NotNull(settled.Find(before));
     }
 
     [Fact]
@@ -163,7 +194,7 @@ public sealed class RepeatedSettlementTests
         var tokens = Enumerable.Range(0, SettledLocks.Capacity + 10).Select(_ => Guid.NewGuid()).ToList();
         foreach (var token in tokens)
         {
-            settled.Add(token, Disposition.Complete, Task.FromResult<BrokerException?>(null), lockedUntilMs: 60_000, now: 0);
+            settled.Add(token, Disposition.Complete, awaitsCommit: false, lockedUntilMs: 60_000, now: 0);
         }
 
         Assert.Equal(SettledLocks.Capacity, settled.Count);
@@ -177,31 +208,52 @@ public sealed class RepeatedSettlementTests
     }
 
     [Fact]
-    public void AForgottenSettlement_IsNotFound_AndAStampOverwrittenSinceChangesNothing()
+    public void ACommitEndingAfterItsStampsWerePushedOut_LeavesTheSettlementsNowInTheirPlaceAlone()
     {
         var settled = new SettledLocks();
-        var done = Task.FromResult<BrokerException?>(null);
         var callsOwn = new TaskCompletionSource<BrokerException?>().Task;
-        var first = Guid.NewGuid();
-        var firstStamp = settled.Add(first, Disposition.Complete, callsOwn, lockedUntilMs: 60_000, now: 0);
-        var second = Guid.NewGuid();
-        var secondStamp = settled.Add(second, Disposition.Abandon, callsOwn, lockedUntilMs: 60_000, now: 0);
+        var laterCallsOwn = new TaskCompletionSource<BrokerException?>().Task;
+        var first = settled.Add(Guid.NewGuid(), Disposition.Complete, awaitsCommit: true, lockedUntilMs: 60_000, now: 0);
+        settled.AwaitCommit(first, first, callsOwn);
 
-        settled.Forget(firstStamp);
-        Assert.Null(settled.Find(first));
-        Assert.Equal(Disposition.Abandon, settled.Find(second)!.Value.Disposition);
-
-        // Pushed out by a full ring: its commit and its forgetting, come late, leave alone the
-        // settlement now in its place (the last one added).
+        // A full ring pushes the call's settlement out; the latest one takes its place in the ring.
         var later = Enumerable.Range(0, SettledLocks.Capacity).Select(_ => Guid.NewGuid()).ToList();
-        foreach (var token in later)
+        var laterFirst = settled.Add(later[0], Disposition.Complete, awaitsCommit: true, lockedUntilMs: 60_000, now: 0);
+        foreach (var token in later.Skip(1))
         {
-            settled.Add(token, Disposition.Complete, callsOwn, lockedUntilMs: 60_000, now: 0);
+            settled.Add(token, Disposition.Complete, awaitsCommit: true, lockedUntilMs: 60_000, now: 0);
         }
-        settled.Committed(secondStamp, callsOwn, done);
-        settled.Forget(secondStamp);
-        Assert.Null(settled.Find(second));
+        settled.AwaitCommit(laterFirst, laterFirst + later.Count - 1, laterCallsOwn);
+        settled.Failed(first);
+
         Assert.Equal(SettledLocks.Capacity, settled.Count);
-        Assert.Same(callsOwn, settled.Find(later[^1])!.Value.Outcome);
+        Assert.Same(laterCallsOwn, settled.Find(later[^1])!.Value.Outcome);
+        Assert.Same(laterCallsOwn, settled.Find(later[0])!.Value.Outcome);
+    }
+
+    [Fact]
+    public void APruneBeforeTheOldestIsDue_KeepsEverything_AndOnceDue_ForgetsInTheOrderTheyCame()
+    {
+        var settled = new SettledLocks();
+        var shortLock = Guid.NewGuid();
+        var longLock = Guid.NewGuid();
+        var shorterAfter = Guid.NewGuid();
+        settled.Add(shortLock, Disposition.Complete, awaitsCommit: false, lockedUntilMs: 2_000, now: 0);
+        settled.Add(longLock, Disposition.Complete, awaitsCommit: false, lockedUntilMs: 60_000, now: 0);
+        settled.Add(shorterAfter, Disposition.Complete, awaitsCommit: false, lockedUntilMs: 1_000, now: 0);
+
+        settled.Prune(now: 1_999);
+        Assert.Equal(3, settled.Count);
+
+        // The oldest goes at its time; the one behind it is kept until its own (the retention), and
+        // the later one with a shorter lock with it.
+        settled.Prune(now: 2_000);
+        Assert.Null(settled.Find(shortLock));
+        Assert.Equal(2, settled.Count);
+        settled.Prune(now: (long)SettledLocks.Retention.TotalMilliseconds - 1);
+        Assert.NotNull(settled.Find(longLock));
+        Assert.NotNull(settled.Find(shorterAfter));
+        settled.Prune(now: (long)SettledLocks.Retention.TotalMilliseconds);
+        Assert.Equal(0, settled.Count);
     }
 }

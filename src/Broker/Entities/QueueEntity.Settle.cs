@@ -24,8 +24,9 @@ internal sealed partial class QueueEntity
         List<(int Index, Task<BrokerException?> Outcome)>? repeats = null;
         // This call's own commit, for repeats of its settlements that come while it runs.
         var outcome = new TaskCompletionSource<BrokerException?>(TaskCreationOptions.RunContinuationsAsynchronously);
-        // The stamps of this call's settlements kept in _settledLocks, for its commit's outcome.
-        List<long>? remembered = null;
+        // The stamps of this call's settlements kept in _settledLocks that wait for its commit: the first and the last.
+        long? firstAwaiting = null;
+        long lastAwaiting = 0;
         lock (_gate)
         {
             ThrowIfDeleted();
@@ -118,11 +119,16 @@ internal sealed partial class QueueEntity
                     writeIndexes.Add(i);
                 }
                 // Remembered, so the same settlement sent again is answered as this one is.
-                var stamp = _settledLocks.Add(token, settlement.Disposition, wrote ? outcome.Task : Done, lockedUntil, now);
+                var stamp = _settledLocks.Add(token, settlement.Disposition, awaitsCommit: wrote, lockedUntil, now);
                 if (wrote)
                 {
-                    (remembered ??= []).Add(stamp);
+                    firstAwaiting ??= stamp;
+                    lastAwaiting = stamp;
                 }
+            }
+            if (firstAwaiting is { } first)
+            {
+                _settledLocks.AwaitCommit(first, lastAwaiting, outcome.Task);
             }
         }
         if (arrived)
@@ -140,9 +146,12 @@ internal sealed partial class QueueEntity
                     onCommitted: () => writes.ForEach(w => w.OnCommitted()),
                     onFailed: e => writes.ForEach(w => w.OnFailed(e))).ConfigureAwait(false);
                 committed = true;
-                lock (_gate)
+                if (firstAwaiting is { } first)
                 {
-                    remembered?.ForEach(stamp => _settledLocks.Committed(stamp, outcome.Task, Done));
+                    lock (_gate)
+                    {
+                        _settledLocks.Committed(first);
+                    }
                 }
             }
             catch (BrokerException e)
@@ -160,9 +169,12 @@ internal sealed partial class QueueEntity
                     // Failed otherwise than a BrokerException: repeats waiting on it retry, as after a store failure.
                     failure ??= FarmErrors.StoreUnavailable("Settling failed.");
                     // Not done: a repeat from now on is told its lock is gone, not that it was settled.
-                    lock (_gate)
+                    if (firstAwaiting is { } first)
                     {
-                        remembered?.ForEach(_settledLocks.Forget);
+                        lock (_gate)
+                        {
+                            _settledLocks.Failed(first);
+                        }
                     }
                 }
                 outcome.SetResult(failure);
@@ -180,8 +192,6 @@ internal sealed partial class QueueEntity
         }
         return results;
     }
-
-    private static readonly Task<BrokerException?> Done = Task.FromResult<BrokerException?>(null);
 
     /// <summary>
     /// Takes the locks of messages a send completes in its own transaction ("send via"): all of them
