@@ -162,7 +162,10 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     /// their first ownership pass: a pass counts only the live nodes, so the first one up would
     /// take every container and the rebalancing would hand them back one at a time (about 5 s each).
     /// Registered (heartbeating) already, so the others count this one; bounded by
-    /// <see cref="NodeOptions.ExpectedNodesWait"/>, after which it takes what it can.
+    /// <see cref="NodeOptions.ExpectedNodesWait"/>, after which it takes what it can. A node that
+    /// finds a live peer serving containers does not wait: the farm is running (this node was
+    /// restarted, or joins late), the missing nodes may stay down, and the rebalancing hands it its
+    /// share whoever else comes.
     /// </summary>
     private async Task WaitForExpectedNodesAsync(IFarmStore farm, CancellationToken cancellationToken)
     {
@@ -174,10 +177,17 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         while (true)
         {
             var nodes = await farm.ListNodesAsync(cancellationToken).ConfigureAwait(false);
-            var live = nodes.Count(n => OwnershipPlanner.IsLive(n, NodeId, _nodeOptions));
-            if (live >= _nodeOptions.ExpectedNodes || _leaseClock.GetUtcNow() >= until)
+            var live = nodes.Where(n => OwnershipPlanner.IsLive(n, NodeId, _nodeOptions)).ToList();
+            if (live.Count >= _nodeOptions.ExpectedNodes || _leaseClock.GetUtcNow() >= until)
             {
-                LogExpectedNodes(_logger, live, _nodeOptions.ExpectedNodes);
+                LogExpectedNodes(_logger, live.Count, _nodeOptions.ExpectedNodes);
+                return;
+            }
+            var peers = live.Where(n => n.Id != NodeId).Select(n => n.Id).ToHashSet();
+            if (peers.Count > 0
+                && (await farm.ListContainersAsync(cancellationToken).ConfigureAwait(false)).FirstOrDefault(c => c.OwnerNode is { } owner && peers.Contains(owner)) is { } served)
+            {
+                LogJoiningRunningFarm(_logger, live.Count, _nodeOptions.ExpectedNodes, served.OwnerNode!.Value);
                 return;
             }
             await Task.Delay(_nodeOptions.HeartbeatInterval / 5, _leaseClock, cancellationToken).ConfigureAwait(false);
@@ -186,6 +196,9 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
 
     [LoggerMessage(Level = LogLevel.Information, Message = "Starting with {Live} of the {Expected} nodes started together live")]
     private static partial void LogExpectedNodes(ILogger logger, int live, int expected);
+
+    [LoggerMessage(Level = LogLevel.Information, Message = "Starting with {Live} of the {Expected} nodes started together live: node {Peer} already serves containers, so the farm is running and this node joins it without waiting for the others")]
+    private static partial void LogJoiningRunningFarm(ILogger logger, int live, int expected, long peer);
 
     /// <summary>
     /// Two processes with one node id would take containers from each other forever (each sees

@@ -9,7 +9,8 @@ public sealed class NodeOptions
     /// How many nodes start together (`farm up --nodes N` on a farm that ran before): before its
     /// first ownership pass a node waits until that many are live, or <see cref="ExpectedNodesWait"/>
     /// passed, so each takes its share of the containers at once, instead of the first one up taking
-    /// them all and handing them back one at a time. 1 (the default): no wait.
+    /// them all and handing them back one at a time. No wait when a live peer already serves
+    /// containers: the farm is running, and this node joins it. 1 (the default): no wait.
     /// </summary>
     public int ExpectedNodes { get; set; } = 1;
 

@@ -31,7 +31,8 @@ internal sealed record NodeHostOptions(NodeOptions Node, string Host, int Port, 
           --advertise-host NAME          the name other nodes and clients reach this node by
           --store sqlite|postgres        where the farm lives (default sqlite)
           --farm-connection CS           the farm database's Npgsql connection string (--store postgres)
-          --expected-nodes N             wait up to 5 s for N nodes before taking containers (default 1)
+          --expected-nodes N             wait up to 5 s for N nodes before taking containers, unless
+                                         a live node already serves some (default 1)
           --forward-timeout SECONDS      how long a forwarded call may take (default 3)
           --drain-on-stop true           SIGTERM hands every container to the other nodes first
           --crash-probe-ms MS            how often the crash watch looks for a dead peer (default 100; 0: off)
