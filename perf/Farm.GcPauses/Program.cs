@@ -16,7 +16,15 @@ var each = args.Length == 2;
 var inv = CultureInfo.InvariantCulture;
 using var source = new EventPipeEventSource(args[0]);
 source.NeedLoadedDotNetRuntimes();
-source.Process();
+try
+{
+    source.Process();
+}
+catch (FormatException e)
+{
+    // A process that exits while traced leaves the file cut short: what was read still counts.
+    Console.Error.WriteLine($"{args[0]}: the trace ends early ({e.Message}); the collections before that follow");
+}
 var found = false;
 foreach (var process in source.Processes())
 {
