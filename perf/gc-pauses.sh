@@ -6,11 +6,7 @@ pid=${1:?usage: perf/gc-pauses.sh PID [SECONDS] [--each]}
 seconds=${2:-30}
 each=${3:-}
 here=$(cd "$(dirname "$0")" && pwd)
-trace_tool=$(command -v dotnet-trace || echo "$HOME/.dotnet/tools/dotnet-trace")
-if [ ! -x "$trace_tool" ]; then
-  dotnet tool install -g dotnet-trace >/dev/null
-  trace_tool="$HOME/.dotnet/tools/dotnet-trace"
-fi
+trace_tool=$("$here/dotnet-trace-path.sh")
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 # The runtime's GC keyword at the informational level: a start, end, suspension and restart per collection.

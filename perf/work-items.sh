@@ -6,11 +6,7 @@ pid=${1:?usage: perf/work-items.sh PID [SECONDS] [FRAMES]}
 seconds=${2:-3}
 frames=${3:-4}
 here=$(cd "$(dirname "$0")" && pwd)
-trace_tool=$(command -v dotnet-trace || echo "$HOME/.dotnet/tools/dotnet-trace")
-if [ ! -x "$trace_tool" ]; then
-  dotnet tool install -g dotnet-trace >/dev/null
-  trace_tool="$HOME/.dotnet/tools/dotnet-trace"
-fi
+trace_tool=$("$here/dotnet-trace-path.sh")
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 # FrameworkEventSource keywords ThreadPool (0x2) and ThreadTransfer (0x10), verbose: one event per enqueue.

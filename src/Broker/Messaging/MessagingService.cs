@@ -87,7 +87,9 @@ public sealed class MessagingService(BrokerNode node)
         HashSet<string>? seen = null;
         // The chain walked, from the entity named to where the walk stopped (null: no hop, as for most sends).
         List<ISendTarget>? walked = null;
-        while (target is QueueEntity { Settings.ForwardTo: { } next } && before + (uint)(walked is null ? 0 : walked.Count - 1) < node.Options.MaxForwardHops
+        uint Hops() => walked is null ? 0 : (uint)walked.Count - 1;
+        ISendTarget EntityAt(int hop) => walked?[hop] ?? target;
+        while (target is QueueEntity { Settings.ForwardTo: { } next } && before + Hops() < node.Options.MaxForwardHops
             && (seen ??= new HashSet<string>(StringComparer.OrdinalIgnoreCase) { target.Name }).Add(next)
             && node.IsLocal(await node.FindEntityAsync(next, cancellationToken).ConfigureAwait(false)))
         {
@@ -95,7 +97,7 @@ public sealed class MessagingService(BrokerNode node)
         }
         // The hops the messages took before this send count only from a forwarding node.
         var hopsBefore = request.Forwarded ? request.Messages.Select(m => m.TransferHopCount).ToArray() : null;
-        var hops = (uint)(walked is null ? 0 : walked.Count - 1);
+        var hops = Hops();
         CountHops(request, hopsBefore, hops);
         var deadLetterSource = request.Forwarded && request.DeadLetterSource.Length > 0 ? request.DeadLetterSource : null;
         if (name is { } repeated && request.Repeat)
@@ -105,8 +107,7 @@ public sealed class MessagingService(BrokerNode node)
             // depends on which entities were full then: from the end back.
             for (var at = (int)hops; at >= 0; at--)
             {
-                var entity = walked?[at] ?? target;
-                if (await entity.FindRecordedSendAsync(repeated, RecentSends.RememberedSinceMs(node.Time), cancellationToken).ConfigureAwait(false) is { } answered)
+                if (await EntityAt(at).FindRecordedSendAsync(repeated, RecentSends.RememberedSinceMs(node.Time), cancellationToken).ConfigureAwait(false) is { } answered)
                 {
                     return new SendResponse { SequenceNumbers = { answered }, Completed = request.Completes is not null };
                 }
@@ -121,7 +122,7 @@ public sealed class MessagingService(BrokerNode node)
         {
             try
             {
-                var sequenceNumbers = await (walked?[at] ?? target).SendAsync(request.Messages, deadLetterSource, name).ConfigureAwait(false);
+                var sequenceNumbers = await EntityAt(at).SendAsync(request.Messages, deadLetterSource, name).ConfigureAwait(false);
                 return new SendResponse { SequenceNumbers = { sequenceNumbers } };
             }
             catch (BrokerException e) when (e.Code == FarmErrorCode.QuotaExceeded && at > 0)
