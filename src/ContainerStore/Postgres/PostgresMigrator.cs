@@ -57,15 +57,25 @@ internal static class PostgresMigrator
         }
     }
 
-    /// <summary>The schema version recorded, or null when the database has no schema_version table yet.</summary>
+    /// <summary>
+    /// The schema version recorded, or null when the database has no schema_version table yet.
+    /// Asks whether the table exists first: reading a missing table would be an ERROR line in the
+    /// server's log for every new database, which an operator takes for a fault.
+    /// </summary>
     private static async Task<long?> ReadVersionUnlockedAsync(NpgsqlConnection connection, CancellationToken cancellationToken)
     {
+        if (!await connection.ExecuteScalarAsync<bool>(new CommandDefinition(PostgresSql.Schema.VersionTableExists, cancellationToken: cancellationToken)).ConfigureAwait(false))
+        {
+            return null;
+        }
+
         try
         {
             return await connection.ExecuteScalarAsync<long>(new CommandDefinition(PostgresSql.Schema.CurrentVersion, cancellationToken: cancellationToken)).ConfigureAwait(false);
         }
         catch (PostgresException e) when (e.SqlState == PostgresErrorCodes.UndefinedTable)
         {
+            // Dropped between the two reads: as good as new.
             return null;
         }
     }

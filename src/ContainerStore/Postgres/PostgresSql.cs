@@ -52,6 +52,9 @@ internal static class PostgresSql
 
         public const string CurrentVersion = "SELECT COALESCE(MAX(version), 0) FROM schema_version";
 
+        /// <summary>Resolved like the statements above, through the session's search_path.</summary>
+        public const string VersionTableExists = "SELECT to_regclass('schema_version') IS NOT NULL";
+
         public const string RecordVersion = "INSERT INTO schema_version (version, name) VALUES (@Version, @Name)";
     }
 

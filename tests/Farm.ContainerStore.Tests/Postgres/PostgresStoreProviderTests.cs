@@ -183,6 +183,30 @@ public sealed class PostgresStoreProviderTests(ITestOutputHelper output) : IAsyn
     }
 
     [PostgresFact]
+    public async Task OpenContainer_NewDatabase_RunsNoStatementThatFails()
+    {
+        // A statement that fails is an ERROR line in the server's log, which an operator reads as
+        // a fault; the server counts each one as a rolled-back transaction of the database it ran in.
+        var database = $"{_databases.FarmDatabase}_container_8";
+        var connectionString = _provider.NewContainerConnectionString(_databases.FarmConnectionString, 8);
+        var opened = await _provider.OpenContainerAsync(connectionString);
+        Assert.True(await opened.RaiseEpochAsync(1));
+        await opened.DisposeAsync();
+
+        // A session reports its counts when it ends; wait until the pool's sessions have gone and reported.
+        var counts = await Eventually.ValueAsync(
+            async () => (await QueryAsync(
+                "postgres",
+                "SELECT xact_commit, xact_rollback FROM pg_stat_database WHERE datname = $1 AND numbackends = 0 AND xact_commit > 0",
+                r => new[] { r.GetInt64(0), r.GetInt64(1) },
+                database)).FirstOrDefault(),
+            TimeSpan.FromSeconds(30),
+            $"the sessions on {database} to end and report their transactions");
+
+        Assert.True(counts[1] == 0, $"{counts[1]} transaction(s) of {counts[0] + counts[1]} on {database} rolled back: a statement failed while opening it");
+    }
+
+    [PostgresFact]
     public async Task OpenContainer_SchemaNewerThanThisBuild_IsRefusedNamingTheDatabase()
     {
         var connectionString = _provider.NewContainerConnectionString(_databases.FarmConnectionString, 6);
