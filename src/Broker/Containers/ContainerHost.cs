@@ -135,14 +135,15 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     /// Opens the container database and fences it with the lease's epoch before anything is served
     /// (promise 3): from then on, a former owner's writes fail on the epoch check.
     /// </summary>
-    /// <param name="leaseStartedAt">When the lease was asked for (<paramref name="leaseClock"/>): its deadline runs from there.</param>
+    /// <param name="leaseStartedAt">When the latest lease that landed was asked for (<paramref name="leaseClock"/>): the take's,
+    /// or a renewal's while the database opened. Read once the database is fenced; the deadline runs from there.</param>
     /// <param name="leaseFence">How long after a lease was asked for this node stops serving unless renewed.</param>
     /// <param name="onLost">Called once when the host must stop: another broker owns the container, the
     /// lease deadline passed, or a commit's outcome is unknown and the container must be read again.</param>
     public static async Task<ContainerHost> OpenAsync(
         ContainerRecord record, Func<IContainerDatabase> openDatabase, TimeProvider time, BrokerOptions options, MessageCacheBudget messageCache,
         ForwardSend forward, IFarmStore farm, Action<ContainerHost> onLost,
-        DateTimeOffset leaseStartedAt, TimeSpan leaseFence, TimeProvider leaseClock, ILogger logger, CancellationToken cancellationToken)
+        Func<DateTimeOffset> leaseStartedAt, TimeSpan leaseFence, TimeProvider leaseClock, ILogger logger, CancellationToken cancellationToken)
     {
         var database = openDatabase();
         if (!await database.RaiseEpochAsync(record.Epoch, cancellationToken).ConfigureAwait(false))
@@ -161,7 +162,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             },
             onOutcomeUnknown: _ => onLost(host!),
             logger);
-        host = new ContainerHost(record, database, commits, time, options, logger, leaseFence, leaseStartedAt, leaseClock)
+        host = new ContainerHost(record, database, commits, time, options, logger, leaseFence, leaseStartedAt(), leaseClock)
         {
             _forward = forward,
             _messageCache = messageCache,

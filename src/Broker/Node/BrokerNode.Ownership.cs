@@ -63,7 +63,7 @@ public sealed partial class BrokerNode
         _owners = new Dictionary<long, ContainerRoute>(routes) { [containerId] = new ContainerRoute(ownerId, container.Epoch, owner.Address) };
     }
 
-    /// <summary>Heartbeats, then renews the lease of every container served here (the renewal loop).</summary>
+    /// <summary>Heartbeats, then renews the lease of every container served or being opened here (the renewal loop).</summary>
     private async Task RenewAsync(IFarmStore farm, CancellationToken cancellationToken)
     {
         if (!await farm.HeartbeatAsync(NodeId, Environment.ProcessId, _address, cancellationToken).ConfigureAwait(false))
@@ -76,6 +76,11 @@ public sealed partial class BrokerNode
         {
             var startedAt = _leaseClock.GetUtcNow();
             OnLeaseRenewal(host, startedAt, await farm.RenewContainerLeaseAsync(host.Id, NodeId, host.Epoch, _nodeOptions.LeaseDuration, cancellationToken).ConfigureAwait(false));
+        }
+        foreach (var take in _taking.Values)
+        {
+            var startedAt = _leaseClock.GetUtcNow();
+            take.OnRenewal(startedAt, await farm.RenewContainerLeaseAsync(take.ContainerId, NodeId, take.Epoch, _nodeOptions.LeaseDuration, cancellationToken).ConfigureAwait(false));
         }
     }
 
@@ -97,6 +102,11 @@ public sealed partial class BrokerNode
         {
             var startedAt = _leaseClock.GetUtcNow();
             OnLeaseRenewal(host, startedAt, farm.RenewContainerLease(host.Id, NodeId, host.Epoch, _nodeOptions.LeaseDuration));
+        }
+        foreach (var take in _taking.Values)
+        {
+            var startedAt = _leaseClock.GetUtcNow();
+            take.OnRenewal(startedAt, farm.RenewContainerLease(take.ContainerId, NodeId, take.Epoch, _nodeOptions.LeaseDuration));
         }
     }
 
@@ -437,18 +447,18 @@ public sealed partial class BrokerNode
     /// serve is still a node; only one that cannot renew (frozen, cut off, dead) loses its
     /// containers. A test's manual lease clock keeps the timer loop it drives.
     /// </summary>
-    private Task RenewalLoopAsync(CancellationToken cancellationToken)
+    private Task RenewalLoopAsync(IFarmStore farm, CancellationToken cancellationToken)
     {
         if (!ReferenceEquals(_leaseClock, TimeProvider.System))
         {
-            return RunEveryIntervalAsync(_leaseClock, ct => RenewAsync(Farm, ct), e => LogHeartbeatFailed(_logger, e), cancellationToken);
+            return RunEveryIntervalAsync(_leaseClock, ct => RenewAsync(farm, ct), e => LogHeartbeatFailed(_logger, e), cancellationToken);
         }
         var stopped = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
         var thread = new Thread(() =>
         {
             try
             {
-                RenewOnThisThread(cancellationToken);
+                RenewOnThisThread(farm, cancellationToken);
                 stopped.SetResult();
             }
             catch (Exception e)
@@ -470,7 +480,7 @@ public sealed partial class BrokerNode
     /// PeriodicTimer does), with the farm store's blocking calls, which with SQLite and PostgreSQL
     /// alike run on this thread and need nothing from the pool.
     /// </summary>
-    private void RenewOnThisThread(CancellationToken cancellationToken)
+    private void RenewOnThisThread(IFarmStore farm, CancellationToken cancellationToken)
     {
         var interval = (long)(_nodeOptions.HeartbeatInterval.TotalSeconds * Stopwatch.Frequency);
         var next = Stopwatch.GetTimestamp();
@@ -489,7 +499,7 @@ public sealed partial class BrokerNode
             }
             try
             {
-                Renew(Farm);
+                Renew(farm);
             }
             catch (OperationCanceledException) when (cancellationToken.IsCancellationRequested)
             {

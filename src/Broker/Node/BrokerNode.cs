@@ -17,6 +17,8 @@ namespace Farm.Broker.Node;
 public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
 {
     private readonly ConcurrentDictionary<long, ContainerHost> _containers = new();
+    /// <summary>Containers leased and still opening (<see cref="TakeContainerAsync"/>): the renewal loop renews them too.</summary>
+    private readonly ConcurrentDictionary<long, TakeInProgress> _taking = new();
     private readonly ConcurrentDictionary<string, EntityRecord> _entityIndex = new(StringComparer.OrdinalIgnoreCase);
     private readonly IStoreProvider _provider;
     private readonly NodeOptions _nodeOptions;
@@ -143,12 +145,24 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             // overwrote it: the take records that, not the moment of this release.
             await farm.ReleaseAbandonedContainerAsync(container.Id, NodeId, earlierLife?.HeartbeatAt, cancellationToken).ConfigureAwait(false);
         }
-        await WaitForExpectedNodesAsync(farm, cancellationToken).ConfigureAwait(false);
-        // One pass now, so a node that is the farm's only one serves as soon as it says it is up.
-        await AssignAsync(farm, cancellationToken).ConfigureAwait(false);
+        // Heartbeats and renewals from here on, before the first pass: a take that opens its
+        // database slowly (a busy server, a new connection pool) keeps its lease, and peers
+        // waiting for this node see it live. Not through the pool: on the system clock the
+        // renewals get a thread of their own (RenewalLoopAsync).
+        _renewalLoop = RenewalLoopAsync(farm, _stopping.Token);
+        try
+        {
+            await WaitForExpectedNodesAsync(farm, cancellationToken).ConfigureAwait(false);
+            // One pass now, so a node that is the farm's only one serves as soon as it says it is up.
+            await AssignAsync(farm, cancellationToken).ConfigureAwait(false);
+        }
+        catch
+        {
+            await _stopping.CancelAsync().ConfigureAwait(false);
+            await _renewalLoop.ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
+            throw;
+        }
         _farm = farm;
-        // Not through the pool: on the system clock the renewals get a thread of their own (RenewalLoopAsync).
-        _renewalLoop = RenewalLoopAsync(_stopping.Token);
         _ownershipLoop = Task.Run(() => OwnershipLoopAsync(_stopping.Token), CancellationToken.None);
         if ((_nodeOptions.DetectCrashedProcesses || _sessionLock is not null) && _nodeOptions.CrashProbeInterval > TimeSpan.Zero)
         {
@@ -324,35 +338,48 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             return false;
         }
         var leased = System.Diagnostics.Stopwatch.GetTimestamp();
-        var database = await _provider.OpenContainerAsync(lease.ConnectionString, cancellationToken).ConfigureAwait(false);
-        var opened = System.Diagnostics.Stopwatch.GetTimestamp();
+        // Renewed from here on like a served container, however long the open and the fence take.
+        var take = new TakeInProgress(containerId, lease.Epoch, leaseStartedAt, OnContainerLost);
+        _taking[containerId] = take;
         ContainerHost host;
+        long opened;
         try
         {
-            host = await ContainerHost.OpenAsync(
-                lease, () => database, _time, Options, MessageCache, ForwardAsync, farm, OnContainerLost,
-                leaseStartedAt, _nodeOptions.LeaseDuration - _nodeOptions.LeaseSafetyMargin, _leaseClock, _logger, cancellationToken).ConfigureAwait(false);
+            var database = await _provider.OpenContainerAsync(lease.ConnectionString, cancellationToken).ConfigureAwait(false);
+            opened = System.Diagnostics.Stopwatch.GetTimestamp();
+            try
+            {
+                host = await ContainerHost.OpenAsync(
+                    lease, () => database, _time, Options, MessageCache, ForwardAsync, farm, OnContainerLost,
+                    () => take.RenewedAt, _nodeOptions.LeaseDuration - _nodeOptions.LeaseSafetyMargin, _leaseClock, _logger, cancellationToken).ConfigureAwait(false);
+            }
+            catch
+            {
+                // Not fenced (e.g. a former owner's stranded commit still holds the epoch row): close it, a later pass tries again.
+                await database.DisposeAsync().ConfigureAwait(false);
+                throw;
+            }
+            take.Attach(host);
+            if (!_containers.TryAdd(containerId, host))
+            {
+                // Cannot happen under the gate; if it ever does, the host already serving stays the only one.
+                await host.DisposeAsync().ConfigureAwait(false);
+                return true;
+            }
         }
-        catch
+        finally
         {
-            // Not fenced (e.g. a former owner's stranded commit still holds the epoch row): close it, a later pass tries again.
-            await database.DisposeAsync().ConfigureAwait(false);
-            throw;
-        }
-        if (!_containers.TryAdd(containerId, host))
-        {
-            // Cannot happen under the gate; if it ever does, the host already serving stays the only one.
-            await host.DisposeAsync().ConfigureAwait(false);
-            return true;
+            // Only now: the host is renewed as a served container already, so no renewal pass misses it.
+            _taking.TryRemove(KeyValuePair.Create(containerId, take));
         }
         var fenced = System.Diagnostics.Stopwatch.GetTimestamp();
         LogContainerTaken(_logger, containerId, lease.Epoch, Milliseconds(started, fenced),
             Milliseconds(started, leased), Milliseconds(leased, opened), Milliseconds(opened, fenced));
         LearnEntities(farm, host);
         Telemetry.BrokerMetrics.RecordTake(containerId, NodeId);
-        if (host.IsLost)
+        if (host.IsLost || take.Refused)
         {
-            // Its lease deadline passed (or a commit failed) before it was registered here.
+            // Its lease deadline passed, a renewal found it taken, or a commit failed before it was registered here.
             OnContainerLost(host);
         }
         return true;
