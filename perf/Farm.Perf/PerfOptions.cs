@@ -46,7 +46,8 @@ internal sealed partial record PerfOptions
           --receivers 4       concurrent receivers (2 in the sweeps and topics)
           --prefetch 500      receiver prefetch (credit kept on the stream)
           --receive-style receiver|processor
-          --concurrency 128   completes in flight per receiver (receiver) or MaxConcurrentCalls (processor)
+          --concurrency N     completes in flight per receiver (receiver; default: the prefetch) or
+                              MaxConcurrentCalls (processor; default 128)
           --complete sdk|batch|none  sdk: FarmReceiver.CompleteMessageAsync per message (the figure to quote);
                               batch: one raw Settle call per received batch, bypassing the SDK (an experiment);
                               none: receive-and-delete, nothing settled (to profile against peek-lock)
@@ -186,7 +187,18 @@ internal sealed partial record PerfOptions
     /// <summary>chain: a handler completes what it forwards in the send's own transaction (true), or after it (false).</summary>
     public bool ForwardWithSend { get; init; } = true;
 
+    /// <summary>--concurrency: a processor's MaxConcurrentCalls (the chain's handlers, the prefetch sweep), and a receiver's completes in flight when given.</summary>
     public int Concurrency { get; init; } = 128;
+
+    /// <summary>True when --concurrency was given.</summary>
+    public bool ConcurrencyGiven { get; init; }
+
+    /// <summary>
+    /// What the load's receivers use: a FarmReceiver completes up to its prefetch in flight unless
+    /// --concurrency says otherwise, as a RabbitMQ consumer holds up to its prefetch unacknowledged;
+    /// a processor runs --concurrency calls.
+    /// </summary>
+    public int ReceiverConcurrency => ReceiveStyle == ReceiveStyle.Receiver && !ConcurrencyGiven && Prefetch > 0 ? Prefetch : Concurrency;
 
     /// <summary>False: <c>--complete batch</c>, the raw batched-settlement experiment (receiver style only).</summary>
     public bool CompleteWithSdk { get; init; } = true;
@@ -416,7 +428,7 @@ internal sealed partial record PerfOptions
                 "--receivers" => options with { Receivers = ParseInt(name, value, 1, 1024) },
                 "--prefetch" => options with { Prefetch = ParseInt(name, value, 0, 100_000) },
                 "--receive-style" => options with { ReceiveStyle = ParseStyle(value) },
-                "--concurrency" => options with { Concurrency = ParseInt(name, value, 1, 10_000) },
+                "--concurrency" => options with { Concurrency = ParseInt(name, value, 1, 10_000), ConcurrencyGiven = true },
                 "--forward" => options with
                 {
                     ForwardWithSend = value switch

@@ -46,7 +46,7 @@ internal sealed class SingleQueueScenario(PerfOptions options, string connection
             DurationS: Math.Round(window.Seconds, 3),
             Settings: new RunSettings(
                 options.Senders, options.Receivers, options.Batch, options.Prefetch, options.Size, options.InFlight,
-                options.ReceiveStyle.ToString().ToLowerInvariant(), options.Concurrency, options.Warmup.TotalSeconds, externalFarm),
+                options.ReceiveStyle.ToString().ToLowerInvariant(), options.ReceiverConcurrency, options.Warmup.TotalSeconds, externalFarm),
             Verification: verification);
     }
 
@@ -54,8 +54,8 @@ internal sealed class SingleQueueScenario(PerfOptions options, string connection
     public static SendSettings SendSettingsOf(PerfOptions options)
         => new(options.Senders, options.InFlight, options.Batch, options.Size, options.Rate);
 
-    /// <summary>The single-queue receivers: --receive-style, --prefetch, --concurrency (also the batch taken per receive), --complete.</summary>
+    /// <summary>The single-queue receivers: --receive-style, --prefetch, --concurrency (default for a receiver: the prefetch; also the batch taken per receive), --complete.</summary>
     public static ReceiveSettings ReceiveSettingsOf(PerfOptions options)
-        => new(options.ReceiveStyle, options.Prefetch, options.Concurrency, options.Concurrency, options.CompleteWithSdk,
+        => new(options.ReceiveStyle, options.Prefetch, options.ReceiverConcurrency, options.ReceiverConcurrency, options.CompleteWithSdk,
             options.ReceiveAndDelete ? FarmReceiveMode.ReceiveAndDelete : FarmReceiveMode.PeekLock);
 }

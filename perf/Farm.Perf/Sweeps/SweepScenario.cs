@@ -98,7 +98,7 @@ internal sealed class SweepScenario(PerfOptions options)
         name,
         x,
         new SendSettings(options.Senders, options.InFlight, options.Batch, options.Size, 0, options.MaxBacklog),
-        new ReceiveSettings(options.ReceiveStyle, options.Prefetch, options.Concurrency, options.Concurrency),
+        new ReceiveSettings(options.ReceiveStyle, options.Prefetch, options.ReceiverConcurrency, options.ReceiverConcurrency),
         options.Receivers,
         connection);
 

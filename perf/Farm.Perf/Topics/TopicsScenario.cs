@@ -499,7 +499,7 @@ internal sealed class TopicsScenario(PerfOptions options, string connectionStrin
         options.Duration.TotalSeconds,
         options.Rounds,
         options.Size,
-        new QueueVsTopicSettings(options.Senders, options.InFlight, options.Batch, options.Receivers, options.Prefetch, options.Concurrency, SupportOrdering: false),
+        new QueueVsTopicSettings(options.Senders, options.InFlight, options.Batch, options.Receivers, options.Prefetch, options.ReceiverConcurrency, SupportOrdering: false),
         new FanoutSettings(options.Subscriptions, options.FanoutSenders, options.FanoutBatch, options.FanoutRate, options.FanoutBacklog, options.FanoutClients,
             options.FanoutPrefetch, options.FanoutStyle.ToString().ToLowerInvariant(), FanoutReceiveSettings().Concurrency, SupportOrdering: false),
         new OrderingSettings(options.OrderingSubscriptions, options.OrderingSenders, 1, options.OrderingBatch, OrderingClients, OrderingPrefetch, OrderingBacklog),
