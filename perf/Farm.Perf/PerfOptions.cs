@@ -79,7 +79,7 @@ internal sealed partial record PerfOptions
           --rounds 2          queue/topic and on/off take turns in this many rounds, in ABBA order
           --size 1024         message body bytes (every load)
           --senders, --inflight, --batch, --receivers, --prefetch, --concurrency
-                              queue vs topic-1-sub: the single-queue load, same defaults (2, 1, 50, 2, 500, 128)
+                              queue vs topic-1-sub: the single-queue load, same defaults (2, 1, 50, 2, 500, the prefetch)
           --subscriptions 1000  subscriptions ($Default rule) of the fan-out topic
           --fanout-rate 0     messages/s into it (0: as fast as --fanout-backlog lets, then a
                               second run paced at half the rate reached, one message a send,
