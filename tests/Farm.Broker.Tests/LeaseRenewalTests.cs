@@ -101,13 +101,7 @@ public sealed class LeaseRenewalTests : IAsyncDisposable
         Assert.True(_node!.ServesContainer(containerId), $"the node stopped serving its container; it logged: {Warnings()}");
     }
 
-    private string Warnings()
-    {
-        var records = _log.Collector.GetSnapshot().Where(r => r.Level >= LogLevel.Warning)
-            .Select(r => $"{r.Timestamp:HH:mm:ss.fff} {r.Level}: {r.Message}{(r.Exception is { } e ? $" ({e.GetType().Name}: {e.Message})" : "")}")
-            .ToList();
-        return records.Count == 0 ? "no warnings" : string.Join(" | ", records);
-    }
+    private string Warnings() => LoggedRecords.Describe(_log, LogLevel.Warning);
 
     /// <summary>
     /// Reads the container's lease from this thread for twice a lease and returns every reading that

@@ -107,8 +107,7 @@ public sealed class SlowTakeTests : IAsyncDisposable
         }
     }
 
-    private string Logged() => string.Join(" | ", _log.Collector.GetSnapshot().Where(r => r.Level >= LogLevel.Information)
-        .Select(r => $"{r.Level}: {r.Message}{(r.Exception is { } e ? $" ({e.GetType().Name}: {e.Message})" : "")}"));
+    private string Logged() => LoggedRecords.Describe(_log, LogLevel.Information);
 
     public async ValueTask DisposeAsync()
     {
