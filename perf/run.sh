@@ -61,7 +61,7 @@ if [[ " ${scenarios[*]} " == *" single-queue "* && "${SINGLE_QUEUE_ARGS:-}" != *
   scenarios=("${expanded[@]}")
 fi
 
-log() { echo "run.sh: $*" >&2; }
+log() { echo "run.sh: $(date -u +%H:%M:%S) $*" >&2; }
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/farm-perf-run.XXXXXX")
 rabbit_pid=""
@@ -312,6 +312,8 @@ done
 # The report is made from every result there is, this run's and earlier ones' (each row names its run).
 (cd "$here" && dotnet "$perf_dll" report) || log "perf/REPORT.md could not be written"
 
+# From the script's start: the build, RabbitMQ's install and start, every scenario and the report.
+log "$(printf '%s ' "${scenarios[@]}")took $((SECONDS / 60)) min $((SECONDS % 60)) s"
 if [ ${#failed[@]} -gt 0 ]; then
   log "failed: ${failed[*]}"
   exit 1
