@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs Farm's performance scenarios with what they need stood up around them:
-#   perf/run.sh [SCENARIO...]      default: the set below, about 15 minutes on 2 cores
+#   perf/run.sh [SCENARIO...]      default: the set below, about 17 minutes on 2 cores
 # SCENARIO: single-queue (Farm vs RabbitMQ classic, then again vs quorum, side by side in one run), topics (queue vs topic, 1,000
 # subscriptions, ordering on vs off), failover (20 SIGKILLs of a 3-node farm), deep-backlog
 # (10,000,000 messages; long); the sweeps (each about 1-2 minutes, several configurations on one
