@@ -29,8 +29,31 @@ public sealed class LockRenewalsTests
         return Task.CompletedTask;
     }
 
+    /// <summary>The sequence numbers of each RenewLock call, in the order the calls were made.</summary>
+    private readonly ConcurrentQueue<long[]> _calls = new();
+
+    /// <summary>
+    /// Renewals whose calls go through <paramref name="renew"/> one lock at a time (its failure is
+    /// that lock's outcome; a cancellation ends the call), each call recorded in <see cref="_calls"/>.
+    /// </summary>
     private LockRenewals Renewals(Func<FarmReceivedMessage, CancellationToken, Task>? renew = null, TimeSpan? maxDuration = null)
-        => new(renew ?? Renew, _time, maxDuration ?? TimeSpan.FromMinutes(5), e =>
+        => new(async (messages, cancellationToken) =>
+        {
+            _calls.Enqueue([.. messages.Select(m => m.SequenceNumber)]);
+            var outcomes = new Exception?[messages.Count];
+            for (var i = 0; i < messages.Count; i++)
+            {
+                try
+                {
+                    await (renew ?? Renew)(messages[i], cancellationToken);
+                }
+                catch (Exception e) when (e is not OperationCanceledException)
+                {
+                    outcomes[i] = e;
+                }
+            }
+            return outcomes;
+        }, _time, maxDuration ?? TimeSpan.FromMinutes(5), e =>
         {
             _errors.Enqueue(e);
             return Task.CompletedTask;
@@ -159,5 +182,80 @@ public sealed class LockRenewalsTests
         Assert.Equal([(1L, TimeSpan.FromSeconds(20)), (1L, TimeSpan.FromSeconds(25))], _renewals);
         Assert.Equal([busy, lost], _errors);
         Assert.Null(held.DueAt);
+    }
+
+    [Fact]
+    public async Task LocksDueTogether_AreRenewedInOneCall_WithThoseDueWithinHalfTheirMargin()
+    {
+        using var renewals = Renewals();
+        var held = new List<LockRenewals.Held> { renewals.Track(Locked(1)), renewals.Track(Locked(2)) };   // due at 20 s
+        AdvanceTo(TimeSpan.FromSeconds(4));
+        held.Add(renewals.Track(Locked(3)));           // due at 24 s: may go from 19 s on, so with the first two
+        AdvanceTo(TimeSpan.FromSeconds(6));
+        var later = renewals.Track(Locked(4));         // due at 26 s: may go from 21 s on, so not with them
+
+        AdvanceTo(TimeSpan.FromSeconds(20));
+        foreach (var h in held)
+        {
+            await RenewedAsync(h, Start + TimeSpan.FromSeconds(40));
+        }
+        Assert.Null(later.Renewal);
+        AdvanceTo(TimeSpan.FromSeconds(26));
+        await RenewedAsync(later, Start + TimeSpan.FromSeconds(46));
+
+        Assert.Equal([[1L, 2L, 3L], [4L]], _calls);
+        Assert.Empty(_errors);
+    }
+
+    [Fact]
+    public async Task ALockLetGoWhileItsCallRuns_DoesNotWaitForTheCall_AndWhatTheCallSaysOfItIsIgnored()
+    {
+        var started = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var mayEnd = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        using var renewals = Renewals(async (message, cancellationToken) =>
+        {
+            started.TrySetResult();
+            await mayEnd.Task;
+            cancellationToken.ThrowIfCancellationRequested();
+            if (message.SequenceNumber == 1)
+            {
+                // Settled meanwhile: the broker no longer knows the lock.
+                throw new FarmException("lost", FarmFailureReason.MessageLockLost, "q");
+            }
+            await Renew(message, CancellationToken.None);
+        });
+        var first = renewals.Track(Locked(1));
+        var second = renewals.Track(Locked(2));
+        AdvanceTo(TimeSpan.FromSeconds(20));
+        await started.Task.WaitAsync(Patience);
+
+        var stopping = renewals.StopAsync(first);
+        // The processor stops renewing after the handler and again on its way out: once counts.
+        var stoppingAgain = renewals.StopAsync(first);
+        Assert.True(stopping.IsCompleted && stoppingAgain.IsCompleted, "StopAsync waited for a call that also renews another held lock");
+        mayEnd.SetResult();
+        await RenewedAsync(second, Start + TimeSpan.FromSeconds(40));
+
+        Assert.Null(first.DueAt);
+        Assert.Empty(_errors);
+        Assert.Equal([[1L, 2L]], _calls);
+    }
+
+    [Fact]
+    public async Task MoreLocksDueAtOnceThanACallCarries_GoInSeveralCalls()
+    {
+        using var renewals = Renewals();
+        var count = LockRenewals.MaxLocksPerCall + 1;
+        var held = Enumerable.Range(1, count).Select(i => renewals.Track(Locked(i))).ToList();
+
+        AdvanceTo(TimeSpan.FromSeconds(20));
+        foreach (var h in held)
+        {
+            await RenewedAsync(h, Start + TimeSpan.FromSeconds(40));
+        }
+
+        // The calls run side by side: which is recorded first is not fixed.
+        Assert.Equal([1, LockRenewals.MaxLocksPerCall], _calls.Select(c => c.Length).Order());
+        Assert.Equal(Enumerable.Range(1, count).Select(i => (long)i), _calls.SelectMany(c => c).Order());
     }
 }

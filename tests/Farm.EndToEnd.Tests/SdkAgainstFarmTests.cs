@@ -309,6 +309,59 @@ public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<
             $"the lock was not renewed while the handler ran: locked until {firstLockedUntil:O} at first, {lastLockedUntil:O} at the end");
     }
 
+    /// <summary>
+    /// Eight handlers outlast their 5 s locks together: the processor renews the locks due together
+    /// in one RenewLock call (the call takes many tokens) rather than a call per message, and every
+    /// lock holds until its handler returns.
+    /// </summary>
+    [Fact]
+    public async Task Processor_RenewsTheLocksOfHandlersRunningTogether_InSharedCalls()
+    {
+        const int handlers = 8;
+        var lockDuration = TimeSpan.FromSeconds(5);
+        var queue = await CreateQueueAsync(o => o.LockDuration = lockDuration);
+        await using var client = new FarmClient(Connection);
+        await using (var sender = client.CreateSender(queue))
+        {
+            await sender.SendMessagesAsync(Enumerable.Range(0, handlers).Select(i => new FarmMessage($"work {i}")));
+        }
+
+        var running = 0;
+        var allRunning = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        var extended = new ConcurrentQueue<bool>();
+        var errors = new ConcurrentQueue<Exception>();
+        await using var processor = client.CreateProcessor(queue, new FarmProcessorOptions { MaxConcurrentCalls = handlers });
+        processor.ProcessMessageAsync += async args =>
+        {
+            var firstLockedUntil = args.Message.LockedUntil;
+            if (Interlocked.Increment(ref running) == handlers)
+            {
+                allRunning.SetResult();
+            }
+            await allRunning.Task.WaitAsync(Patience);
+            // Two and a half lock durations: a renewal every half lock duration, five rounds.
+            await Task.Delay(lockDuration * 2.5);
+            extended.Enqueue(args.Message.LockedUntil > firstLockedUntil + lockDuration);
+        };
+        processor.ProcessErrorAsync += args =>
+        {
+            errors.Enqueue(args.Exception);
+            return Task.CompletedTask;
+        };
+        var callsBefore = await fixture.Farm.MessagingCallsAsync("RenewLock");
+        await processor.StartProcessingAsync();
+        await ProcessRunner.WaitUntilAsync(
+            () => fixture.Farm.GetQueueCountsAsync(queue).GetAwaiter().GetResult().TotalMessageCount == 0,
+            Patience, "the handlers' messages to be completed");
+        await processor.StopProcessingAsync();
+        var calls = await fixture.Farm.MessagingCallsAsync("RenewLock") - callsBefore;
+
+        Assert.Empty(errors);
+        Assert.Equal(Enumerable.Repeat(true, handlers), extended);
+        // A call per lock would be about 8 x 4 = 32; shared, about one per round.
+        Assert.InRange(calls, 1, 12);
+    }
+
     [Theory]
     [InlineData(0)]
     [InlineData(-5)]

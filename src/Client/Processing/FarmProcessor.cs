@@ -80,7 +80,7 @@ public sealed class FarmProcessor : IAsyncDisposable
             var receiver = new FarmReceiver(_connection, EntityPath, new FarmReceiverOptions { ReceiveMode = ReceiveMode, PrefetchCount = PrefetchCount }, onClosed: null);
             var stopping = new CancellationTokenSource();
             var renewals = ReceiveMode == FarmReceiveMode.PeekLock && MaxAutoLockRenewalDuration > TimeSpan.Zero
-                ? new LockRenewals(receiver.RenewMessageLockAsync, _connection.TimeProvider, MaxAutoLockRenewalDuration, e => RaiseErrorAsync(e, FarmErrorSource.RenewLock, stopping.Token))
+                ? new LockRenewals(receiver.RenewMessageLocksAsync, _connection.TimeProvider, MaxAutoLockRenewalDuration, e => RaiseErrorAsync(e, FarmErrorSource.RenewLock, stopping.Token))
                 : null;
             _receiver = receiver;
             _renewals = renewals;

@@ -8,13 +8,22 @@ namespace Farm.Client;
 /// run could tell the change from noise; perf/README "Session 42"). A held message costs a list
 /// node; the timer is re-armed only when a message is due before the time it is already armed for,
 /// so a processor handling one message at a time arms it about once per lock duration.
+/// <para>
+/// The locks due together go in one RenewLock call (the call takes many tokens, and answers each),
+/// and so do those due a little later: a lock is renewed up to half its margin early when a call
+/// goes anyway. A processor with a hundred long handlers makes a call or two per renewal round
+/// instead of a hundred.
+/// </para>
 /// </summary>
 internal sealed class LockRenewals(
-    Func<FarmReceivedMessage, CancellationToken, Task> renew,
+    Func<IReadOnlyList<FarmReceivedMessage>, CancellationToken, Task<IReadOnlyList<Exception?>>> renew,
     TimeProvider time,
     TimeSpan maxRenewalDuration,
     Func<Exception, Task> reportError) : IDisposable
 {
+    /// <summary>Locks one RenewLock call carries at most; more due at once go in several calls.</summary>
+    internal const int MaxLocksPerCall = 500;
+
     private readonly Lock _gate = new();
     private readonly LinkedList<Held> _held = [];
     private ITimer? _timer;
@@ -40,13 +49,14 @@ internal sealed class LockRenewals(
     }
 
     /// <summary>
-    /// Stops renewing a message's lock, before it is settled: a renewal in flight is cancelled and
-    /// awaited, so none reaches the broker after the settlement (it would fail with MessageLockLost).
-    /// Calling it again does nothing.
+    /// Stops renewing a message's lock, before it is settled. A renewal in flight for it alone is
+    /// cancelled and awaited, so none reaches the broker after the settlement (it would fail with
+    /// MessageLockLost); one that carries other held locks too goes on for them, and what it says
+    /// of this one is ignored. Calling it again does nothing.
     /// </summary>
     public ValueTask StopAsync(Held held)
     {
-        Task? renewal;
+        RenewalCall? call;
         lock (_gate)
         {
             if (held.Node is { } node)
@@ -55,16 +65,22 @@ internal sealed class LockRenewals(
                 held.Node = null;
             }
             held.DueAt = null;
-            renewal = held.Renewal;
+            call = held.Call;
+            // Counted out of its call once, however often it is stopped.
+            held.Call = null;
+            if (call is null || --call.Live > 0)
+            {
+                return ValueTask.CompletedTask;
+            }
         }
 
-        return renewal is null || renewal.IsCompleted ? ValueTask.CompletedTask : CancelAndAwaitAsync(held, renewal);
+        return call.Task is not { IsCompleted: false } running ? ValueTask.CompletedTask : CancelAndAwaitAsync(call, running);
     }
 
-    private static async ValueTask CancelAndAwaitAsync(Held held, Task renewal)
+    private static async ValueTask CancelAndAwaitAsync(RenewalCall call, Task running)
     {
-        await held.Cancel.CancelAsync().ConfigureAwait(false);
-        await renewal.ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
+        await call.Cancel.CancelAsync().ConfigureAwait(false);
+        await running.ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
     }
 
     public void Dispose()
@@ -81,7 +97,8 @@ internal sealed class LockRenewals(
     /// <summary>
     /// When the held message's lock is next renewed, as the per-message loop did: 10 s before it
     /// runs out for normal locks, half-way for short ones; never once it ran out or past the
-    /// processor's MaxAutoLockRenewalDuration. Arms the timer if it is due before the timer fires.
+    /// processor's MaxAutoLockRenewalDuration. It may go with a call made up to half that margin
+    /// earlier. Arms the timer if it is due before the timer fires.
     /// </summary>
     private void Schedule(Held held, DateTimeOffset now)
     {
@@ -89,6 +106,7 @@ internal sealed class LockRenewals(
         var margin = remaining > TimeSpan.FromSeconds(20) ? TimeSpan.FromSeconds(10) : remaining / 2;
         var due = now + remaining - margin;
         held.DueAt = remaining > TimeSpan.Zero && due < held.RenewUntil ? due : null;
+        held.JoinsFrom = due - margin / 2;
         if (held.DueAt is { } at && (_armedFor is not { } armed || at < armed))
         {
             Arm(at, now);
@@ -103,7 +121,10 @@ internal sealed class LockRenewals(
         _timer.Change(wait, Timeout.InfiniteTimeSpan);
     }
 
-    /// <summary>Starts the renewals that are due and arms the timer for the next one, if any.</summary>
+    /// <summary>
+    /// Renews the locks that are due, with those that may join them, and arms the timer for the
+    /// next one due, if any.
+    /// </summary>
     private void OnTimer()
     {
         lock (_gate)
@@ -115,23 +136,34 @@ internal sealed class LockRenewals(
 
             var now = time.GetUtcNow();
             _armedFor = null;
+            var anyDue = false;
+            foreach (var held in _held)
+            {
+                anyDue |= held is { DueAt: { } due, Call: null } && due <= now;
+            }
+
+            List<Held>? renewing = null;
             DateTimeOffset? next = null;
             foreach (var held in _held)
             {
-                if (held.DueAt is not { } due || held.Renewal is { IsCompleted: false })
+                if (held.DueAt is not { } due || held.Call is not null)
                 {
                     continue;
                 }
 
-                if (due <= now)
+                if (anyDue && held.JoinsFrom <= now)
                 {
-                    held.DueAt = null;
-                    held.Renewal = Task.Run(() => RenewAsync(held));
+                    (renewing ??= []).Add(held);
                 }
                 else if (next is not { } earliest || due < earliest)
                 {
                     next = due;
                 }
+            }
+
+            for (var start = 0; renewing is not null && start < renewing.Count; start += MaxLocksPerCall)
+            {
+                Start(renewing.GetRange(start, Math.Min(MaxLocksPerCall, renewing.Count - start)));
             }
 
             if (next is { } at)
@@ -141,40 +173,80 @@ internal sealed class LockRenewals(
         }
     }
 
-    private async Task RenewAsync(Held held)
+    /// <summary>One RenewLock call for <paramref name="renewing"/>; under the gate.</summary>
+    private void Start(List<Held> renewing)
     {
+        var call = new RenewalCall(renewing);
+        foreach (var held in renewing)
+        {
+            held.DueAt = null;
+            held.Call = call;
+        }
+        call.Task = Task.Run(() => RenewAsync(call));
+        foreach (var held in renewing)
+        {
+            held.Renewal = call.Task;
+        }
+    }
+
+    private async Task RenewAsync(RenewalCall call)
+    {
+        IReadOnlyList<Exception?> outcomes;
         try
         {
-            await renew(held.Message, held.Cancel.Token).ConfigureAwait(false);
+            outcomes = await renew(call.Messages, call.Cancel.Token).ConfigureAwait(false);
         }
-        catch (OperationCanceledException) when (held.Cancel.IsCancellationRequested)
+        catch (OperationCanceledException) when (call.Cancel.IsCancellationRequested)
         {
+            // Every lock it carried was let go.
             return;
         }
-        catch (Exception e) when (e is FarmException or ObjectDisposedException)
+        catch (Exception e)
         {
-            await reportError(e).ConfigureAwait(false);
-            if (e is FarmException { IsTransient: false } or ObjectDisposedException)
-            {
-                return;
-            }
-            // Transient: tried again half-way to the lock's end, as long as it has not run out.
+            outcomes = [.. call.Held.Select(_ => e)];
         }
 
+        List<Exception>? report = null;
         lock (_gate)
         {
-            if (held.Node is not null && !_disposed)
+            var now = time.GetUtcNow();
+            for (var i = 0; i < call.Held.Count; i++)
             {
-                Schedule(held, time.GetUtcNow());
+                var held = call.Held[i];
+                held.Call = null;
+                if (held.Node is null || _disposed)
+                {
+                    continue;   // let go while the call ran: its outcome does not matter
+                }
+
+                var failure = i < outcomes.Count ? outcomes[i] : new FarmException(
+                    $"The lock of message {held.Message.SequenceNumber} was not renewed (MessageLockLost)", FarmFailureReason.MessageLockLost, held.Message.EntityPath);
+                if (failure is not null)
+                {
+                    // One failed call is one error, however many locks it carried.
+                    if (report is null || !report.Contains(failure))
+                    {
+                        (report ??= []).Add(failure);
+                    }
+                    if (failure is not FarmException { IsTransient: true })
+                    {
+                        continue;
+                    }
+                    // Transient: tried again half-way to the lock's end, as long as it has not run out.
+                }
+                Schedule(held, now);
             }
+        }
+
+        foreach (var failure in report ?? [])
+        {
+            await reportError(failure).ConfigureAwait(false);
         }
     }
 
     /// <summary>A message a handler holds, in the processor's list while it is renewed.</summary>
     internal sealed class Held(FarmReceivedMessage message, DateTimeOffset renewUntil)
     {
-        private CancellationTokenSource? _cancel;
-
         public FarmReceivedMessage Message { get; } = message;
 
         public DateTimeOffset RenewUntil { get; } = renewUntil;
@@ -184,10 +256,28 @@ internal sealed class LockRenewals(
         /// <summary>When the lock is next renewed; null when it is not (being renewed, stopped, or past its limits).</summary>
         public DateTimeOffset? DueAt { get; set; }
 
+        /// <summary>From when the lock may be renewed with others' that are due.</summary>
+        public DateTimeOffset JoinsFrom { get; set; }
+
+        /// <summary>The renewal call in flight for this lock, if any.</summary>
+        public RenewalCall? Call { get; set; }
+
         /// <summary>The renewal in flight or the last one.</summary>
         public Task? Renewal { get; set; }
+    }
 
-        /// <summary>Cancels a renewal in flight; made only for a message that was renewed.</summary>
-        public CancellationTokenSource Cancel => LazyInitializer.EnsureInitialized(ref _cancel);
+    /// <summary>One RenewLock call: the locks it carries, how many of them are still held, and its cancellation.</summary>
+    internal sealed class RenewalCall(List<Held> held)
+    {
+        public List<Held> Held { get; } = held;
+
+        public IReadOnlyList<FarmReceivedMessage> Messages { get; } = [.. held.Select(h => h.Message)];
+
+        /// <summary>Locks of the call not let go yet; the call is cancelled when it reaches 0.</summary>
+        public int Live { get; set; } = held.Count;
+
+        public CancellationTokenSource Cancel { get; } = new();
+
+        public Task? Task { get; set; }
     }
 }

@@ -260,22 +260,48 @@ public sealed class FarmReceiver : IAsyncDisposable
     /// <summary>Extends the message's lock by the entity's LockDuration; updates <see cref="FarmReceivedMessage.LockedUntil"/>.</summary>
     public async Task<DateTimeOffset> RenewMessageLockAsync(FarmReceivedMessage message, CancellationToken cancellationToken = default)
     {
-        EnsureSettleable(message);
-        var request = new RenewLockRequest { Entity = message.EntityPath };
-        request.LockTokens.Add(message.LockToken);
-        var response = await _connection.UnaryAsync(FarmCalls.RenewLock, request, EntityPath, cancellationToken).ConfigureAwait(false);
-        if (response.Results.Count == 0)
-        {
-            throw new FarmException($"The lock of message {message.SequenceNumber} was not renewed (MessageLockLost)", FarmFailureReason.MessageLockLost, EntityPath);
-        }
-        var result = response.Results[0];
-        if (!FarmErrors.IsSuccessCode(result.ErrorCode))
-        {
-            throw FarmErrors.FromErrorCode(result.ErrorCode, result.ErrorMessage, EntityPath);
-        }
+        var outcomes = await RenewMessageLocksAsync([message], cancellationToken).ConfigureAwait(false);
+        return outcomes[0] is { } failure ? throw failure : message.LockedUntil;
+    }
 
-        message.LockedUntil = result.LockedUntil.ToDateTimeOffset();
-        return message.LockedUntil;
+    /// <summary>
+    /// Extends the locks of <paramref name="messages"/> (all received on this entity) in one
+    /// RenewLock call, updating each one's <see cref="FarmReceivedMessage.LockedUntil"/>. A lock the
+    /// broker did not renew has its error at the message's position, null where renewed; a failed
+    /// call throws.
+    /// </summary>
+    internal async Task<IReadOnlyList<Exception?>> RenewMessageLocksAsync(IReadOnlyList<FarmReceivedMessage> messages, CancellationToken cancellationToken)
+    {
+        var request = new RenewLockRequest { Entity = messages[0].EntityPath };
+        foreach (var message in messages)
+        {
+            EnsureSettleable(message);
+            if (!string.Equals(message.EntityPath, request.Entity, StringComparison.OrdinalIgnoreCase))
+            {
+                throw new ArgumentException($"The locks one call renews must be of one entity; got '{request.Entity}' and '{message.EntityPath}'.", nameof(messages));
+            }
+            request.LockTokens.Add(message.LockToken);
+        }
+        var response = await _connection.UnaryAsync(FarmCalls.RenewLock, request, EntityPath, cancellationToken).ConfigureAwait(false);
+        var outcomes = new Exception?[messages.Count];
+        for (var i = 0; i < messages.Count; i++)
+        {
+            var message = messages[i];
+            // One result per token, in order; a broker that answered fewer renewed none past them.
+            if (i >= response.Results.Count)
+            {
+                outcomes[i] = new FarmException($"The lock of message {message.SequenceNumber} was not renewed (MessageLockLost)", FarmFailureReason.MessageLockLost, EntityPath);
+                continue;
+            }
+            var result = response.Results[i];
+            if (!FarmErrors.IsSuccessCode(result.ErrorCode))
+            {
+                outcomes[i] = FarmErrors.FromErrorCode(result.ErrorCode, result.ErrorMessage, EntityPath);
+                continue;
+            }
+            message.LockedUntil = result.LockedUntil.ToDateTimeOffset();
+        }
+        return outcomes;
     }
 
     public Task CloseAsync(CancellationToken cancellationToken = default) => DisposeAsync().AsTask();
