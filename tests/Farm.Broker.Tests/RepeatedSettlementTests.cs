@@ -6,8 +6,9 @@ namespace Farm.Broker.Tests;
 /// <summary>
 /// A settlement sent again as a repeat (SettleRequest.repeat: its first answer was lost with the
 /// stream or connection that carried it) with the same lock token and disposition gets the first
-/// one's answer, not MessageLockLost (a Complete also on a node that never saw the lock, while the
-/// lock would hold and its message is gone); another disposition, a token the entity never settled,
+/// one's answer, not MessageLockLost (also on a node that never saw the lock, or after the entity
+/// forgot it, while the lock would hold and its message is where the settlement put it: gone, in the
+/// dead-letter queue, deferred, or back to be received); another disposition, a token the entity never settled,
 /// one past the time it is kept, or a second settlement that does not say it is a repeat (an
 /// application completing twice, which Azure Service Bus refuses) still loses its lock.
 /// </summary>
@@ -79,14 +80,16 @@ public sealed class RepeatedSettlementTests
         var unknown = new Settlement { LockToken = Guid.NewGuid().ToString(), Disposition = Disposition.Complete };
         Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(await queue.SettleAsync(false, [unknown], repeat: true)).ErrorCode);
 
-        // Kept for the retention: a deferral sent again after it loses the lock.
+        // Past the retention the entity no longer remembers the settlements; while their locks would
+        // hold, the tokens answer (the Complete's message is gone, the deferral's deferred: the token
+        // says which, ACompleteSentAgainToANewOwner... and ADeadLetterDeferOrAbandonSentAgain...), and
+        // they lose the lock after that.
         await queue.SettleAsync(false, [Settle(second, Disposition.Defer)]);
         await TestClock.AdvanceAndSettleAsync(farm.Time, SettledLocks.Retention + TimeSpan.FromSeconds(1));
-        Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(await queue.SettleAsync(false, [Settle(second, Disposition.Defer)], repeat: true)).ErrorCode);
-        // A Complete is answered done while its lock would hold (its message is gone: the token
-        // says which, ACompleteSentAgainToANewOwner...), and loses the lock after that.
+        Assert.Equal(FarmErrorCode.Unspecified, Assert.Single(await queue.SettleAsync(false, [Settle(second, Disposition.Defer)], repeat: true)).ErrorCode);
         Assert.Equal(FarmErrorCode.Unspecified, Assert.Single(await queue.SettleAsync(false, [Settle(first, Disposition.Complete)], repeat: true)).ErrorCode);
         farm.Time.Advance(new QueueSettings().LockDuration);
+        Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(await queue.SettleAsync(false, [Settle(second, Disposition.Defer)], repeat: true)).ErrorCode);
         Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(await queue.SettleAsync(false, [Settle(first, Disposition.Complete)], repeat: true)).ErrorCode);
     }
 
@@ -118,6 +121,38 @@ public sealed class RepeatedSettlementTests
         // Once its lock would have run out, a repeat is not answered from the token any more.
         farm.Time.Advance(TimeSpan.FromMinutes(1) + TimeSpan.FromSeconds(2));
         Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(await moved.SettleAsync(false, [Settle(completed, Disposition.Complete)], repeat: true)).ErrorCode);
+    }
+
+    [Fact]
+    public async Task ADeadLetterDeferOrAbandonSentAgainToANewOwner_IsAnsweredDone_WhereItsMessageIsWhereItPutIt()
+    {
+        await using var farm = await BrokerHarness.StartAsync();
+        var queue = await farm.CreateQueueAsync("moved");
+        await queue.SendAsync([BrokerHarness.Text("one", "m-1"), BrokerHarness.Text("two", "m-2"), BrokerHarness.Text("three", "m-3"), BrokerHarness.Text("four", "m-4")]);
+        var deadLettered = await ReceiveOneAsync(queue);
+        var deferred = await ReceiveOneAsync(queue);
+        var abandoned = await ReceiveOneAsync(queue);
+        var unsettled = await ReceiveOneAsync(queue);
+        Assert.Equal(FarmErrorCode.Unspecified, Assert.Single(await queue.SettleAsync(false, [Settle(deadLettered, Disposition.DeadLetter)])).ErrorCode);
+        Assert.Equal(FarmErrorCode.Unspecified, Assert.Single(await queue.SettleAsync(false, [Settle(deferred, Disposition.Defer)])).ErrorCode);
+        Assert.Equal(FarmErrorCode.Unspecified, Assert.Single(await queue.SettleAsync(false, [Settle(abandoned, Disposition.Abandon)])).ErrorCode);
+
+        await farm.RestartAsync(crash: true);
+        var moved = await farm.QueueAsync("moved");
+
+        // Each settlement committed before the crash: its message is where it put it, so the repeat is done.
+        var results = await moved.SettleAsync(false,
+            [Settle(deadLettered, Disposition.DeadLetter), Settle(deferred, Disposition.Defer), Settle(abandoned, Disposition.Abandon)], repeat: true);
+        Assert.Equal([FarmErrorCode.Unspecified, FarmErrorCode.Unspecified, FarmErrorCode.Unspecified], results.Select(r => r.ErrorCode));
+        // A message somewhere else than the settlement would have put it: not known, the lock is lost.
+        results = await moved.SettleAsync(false,
+            [Settle(unsettled, Disposition.DeadLetter), Settle(unsettled, Disposition.Defer), Settle(deadLettered, Disposition.Abandon), Settle(deferred, Disposition.DeadLetter)], repeat: true);
+        Assert.All(results, r => Assert.Equal(FarmErrorCode.MessageLockLost, r.ErrorCode));
+        // Nothing moved: one dead letter, one deferred, two active (the abandoned one and the one never settled).
+        var counts = moved.GetCounts();
+        Assert.Equal(1, counts.DeadLetter);
+        Assert.Equal(1, counts.Deferred);
+        Assert.Equal(2, counts.Active);
     }
 
     [Fact]

@@ -54,7 +54,7 @@ internal sealed partial class QueueEntity
                     {
                         (repeats ??= []).Add((i, earlier.Outcome));
                     }
-                    else if (repeat && settlement.Disposition == Disposition.Complete && CompletedElsewhereLocked(sub, token, now))
+                    else if (repeat && SettledElsewhereLocked(sub, deadLetter, token, settlement.Disposition, now))
                     {
                         // Done by the owner before this one, whose answer was lost with it: the
                         // result stays a success.
@@ -423,21 +423,42 @@ internal sealed partial class QueueEntity
     }
 
     /// <summary>
-    /// Whether a Complete sent again with a lock token this node never handed out (another owner
+    /// Whether a settlement sent again with a lock token this node never handed out (another owner
     /// did, before a failover) was done: the token names a message (<see cref="LockTokens.TryRead"/>)
-    /// whose lock would still hold, and that message is gone from the sub-queue. While its lock
-    /// holds, only its receiver could have removed it. (A message the failover redelivered to
-    /// another receiver, which completed it before this repeat came, is answered done too: both
-    /// processed it, as at-least-once allows.) Not known when the message could be past the
-    /// frontier, in the database only.
+    /// whose lock would still hold, and that message is where the settlement puts it. While its lock
+    /// holds, only its receiver could have settled it:
+    /// <list type="bullet">
+    /// <item>Complete: the message is gone from the sub-queue (not judged when it could be past the
+    /// frontier, in the database only);</item>
+    /// <item>DeadLetter (from the main sub-queue): it is gone from it and in the dead-letter queue's memory;</item>
+    /// <item>Defer: it is in the sub-queue, deferred and unlocked;</item>
+    /// <item>Abandon: it is in the sub-queue, active and unlocked (to be received again).</item>
+    /// </list>
+    /// A message the failover redelivered to another receiver, which settled it the same way before
+    /// this repeat came, is answered done too: the outcome is the one asked for, as at-least-once
+    /// allows. Anything else (the message somewhere the settlement would not have put it, or not in
+    /// memory) is not known, and the repeat loses its lock.
     /// </summary>
-    private bool CompletedElsewhereLocked(SubQueueState sub, Guid token, long now)
+    private bool SettledElsewhereLocked(SubQueueState sub, bool deadLetter, Guid token, Disposition disposition, long now)
     {
         if (!LockTokens.TryRead(token, now, out var sequence, out var lockedUntil) || lockedUntil < now || sequence >= _nextSequence)
         {
             return false;
         }
-        var maybeStoredOnly = sequence > sub.Frontier && (sub.StoredCount > 0 || sub.TailPending);
-        return !sub.Messages.ContainsKey(sequence) && !maybeStoredOnly;
+        sub.Messages.TryGetValue(sequence, out var message);
+        switch (disposition)
+        {
+            case Disposition.Complete:
+                var maybeStoredOnly = sequence > sub.Frontier && (sub.StoredCount > 0 || sub.TailPending);
+                return message is null && !maybeStoredOnly;
+            case Disposition.DeadLetter:
+                return !deadLetter && message is null && _deadLetter.Messages.ContainsKey(sequence);
+            case Disposition.Defer:
+                return message is { State: StoredMessageState.Deferred, IsLocked: false, Settling: false };
+            case Disposition.Abandon:
+                return message is { State: StoredMessageState.Active, IsLocked: false, Settling: false };
+            default:
+                return false;
+        }
     }
 }
