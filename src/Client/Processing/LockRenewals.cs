@@ -15,6 +15,8 @@ namespace Farm.Client;
 /// instead of a hundred.
 /// </para>
 /// </summary>
+/// <param name="renew">One RenewLock call for the messages given: an outcome per message, in order
+/// (null where renewed; <see cref="FarmReceiver.RenewMessageLocksAsync"/>); throws when the call failed.</param>
 internal sealed class LockRenewals(
     Func<IReadOnlyList<FarmReceivedMessage>, CancellationToken, Task<IReadOnlyList<Exception?>>> renew,
     TimeProvider time,
@@ -219,9 +221,7 @@ internal sealed class LockRenewals(
                     continue;   // let go while the call ran: its outcome does not matter
                 }
 
-                var failure = i < outcomes.Count ? outcomes[i] : new FarmException(
-                    $"The lock of message {held.Message.SequenceNumber} was not renewed (MessageLockLost)", FarmFailureReason.MessageLockLost, held.Message.EntityPath);
-                if (failure is not null)
+                if (outcomes[i] is { } failure)
                 {
                     // One failed call is one error, however many locks it carried.
                     if (report is null || !report.Contains(failure))
