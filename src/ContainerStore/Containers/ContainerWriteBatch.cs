@@ -2,7 +2,8 @@ namespace Farm.ContainerStore.Containers;
 
 /// <summary>
 /// Everything one group commit writes to a container database, applied in one transaction in
-/// this order: inserts, updates, deletes, sequence counters and delivery marks (never lowered), duplicate history,
+/// this order: inserts, updates, deletes (copy deletes with them), tombstones, sequence counters, delivery marks and
+/// done marks (never lowered), followers, duplicate history,
 /// send records, pruning, and purges last, so nothing written for an entity deleted in the same batch survives it.
 /// Every update and delete must find its row, or the transaction fails with
 /// <see cref="MissingRowException"/>; only rows of an entity purged in the same batch, or by an
@@ -27,6 +28,27 @@ public sealed class ContainerWriteBatch
     /// </summary>
     public Dictionary<long, long> DeliveryMarks { get; } = [];
 
+    /// <summary>
+    /// Subscription id -> its follower slot and the sequence number it follows from (schema version 7;
+    /// written once, when it takes the slot). Skipped for an entity purged.
+    /// </summary>
+    public Dictionary<long, (int Slot, long FollowFrom)> Followers { get; } = [];
+
+    /// <summary>
+    /// Subscription id -> its done mark (never lowered, see <see cref="FollowerState"/>): every
+    /// implicit message at or below it was settled. Its tombstones at or below it go in the same transaction.
+    /// </summary>
+    public Dictionary<long, long> DoneThrough { get; } = [];
+
+    /// <summary>
+    /// Implicit messages completed above their subscription's done mark: a tombstone row each (replacing
+    /// the row the message got, if any), applied after the deletes and before the done marks.
+    /// </summary>
+    public List<MessageKey> Tombstones { get; } = [];
+
+    /// <summary>A topic's copies to delete (each must exist), with their membership, if any.</summary>
+    public List<MessageKey> CopyDeletes { get; } = [];
+
     public List<DuplicateRecord> Duplicates { get; } = [];
 
     /// <summary>Duplicate history older than this (Unix ms) may be dropped; 0 keeps everything.</summary>
@@ -40,7 +62,8 @@ public sealed class ContainerWriteBatch
 
     public bool IsEmpty =>
         PurgedEntities.Count == 0 && Inserts.Count == 0 && Updates.Count == 0 && Deletes.Count == 0
-        && SequenceCounters.Count == 0 && DeliveryMarks.Count == 0 && Duplicates.Count == 0 && PruneDuplicatesBeforeMs == 0
+        && SequenceCounters.Count == 0 && DeliveryMarks.Count == 0 && Followers.Count == 0 && DoneThrough.Count == 0 && Tombstones.Count == 0
+        && CopyDeletes.Count == 0 && Duplicates.Count == 0 && PruneDuplicatesBeforeMs == 0
         && Sends.Count == 0 && PruneSendsBeforeMs == 0;
 
     public void Clear()
@@ -51,6 +74,10 @@ public sealed class ContainerWriteBatch
         Deletes.Clear();
         SequenceCounters.Clear();
         DeliveryMarks.Clear();
+        Followers.Clear();
+        DoneThrough.Clear();
+        Tombstones.Clear();
+        CopyDeletes.Clear();
         Duplicates.Clear();
         PruneDuplicatesBeforeMs = 0;
         Sends.Clear();

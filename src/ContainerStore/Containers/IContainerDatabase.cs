@@ -8,6 +8,13 @@ public interface IContainerDatabase : IAsyncDisposable
 {
     string ConnectionString { get; }
 
+    /// <summary>
+    /// Whether this store keeps followers (schema version 7): a subscription's messages stored as its
+    /// topic's copy and membership, without rows of their own (<see cref="MessageRecord.Implicit"/>,
+    /// <see cref="FollowerState"/>). A store without them gets a row per subscription and message.
+    /// </summary>
+    bool FollowsTopics => false;
+
     Task<long> ReadEpochAsync(CancellationToken cancellationToken = default);
 
     /// <summary>
@@ -28,7 +35,11 @@ public interface IContainerDatabase : IAsyncDisposable
     /// not (see <see cref="StoredTail"/>). The scheduled and deferred ones left are counted
     /// (<see cref="EntityLoad.Held"/>).
     /// </summary>
-    /// <param name="copiesOf">For a subscription, its topic: a row stored without a payload comes back with the topic's copy (null when the copy is gone).</param>
+    /// <param name="copiesOf">
+    /// For a subscription, its topic: a row stored without a payload comes back with the topic's copy
+    /// (null when the copy is gone). A follower's implicit messages come too, every one of them (they
+    /// were in memory where the topic's fan-out put them), with the rows up to the last of them.
+    /// </param>
     /// <param name="maxDuplicates">Most duplicate-detection ids to read, the newest first (see <see cref="EntityLoad.DuplicateHistoryComplete"/>).</param>
     Task<EntityLoad> LoadEntityHeadAsync(long entityId, long nowMs, long cacheBytes, long copiesOf = 0, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default);
 
@@ -38,9 +49,11 @@ public interface IContainerDatabase : IAsyncDisposable
     /// comes back as <see cref="LoadEntityHeadAsync"/> would read it
     /// (<see cref="EntityLoad.QuietHead"/>); the others are left out and need their head load. A
     /// node that starts with thousands of stored queues, most of them empty, loads them this way
-    /// instead of with a head load of eight statements each.
+    /// instead of with a head load of eight statements each. Subscriptions of topic
+    /// <paramref name="copiesOf"/> that follow it (<see cref="FollowerState"/>, returned with the load)
+    /// are quiet only while the topic holds no membership past their done mark.
     /// </summary>
-    Task<IReadOnlyList<EntityLoad>> LoadQuietHeadsAsync(IReadOnlyCollection<long> entityIds, long nowMs, CancellationToken cancellationToken = default);
+    Task<IReadOnlyList<EntityLoad>> LoadQuietHeadsAsync(IReadOnlyCollection<long> entityIds, long nowMs, long copiesOf = 0, CancellationToken cancellationToken = default);
 
     /// <summary>
     /// A sub-queue's active messages after <paramref name="afterSequence"/>, in sequence order: at most

@@ -15,6 +15,16 @@ public enum StoredMessageState
 }
 
 /// <summary>
+/// The stored state of a subscription's tombstone: an implicit message (see
+/// <see cref="MessageRecord.Implicit"/>) completed above its subscription's done mark. Reads never
+/// return such rows; they go once the mark passes them.
+/// </summary>
+public static class Tombstone
+{
+    public const int State = 3;
+}
+
+/// <summary>
 /// A stored message row. The broker owns the payload format (the serialized wire Message); the
 /// store only keeps the columns it needs to find, order and expire messages. Times are Unix
 /// milliseconds (UTC).
@@ -45,6 +55,20 @@ public sealed record MessageRecord
     /// (a message only this subscription got). Its topic counts such rows towards its size.
     /// </summary>
     public bool StoredAlone { get; init; }
+
+    /// <summary>
+    /// On a topic's copy as written: the subscriptions (a bit per follower slot, lowest bit of the
+    /// first byte is slot 0) that got the message without a row of their own (copy_members).
+    /// </summary>
+    public byte[]? Members { get; init; }
+
+    /// <summary>
+    /// Set on a subscription's message read back from its topic's copy and membership rather than a row
+    /// of its own (an implicit message: see <see cref="FollowerState"/>). Its first write makes it a row
+    /// (<see cref="MessageUpdate.InsertIfMissing"/>); completing it moves the subscription's done mark
+    /// or writes a tombstone (<see cref="ContainerWriteBatch.DoneThrough"/>, <see cref="ContainerWriteBatch.Tombstones"/>).
+    /// </summary>
+    public bool Implicit { get; init; }
 
     /// <summary>
     /// What an update stores for a delivery count of 0 (<see cref="MessageUpdate.StoredDeliveryCount"/>):
@@ -90,6 +114,28 @@ public sealed record MessageUpdate(
 
     /// <summary>The delivery_count column to write: a count of 0 is stored as <see cref="MessageRecord.UncountedBelowMark"/>.</summary>
     public int StoredDeliveryCount => DeliveryCount == 0 ? MessageRecord.UncountedBelowMark : DeliveryCount;
+
+    /// <summary>
+    /// For a subscription's implicit message (<see cref="MessageRecord.Implicit"/>), which may have no
+    /// row yet: the row to insert, with this update's values, when the update finds none. Null: the row must exist.
+    /// </summary>
+    public MessageRecord? InsertIfMissing { get; init; }
+}
+
+/// <summary>
+/// A subscription that follows its topic (schema version 7): its position in the topic's copies'
+/// membership (<see cref="MessageRecord.Members"/>), the first sequence number it follows from, and its
+/// done mark: every implicit message at or below <see cref="DoneThrough"/> was settled.
+/// </summary>
+public sealed record FollowerState(int Slot, long FollowFrom, long DoneThrough)
+{
+    /// <summary>Whether the copy of <paramref name="sequenceNumber"/> with <paramref name="members"/> is an implicit message of this follower (settled or not).</summary>
+    public bool Follows(long sequenceNumber, byte[]? members) =>
+        sequenceNumber >= FollowFrom && sequenceNumber > DoneThrough && IsMember(members, Slot);
+
+    /// <summary>Whether slot <paramref name="slot"/>'s bit is set.</summary>
+    public static bool IsMember(byte[]? members, int slot) =>
+        members is not null && slot >= 0 && slot / 8 < members.Length && (members[slot / 8] & (1 << (slot % 8))) != 0;
 }
 
 public readonly record struct MessageKey(long EntityId, long SequenceNumber);
@@ -113,7 +159,8 @@ public sealed record EntityLoad(
     bool DuplicateHistoryComplete = true,
     HeldTail? Held = null,
     StoredAloneTally StoredAlone = default,
-    long DeliveredThrough = 0)
+    long DeliveredThrough = 0,
+    FollowerState? Follower = null)
 {
     /// <summary>
     /// The head load of an entity with nothing stored, as <see cref="IContainerDatabase.LoadEntityHeadAsync"/>
@@ -126,12 +173,13 @@ public sealed record EntityLoad(
     /// The head load of an entity that has no message stored and no live duplicate-detection id
     /// (see <see cref="IContainerDatabase.LoadQuietHeadsAsync"/>): only its counter and delivery mark.
     /// </summary>
-    public static EntityLoad QuietHead(long entityId, long nextSequenceNumber, long deliveredThrough) => new(
+    public static EntityLoad QuietHead(long entityId, long nextSequenceNumber, long deliveredThrough, FollowerState? follower = null) => new(
         entityId, nextSequenceNumber, Messages: [], DuplicateHistory: [],
         Tails: [new StoredTail(SubQueue.Main, 0, nextSequenceNumber - 1, 0, 0), new StoredTail(SubQueue.DeadLetter, 0, nextSequenceNumber - 1, 0, 0)],
         DuplicateHistoryComplete: true,
         Held: HeldTails.Of([], [], []),
-        DeliveredThrough: deliveredThrough);
+        DeliveredThrough: deliveredThrough,
+        Follower: follower);
 }
 
 /// <summary>
@@ -156,8 +204,12 @@ public sealed record HeldTail(long ScheduledFromAtMs, long ScheduledFromSequence
 /// </summary>
 public sealed record StoredTail(SubQueue SubQueue, long AfterSequence, long ThroughSequence, long? Count, long? Bytes);
 
-/// <summary>A topic's stored copy that nothing points at any more: its sequence number and payload bytes.</summary>
-public readonly record struct UnreferencedCopy(long SequenceNumber, long PayloadSize);
+/// <summary>
+/// A topic's stored copy that no row points at any more: its sequence number, payload bytes, and the
+/// followers that got it without a row (<see cref="MessageRecord.Members"/>; null: none), which the
+/// broker judges (an implicit message still unsettled keeps the copy).
+/// </summary>
+public readonly record struct UnreferencedCopy(long SequenceNumber, long PayloadSize, byte[]? Members = null);
 
 /// <summary>
 /// What <see cref="IContainerDatabase.ScanCopiesAsync"/> found: the copies to delete, and how far

@@ -293,7 +293,7 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
                 maxRows, maxBytes, cancellationToken).ConfigureAwait(false),
             cancellationToken);
 
-    public Task<IReadOnlyList<EntityLoad>> LoadQuietHeadsAsync(IReadOnlyCollection<long> entityIds, long nowMs, CancellationToken cancellationToken = default) =>
+    public Task<IReadOnlyList<EntityLoad>> LoadQuietHeadsAsync(IReadOnlyCollection<long> entityIds, long nowMs, long copiesOf = 0, CancellationToken cancellationToken = default) =>
         RunAsync<IReadOnlyList<EntityLoad>>("load entities", async connection =>
         {
             var quiet = new List<EntityLoad>();

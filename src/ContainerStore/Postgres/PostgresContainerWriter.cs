@@ -23,6 +23,14 @@ internal static class PostgresContainerWriter
     public static NpgsqlBatch Build(
         NpgsqlConnection connection, NpgsqlTransaction transaction, ContainerWriteBatch batch, IReadOnlySet<long> purgedBefore, List<RowCheck> checks)
     {
+        // This store keeps a row per subscription and message (IContainerDatabase.FollowsTopics is false):
+        // the broker never writes a follower's marks here.
+        if (batch.Followers.Count > 0 || batch.DoneThrough.Count > 0 || batch.Tombstones.Count > 0
+            || batch.Inserts.Exists(m => m.Members is not null) || batch.Updates.Exists(u => u.InsertIfMissing is not null))
+        {
+            throw new NotSupportedException("The PostgreSQL container store does not keep followers (subscriptions without rows of their own).");
+        }
+
         var commands = new NpgsqlBatch(connection, transaction);
         if (batch.Inserts.Count > 0)
         {
@@ -46,17 +54,19 @@ internal static class PostgresContainerWriter
             }
         }
 
-        if (batch.Deletes.Count > 0)
+        // A topic's copies have no membership here: they go as any row does.
+        var deletes = batch.CopyDeletes.Count == 0 ? batch.Deletes : [.. batch.Deletes, .. batch.CopyDeletes];
+        if (deletes.Count > 0)
         {
-            var strict = batch.Deletes.Where(d => !MayBeMissing(d.EntityId)).ToList();
+            var strict = deletes.Where(d => !MayBeMissing(d.EntityId)).ToList();
             if (strict.Count > 0)
             {
                 var command = AddDeletes(commands, strict);
                 checks.Add(new RowCheck(command, "delete", strict.Count, strict));
             }
-            if (strict.Count < batch.Deletes.Count)
+            if (strict.Count < deletes.Count)
             {
-                AddDeletes(commands, [.. batch.Deletes.Where(d => MayBeMissing(d.EntityId))]);
+                AddDeletes(commands, [.. deletes.Where(d => MayBeMissing(d.EntityId))]);
             }
         }
 

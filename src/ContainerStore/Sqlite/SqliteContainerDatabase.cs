@@ -28,6 +28,8 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
 
     public string ConnectionString { get; }
 
+    public bool FollowsTopics => true;
+
     public static async Task<SqliteContainerDatabase> OpenAsync(string connectionString, CancellationToken cancellationToken)
     {
         var file = SqliteDatabaseFile.Resolve(connectionString, "container database");
@@ -87,7 +89,7 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
         {
             // One read transaction: the counter, messages and history come from the same snapshot.
             using var transaction = connection.BeginTransaction(deferred: true);
-            var (next, mark) = await ReadEntityStateAsync(connection, transaction, entityId, cancellationToken).ConfigureAwait(false);
+            var (next, mark, _) = await ReadEntityStateAsync(connection, transaction, entityId, cancellationToken).ConfigureAwait(false);
 
             var messages = new List<MessageRecord>();
             using (var command = connection.CreateCommand())
@@ -115,7 +117,12 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
         {
             // One read transaction: counter, held messages, heads, tails and history from one snapshot.
             using var transaction = connection.BeginTransaction(deferred: true);
-            var (next, mark) = await ReadEntityStateAsync(connection, transaction, entityId, cancellationToken).ConfigureAwait(false);
+            var (next, mark, follower) = await ReadEntityStateAsync(connection, transaction, entityId, cancellationToken).ConfigureAwait(false);
+            // A follower's implicit messages: all of them come into memory, where its topic's fan-out put them.
+            var implicitMessages = follower is not null && copiesOf != 0
+                ? await ReadImplicitAsync(connection, transaction, entityId, copiesOf, follower, cancellationToken).ConfigureAwait(false)
+                : [];
+            var implicitThrough = implicitMessages.Count > 0 ? implicitMessages[^1].SequenceNumber : 0;
             // The first scheduled messages to come due and some deferred ones, each up to the cache's bytes; the rest are counted.
             var scheduled = await ReadScheduledRowsAsync(connection, transaction, entityId, copiesOf, long.MinValue, long.MinValue, int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
             var deferred = await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.ReadDeferred, int.MaxValue, cacheBytes, cancellationToken,
@@ -128,16 +135,29 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             messages.AddRange(deferred);
             var tails = new List<StoredTail>();
             // Every sequence number handed out so far: the counter, or the rows themselves if it lags.
-            var through = Math.Max((next ?? 1) - 1, await connection.ExecuteScalarAsync<long>(new CommandDefinition(
+            var through = Math.Max(Math.Max((next ?? 1) - 1, implicitThrough), await connection.ExecuteScalarAsync<long>(new CommandDefinition(
                 SqliteSql.ContainerDb.MaxSequence, new { EntityId = entityId }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false));
             foreach (var subQueue in new[] { SubQueue.Main, SubQueue.DeadLetter })
             {
                 var head = await ReadActiveRowsAsync(connection, transaction, SqliteSql.ContainerDb.ReadActive, entityId, copiesOf, subQueue, 0, int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
-                messages.AddRange(head);
-                var after = head.Count > 0 ? head[^1].SequenceNumber : 0;
                 // The head stopped short of the budget: it is every active message, nothing is left to
                 // count. Else the broker counts the tail while it serves: a deep queue's count takes seconds.
                 var whole = head.Sum(m => (long)m.PayloadSize) < cacheBytes;
+                var after = head.Count > 0 ? head[^1].SequenceNumber : 0;
+                if (subQueue == SubQueue.Main && implicitThrough > 0)
+                {
+                    // Everything up to the last implicit message is in memory (the frontier), so the
+                    // rows before it come too, past the budget if need be.
+                    if (!whole && after < implicitThrough)
+                    {
+                        head.AddRange(await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.ReadActive, int.MaxValue, long.MaxValue, cancellationToken,
+                            row => row.SequenceNumber > implicitThrough,
+                            ("@EntityId", entityId), ("@CopiesOf", copiesOf), ("@SubQueue", (int)subQueue), ("@After", after), ("@Limit", int.MaxValue)).ConfigureAwait(false));
+                    }
+                    head.AddRange(implicitMessages);
+                    after = Math.Max(head.Max(m => m.SequenceNumber), implicitThrough);
+                }
+                messages.AddRange(head);
                 tails.Add(whole ? new StoredTail(subQueue, after, through, 0, 0) : new StoredTail(subQueue, after, through, null, null));
             }
 
@@ -146,17 +166,20 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
                 SqliteSql.ContainerDb.CountStoredAlone, new { EntityId = entityId, CopiesOf = copiesOf }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
             transaction.Commit();
             return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails, duplicates.Count < maxDuplicates, heldTail,
-                new StoredAloneTally(alone.Count, alone.Bytes), mark);
+                new StoredAloneTally(alone.Count, alone.Bytes), mark, follower);
         }, cancellationToken);
 
-    public Task<IReadOnlyList<EntityLoad>> LoadQuietHeadsAsync(IReadOnlyCollection<long> entityIds, long nowMs, CancellationToken cancellationToken = default) =>
+    public Task<IReadOnlyList<EntityLoad>> LoadQuietHeadsAsync(IReadOnlyCollection<long> entityIds, long nowMs, long copiesOf = 0, CancellationToken cancellationToken = default) =>
         ReadAsync<IReadOnlyList<EntityLoad>>(async connection =>
         {
-            var rows = await connection.QueryAsync<(long EntityId, long? Next, long? Mark)>(new CommandDefinition(
-                SqliteSql.ContainerDb.FindQuiet, new { Ids = JsonArray(entityIds), NowMs = nowMs }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            var rows = await connection.QueryAsync<(long EntityId, long? Next, long? Mark, long? Slot, long? From, long? Done)>(new CommandDefinition(
+                SqliteSql.ContainerDb.FindQuiet, new { Ids = JsonArray(entityIds), NowMs = nowMs, TopicId = copiesOf }, cancellationToken: cancellationToken)).ConfigureAwait(false);
             // Sequence numbers start at 1 for an entity that never had a counter written.
-            return [.. rows.Select(r => EntityLoad.QuietHead(r.EntityId, r.Next ?? 1, r.Mark ?? 0))];
+            return [.. rows.Select(r => EntityLoad.QuietHead(r.EntityId, r.Next ?? 1, r.Mark ?? 0, Follower(r.Slot, r.From, r.Done ?? 0)))];
         }, cancellationToken);
+
+    private static FollowerState? Follower(long? slot, long? followFrom, long doneThrough) =>
+        slot is { } s && followFrom is { } from ? new FollowerState((int)s, from, doneThrough) : null;
 
     public Task<EntityLoad> LoadEntityStateAsync(long entityId, long nowMs, int maxDuplicates = int.MaxValue, CancellationToken cancellationToken = default) =>
         ReadAsync(async connection =>
@@ -171,8 +194,8 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             return new EntityLoad(entityId, Math.Max(next ?? 1, stored + 1), [], duplicates, DuplicateHistoryComplete: duplicates.Count < maxDuplicates);
         }, cancellationToken);
 
-    /// <summary>The entity's sequence counter (null: never written) and delivery mark (0: none), in one read.</summary>
-    private static async Task<(long? Next, long DeliveredThrough)> ReadEntityStateAsync(
+    /// <summary>The entity's sequence counter (null: never written), delivery mark (0: none) and follower state (null: not a follower), in one read.</summary>
+    private static async Task<(long? Next, long DeliveredThrough, FollowerState? Follower)> ReadEntityStateAsync(
         SqliteConnection connection, SqliteTransaction transaction, long entityId, CancellationToken cancellationToken)
     {
         using var command = connection.CreateCommand();
@@ -180,7 +203,74 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
         command.CommandText = SqliteSql.ContainerDb.ReadEntityState;
         command.Parameters.AddWithValue("@EntityId", entityId);
         using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
-        return reader.Read() ? (reader.GetInt64(0), reader.GetInt64(1)) : (null, 0);
+        if (!reader.Read())
+        {
+            return (null, 0, null);
+        }
+        return (reader.GetInt64(0), reader.GetInt64(1),
+            Follower(reader.IsDBNull(2) ? null : reader.GetInt64(2), reader.IsDBNull(3) ? null : reader.GetInt64(3), reader.GetInt64(4)));
+    }
+
+    /// <summary>
+    /// A follower's implicit messages, in order: its topic's copies after its done mark (and from where
+    /// it follows) whose membership names its slot, less those it has a row at (its own or a tombstone).
+    /// Three reads: the memberships (a narrow table), the subscription's rows at those sequence numbers,
+    /// and the copies left.
+    /// </summary>
+    private static async Task<List<MessageRecord>> ReadImplicitAsync(
+        SqliteConnection connection, SqliteTransaction transaction, long entityId, long topicId, FollowerState follower, CancellationToken cancellationToken)
+    {
+        var candidates = new List<long>();
+        using (var command = connection.CreateCommand())
+        {
+            command.Transaction = transaction;
+            command.CommandText = SqliteSql.ContainerDb.ReadMemberships;
+            command.Parameters.AddWithValue("@TopicId", topicId);
+            command.Parameters.AddWithValue("@After", Math.Max(follower.DoneThrough, follower.FollowFrom - 1));
+            using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
+            while (reader.Read())
+            {
+                var sequence = reader.GetInt64(0);
+                if (follower.Follows(sequence, (byte[])reader.GetValue(1)))
+                {
+                    candidates.Add(sequence);
+                }
+            }
+        }
+        if (candidates.Count == 0)
+        {
+            return [];
+        }
+        var rows = (await connection.QueryAsync<long>(new CommandDefinition(
+            SqliteSql.ContainerDb.RowsAt, new { EntityId = entityId, Sequences = JsonArray(candidates) }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false)).ToHashSet();
+        candidates.RemoveAll(rows.Contains);
+        var messages = new List<MessageRecord>(candidates.Count);
+        if (candidates.Count == 0)
+        {
+            return messages;
+        }
+        using (var command = connection.CreateCommand())
+        {
+            command.Transaction = transaction;
+            command.CommandText = SqliteSql.ContainerDb.ReadCopiesAt;
+            command.Parameters.AddWithValue("@TopicId", topicId);
+            command.Parameters.AddWithValue("@Sequences", JsonArray(candidates));
+            using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
+            while (reader.Read())
+            {
+                messages.Add(new MessageRecord
+                {
+                    EntityId = entityId,
+                    SequenceNumber = reader.GetInt64(0),
+                    EnqueuedAtMs = reader.GetInt64(1),
+                    MessageId = reader.IsDBNull(2) ? null : reader.GetString(2),
+                    Payload = (byte[])reader.GetValue(3),
+                    PayloadSize = reader.GetInt32(4),
+                    Implicit = true,
+                });
+            }
+        }
+        return messages;
     }
 
     /// <summary>The whole window, or its newest <paramref name="maxDuplicates"/> ids.</summary>
@@ -230,11 +320,11 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             var scannedThrough = Math.Max(afterSequence, throughSequence);
             if (throughSequence > afterSequence)
             {
-                var rows = (await connection.QueryAsync<(long Sequence, long Size, bool Referenced)>(new CommandDefinition(
+                var rows = (await connection.QueryAsync<(long Sequence, long Size, bool Referenced, byte[]? Members)>(new CommandDefinition(
                     SqliteSql.ContainerDb.ScanCopies,
                     new { TopicId = topicId, Subscriptions = subscriptions, After = afterSequence, Through = throughSequence, Limit = maxRows },
                     transaction, cancellationToken: cancellationToken)).ConfigureAwait(false)).AsList();
-                unreferenced.AddRange(rows.Where(r => !r.Referenced).Select(r => new UnreferencedCopy(r.Sequence, r.Size)));
+                unreferenced.AddRange(rows.Where(r => !r.Referenced).Select(r => new UnreferencedCopy(r.Sequence, r.Size, r.Members)));
                 if (rows.Count >= maxRows)
                 {
                     scannedThrough = rows[^1].Sequence;
@@ -242,11 +332,11 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             }
             if (recheck.Count > 0)
             {
-                var rows = await connection.QueryAsync<(long Sequence, long Size, bool Referenced)>(new CommandDefinition(
+                var rows = await connection.QueryAsync<(long Sequence, long Size, bool Referenced, byte[]? Members)>(new CommandDefinition(
                     SqliteSql.ContainerDb.CheckCopies, new { TopicId = topicId, Subscriptions = subscriptions, Sequences = JsonArray(recheck) },
                     transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
                 var found = unreferenced.Select(u => u.SequenceNumber).ToHashSet();
-                unreferenced.AddRange(rows.Where(r => !r.Referenced && found.Add(r.Sequence)).Select(r => new UnreferencedCopy(r.Sequence, r.Size)));
+                unreferenced.AddRange(rows.Where(r => !r.Referenced && found.Add(r.Sequence)).Select(r => new UnreferencedCopy(r.Sequence, r.Size, r.Members)));
             }
             transaction.Commit();
             return new CopyScan(unreferenced, scannedThrough);
@@ -266,8 +356,14 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
         }, cancellationToken);
 
     /// <summary>Rows of <paramref name="sql"/> in order, until <paramref name="maxRows"/> or until <paramref name="maxBytes"/> of payload are read (at least one row).</summary>
+    private static Task<List<MessageRecord>> ReadMessagesAsync(
+        SqliteConnection connection, SqliteTransaction? transaction, string sql, int maxRows, long maxBytes, CancellationToken cancellationToken, params (string Name, object Value)[] parameters) =>
+        ReadMessagesAsync(connection, transaction, sql, maxRows, maxBytes, cancellationToken, stopAt: null, parameters);
+
+    /// <summary>The same, stopping before the first row <paramref name="stopAt"/> picks.</summary>
     private static async Task<List<MessageRecord>> ReadMessagesAsync(
-        SqliteConnection connection, SqliteTransaction? transaction, string sql, int maxRows, long maxBytes, CancellationToken cancellationToken, params (string Name, object Value)[] parameters)
+        SqliteConnection connection, SqliteTransaction? transaction, string sql, int maxRows, long maxBytes, CancellationToken cancellationToken,
+        Func<MessageRecord, bool>? stopAt, params (string Name, object Value)[] parameters)
     {
         var rows = new List<MessageRecord>();
         using var command = connection.CreateCommand();
@@ -282,6 +378,10 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
         while (rows.Count < maxRows && (rows.Count == 0 || bytes < maxBytes) && reader.Read())
         {
             var row = SqliteMessageReader.Read(reader);
+            if (stopAt?.Invoke(row) == true)
+            {
+                break;
+            }
             bytes += row.PayloadSize;
             rows.Add(row);
         }

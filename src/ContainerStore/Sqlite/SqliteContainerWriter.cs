@@ -18,11 +18,19 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
     private readonly SqliteCommand _purgeMessages;
     private readonly SqliteCommand _purgeDuplicates;
     private readonly SqliteCommand _purgeEntityState;
+    private readonly SqliteCommand _purgeCopyMembers;
     // The statements run once per message row: bound by index (see SqliteRowStatement).
     private readonly SqliteRowStatement _insert;
     private readonly SqliteRowStatement _update;
     private readonly SqliteRowStatement _updateDeliveryCount;
     private readonly SqliteRowStatement _delete;
+    // A fan-out's followers (schema version 7): a membership per copy, a done mark per subscription and commit.
+    private readonly SqliteRowStatement _insertCopyMembers;
+    private readonly SqliteRowStatement _deleteCopyMembers;
+    private readonly SqliteRowStatement _upsertTombstone;
+    private readonly SqliteRowStatement _upsertDoneThrough;
+    private readonly SqliteRowStatement _deleteTombstonesThrough;
+    private readonly SqliteRowStatement _upsertFollower;
     // Once per entity, duplicate-detected message or named send of a batch: at 15,000 queues with a
     // message each, as often as the rows (a send record and a sequence counter per message).
     private readonly SqliteRowStatement _upsertSequence;
@@ -49,6 +57,7 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
         _purgeMessages = Prepare(SqliteSql.ContainerDb.PurgeMessages, "$entity");
         _purgeDuplicates = Prepare(SqliteSql.ContainerDb.PurgeDuplicates, "$entity");
         _purgeEntityState = Prepare(SqliteSql.ContainerDb.PurgeEntityState, "$entity");
+        _purgeCopyMembers = Prepare(SqliteSql.ContainerDb.PurgeCopyMembers, "$entity");
         _insert = new SqliteRowStatement(
             connection, SqliteSql.ContainerDb.InsertMessage,
             "$entity", "$sequence", "$subQueue", "$state", "$deliveryCount", "$enqueuedAt", "$scheduledAt",
@@ -59,6 +68,12 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
             "$payload", "$payloadSize");
         _updateDeliveryCount = new SqliteRowStatement(connection, SqliteSql.ContainerDb.UpdateDeliveryCount, "$entity", "$sequence", "$deliveryCount");
         _delete = new SqliteRowStatement(connection, SqliteSql.ContainerDb.DeleteMessage, "$entity", "$sequence");
+        _insertCopyMembers = new SqliteRowStatement(connection, SqliteSql.ContainerDb.InsertCopyMembers, "$entity", "$sequence", "$members");
+        _deleteCopyMembers = new SqliteRowStatement(connection, SqliteSql.ContainerDb.DeleteCopyMembers, "$entity", "$sequence");
+        _upsertTombstone = new SqliteRowStatement(connection, SqliteSql.ContainerDb.UpsertTombstone, "$entity", "$sequence");
+        _upsertDoneThrough = new SqliteRowStatement(connection, SqliteSql.ContainerDb.UpsertDoneThrough, "$entity", "$through");
+        _deleteTombstonesThrough = new SqliteRowStatement(connection, SqliteSql.ContainerDb.DeleteTombstonesThrough, "$entity", "$through");
+        _upsertFollower = new SqliteRowStatement(connection, SqliteSql.ContainerDb.UpsertFollower, "$entity", "$slot", "$from");
         _upsertSequence = new SqliteRowStatement(connection, SqliteSql.ContainerDb.UpsertSequence, "$entity", "$next");
         _upsertDeliveryMark = new SqliteRowStatement(connection, SqliteSql.ContainerDb.UpsertDeliveryMark, "$entity", "$through");
         _upsertDuplicate = new SqliteRowStatement(connection, SqliteSql.ContainerDb.UpsertDuplicate, "$entity", "$messageId", "$expiresAt");
@@ -66,7 +81,7 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
         _insertSendRecord = new SqliteRowStatement(
             connection, SqliteSql.ContainerDb.InsertSendRecord, "$producer", "$sendId", "$entity", "$sequences", "$at");
         _pruneSendRecords = Prepare(SqliteSql.ContainerDb.PruneSendRecords, "$before");
-        _all = [_readEpoch, _raiseEpoch, _purgeMessages, _purgeDuplicates, _purgeEntityState, _pruneDuplicates, _pruneSendRecords];
+        _all = [_readEpoch, _raiseEpoch, _purgeMessages, _purgeDuplicates, _purgeEntityState, _purgeCopyMembers, _pruneDuplicates, _pruneSendRecords];
     }
 
     /// <summary>Makes every commit so far durable; a failure leaves their outcome unknown.</summary>
@@ -185,6 +200,12 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
         _update.Dispose();
         _updateDeliveryCount.Dispose();
         _delete.Dispose();
+        _insertCopyMembers.Dispose();
+        _deleteCopyMembers.Dispose();
+        _upsertTombstone.Dispose();
+        _upsertDoneThrough.Dispose();
+        _deleteTombstonesThrough.Dispose();
+        _upsertFollower.Dispose();
         _upsertSequence.Dispose();
         _upsertDeliveryMark.Dispose();
         _upsertDuplicate.Dispose();
@@ -196,21 +217,7 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
     {
         foreach (var m in batch.Inserts)
         {
-            _insert.Bind(0, m.EntityId);
-            _insert.Bind(1, m.SequenceNumber);
-            _insert.Bind(2, (long)m.SubQueue);
-            _insert.Bind(3, (long)m.State);
-            _insert.Bind(4, (long)m.DeliveryCount);
-            _insert.Bind(5, m.EnqueuedAtMs);
-            _insert.Bind(6, m.ScheduledAtMs);
-            _insert.Bind(7, m.ExpiresAtMs);
-            _insert.Bind(8, m.MessageId);
-            _insert.Bind(9, m.DeadLetterReason);
-            _insert.Bind(10, m.DeadLetterDescription);
-            _insert.Bind(11, m.DeadLetterSource);
-            _insert.Bind(12, m.Payload);
-            _insert.Bind(13, (long)(m.Payload?.Length ?? m.PayloadSize));
-            _insert.Execute();
+            Insert(m);
         }
 
         // A row may be missing only when its entity was purged (a settlement racing the delete of its
@@ -219,31 +226,20 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
 
         foreach (var u in batch.Updates)
         {
-            if (u.DeliveryCountOnly && u.Payload is null)
+            if (Update(u) == 0)
             {
-                _updateDeliveryCount.Bind(0, u.EntityId);
-                _updateDeliveryCount.Bind(1, u.SequenceNumber);
-                _updateDeliveryCount.Bind(2, (long)u.StoredDeliveryCount);
-                if (_updateDeliveryCount.Execute() == 0 && !MayBeMissing(u.EntityId))
+                if (u.InsertIfMissing is { } row)
+                {
+                    // An implicit message's first write: its row, unless its subscription is gone.
+                    if (!MayBeMissing(u.EntityId))
+                    {
+                        Insert(row);
+                    }
+                }
+                else if (!MayBeMissing(u.EntityId))
                 {
                     throw MissingRowException.For("update", new MessageKey(u.EntityId, u.SequenceNumber));
                 }
-                continue;
-            }
-
-            _update.Bind(0, u.EntityId);
-            _update.Bind(1, u.SequenceNumber);
-            _update.Bind(2, (long)u.SubQueue);
-            _update.Bind(3, (long)u.State);
-            _update.Bind(4, (long)u.StoredDeliveryCount);
-            _update.Bind(5, u.DeadLetterReason);
-            _update.Bind(6, u.DeadLetterDescription);
-            _update.Bind(7, u.DeadLetterSource);
-            _update.Bind(8, u.Payload);
-            _update.Bind(9, (long)(u.Payload?.Length ?? 0));
-            if (_update.Execute() == 0 && !MayBeMissing(u.EntityId))
-            {
-                throw MissingRowException.For("update", new MessageKey(u.EntityId, u.SequenceNumber));
             }
         }
 
@@ -257,6 +253,85 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
             }
         }
 
+        foreach (var d in batch.CopyDeletes)
+        {
+            _delete.Bind(0, d.EntityId);
+            _delete.Bind(1, d.SequenceNumber);
+            if (_delete.Execute() == 0 && !MayBeMissing(d.EntityId))
+            {
+                throw MissingRowException.For("delete", d);
+            }
+            _deleteCopyMembers.Bind(0, d.EntityId);
+            _deleteCopyMembers.Bind(1, d.SequenceNumber);
+            _deleteCopyMembers.Execute();
+        }
+
+        foreach (var t in batch.Tombstones)
+        {
+            if (!MayBeMissing(t.EntityId))
+            {
+                _upsertTombstone.Bind(0, t.EntityId);
+                _upsertTombstone.Bind(1, t.SequenceNumber);
+                _upsertTombstone.Execute();
+            }
+        }
+
+        ApplyCountersAndMarks(batch, MayBeMissing);
+        ApplyHistoryAndPurges(batch);
+    }
+
+    private void Insert(MessageRecord m)
+    {
+        _insert.Bind(0, m.EntityId);
+        _insert.Bind(1, m.SequenceNumber);
+        _insert.Bind(2, (long)m.SubQueue);
+        _insert.Bind(3, (long)m.State);
+        _insert.Bind(4, (long)m.DeliveryCount);
+        _insert.Bind(5, m.EnqueuedAtMs);
+        _insert.Bind(6, m.ScheduledAtMs);
+        _insert.Bind(7, m.ExpiresAtMs);
+        _insert.Bind(8, m.MessageId);
+        _insert.Bind(9, m.DeadLetterReason);
+        _insert.Bind(10, m.DeadLetterDescription);
+        _insert.Bind(11, m.DeadLetterSource);
+        _insert.Bind(12, m.Payload);
+        _insert.Bind(13, (long)(m.Payload?.Length ?? m.PayloadSize));
+        _insert.Execute();
+        if (m.Members is { } members)
+        {
+            _insertCopyMembers.Bind(0, m.EntityId);
+            _insertCopyMembers.Bind(1, m.SequenceNumber);
+            _insertCopyMembers.Bind(2, members);
+            _insertCopyMembers.Execute();
+        }
+    }
+
+    /// <summary>Applies an update; returns the rows it changed (0: no row).</summary>
+    private int Update(MessageUpdate u)
+    {
+        if (u.DeliveryCountOnly && u.Payload is null)
+        {
+            _updateDeliveryCount.Bind(0, u.EntityId);
+            _updateDeliveryCount.Bind(1, u.SequenceNumber);
+            _updateDeliveryCount.Bind(2, (long)u.StoredDeliveryCount);
+            return _updateDeliveryCount.Execute();
+        }
+
+        _update.Bind(0, u.EntityId);
+        _update.Bind(1, u.SequenceNumber);
+        _update.Bind(2, (long)u.SubQueue);
+        _update.Bind(3, (long)u.State);
+        _update.Bind(4, (long)u.StoredDeliveryCount);
+        _update.Bind(5, u.DeadLetterReason);
+        _update.Bind(6, u.DeadLetterDescription);
+        _update.Bind(7, u.DeadLetterSource);
+        _update.Bind(8, u.Payload);
+        _update.Bind(9, (long)(u.Payload?.Length ?? 0));
+        return _update.Execute();
+    }
+
+    private void ApplyCountersAndMarks(ContainerWriteBatch batch, Func<long, bool> mayBeMissing)
+    {
         foreach (var (entityId, next) in batch.SequenceCounters)
         {
             _upsertSequence.Bind(0, entityId);
@@ -266,7 +341,7 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
 
         foreach (var (entityId, through) in batch.DeliveryMarks)
         {
-            if (MayBeMissing(entityId))
+            if (mayBeMissing(entityId))
             {
                 // Deleted: its state row goes (or went) with it and must not come back.
                 continue;
@@ -276,6 +351,35 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
             _upsertDeliveryMark.Execute();
         }
 
+        foreach (var (entityId, through) in batch.DoneThrough)
+        {
+            if (mayBeMissing(entityId))
+            {
+                continue;
+            }
+            _upsertDoneThrough.Bind(0, entityId);
+            _upsertDoneThrough.Bind(1, through);
+            _upsertDoneThrough.Execute();
+            _deleteTombstonesThrough.Bind(0, entityId);
+            _deleteTombstonesThrough.Bind(1, through);
+            _deleteTombstonesThrough.Execute();
+        }
+
+        foreach (var (entityId, (slot, from)) in batch.Followers)
+        {
+            if (mayBeMissing(entityId))
+            {
+                continue;
+            }
+            _upsertFollower.Bind(0, entityId);
+            _upsertFollower.Bind(1, (long)slot);
+            _upsertFollower.Bind(2, from);
+            _upsertFollower.Execute();
+        }
+    }
+
+    private void ApplyHistoryAndPurges(ContainerWriteBatch batch)
+    {
         foreach (var d in batch.Duplicates)
         {
             _upsertDuplicate.Bind(0, d.EntityId);
@@ -315,6 +419,8 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
             _purgeDuplicates.ExecuteNonQuery();
             _purgeEntityState.Parameters[0].Value = entityId;
             _purgeEntityState.ExecuteNonQuery();
+            _purgeCopyMembers.Parameters[0].Value = entityId;
+            _purgeCopyMembers.ExecuteNonQuery();
         }
     }
 

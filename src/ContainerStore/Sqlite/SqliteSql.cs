@@ -334,20 +334,24 @@ internal static class SqliteSql
 
         public const string ReadNextSequence = "SELECT next_sequence FROM entity_state WHERE entity_id = @EntityId";
 
-        /// <summary>What a load needs of the entity's state row: its counter and its delivery mark.</summary>
-        public const string ReadEntityState = "SELECT next_sequence, delivered_through FROM entity_state WHERE entity_id = @EntityId";
+        /// <summary>What a load needs of the entity's state row: its counter, its delivery mark and, for a follower, its slot, start and done mark.</summary>
+        public const string ReadEntityState = "SELECT next_sequence, delivered_through, follower_slot, follow_from, done_through FROM entity_state WHERE entity_id = @EntityId";
 
         /// <summary>
         /// Of @Ids (a JSON array of entity ids), those with no message row and no duplicate id live at
         /// @NowMs, with their counter and delivery mark (null: never written): a primary-key probe of
-        /// each table per id.
+        /// each table per id. A follower of topic @TopicId is quiet only while the topic holds no
+        /// membership after its done mark (any subscription's: one probe, and the head load tells the rest).
         /// </summary>
         public const string FindQuiet = """
-            SELECT i.value, s.next_sequence, s.delivered_through
+            SELECT i.value, s.next_sequence, s.delivered_through, s.follower_slot, s.follow_from, s.done_through
             FROM json_each(@Ids) i
             LEFT JOIN entity_state s ON s.entity_id = i.value
             WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.entity_id = i.value)
               AND NOT EXISTS (SELECT 1 FROM duplicates d WHERE d.entity_id = i.value AND d.expires_at_ms > @NowMs)
+              AND (s.follower_slot IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM copy_members c
+                    WHERE c.topic_id = @TopicId AND c.sequence_number > MAX(s.done_through, s.follow_from - 1)))
             """;
 
         /// <summary>
@@ -360,7 +364,7 @@ internal static class SqliteSql
                    scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
                    payload, payload_size
             FROM messages
-            WHERE entity_id = @EntityId
+            WHERE entity_id = @EntityId AND state <> 3
             ORDER BY sequence_number
             """;
 
@@ -440,7 +444,7 @@ internal static class SqliteSql
         public const string ReadByKey = $"""
             SELECT {PagedColumns}
             FROM messages
-            WHERE entity_id = @EntityId AND sequence_number IN (SELECT value FROM json_each(@Sequences))
+            WHERE entity_id = @EntityId AND sequence_number IN (SELECT value FROM json_each(@Sequences)) AND state <> 3
             ORDER BY sequence_number
             """;
 
@@ -448,7 +452,7 @@ internal static class SqliteSql
         public const string ReadFrom = $"""
             SELECT {PagedColumns}
             FROM messages
-            WHERE entity_id = @EntityId AND sub_queue = @SubQueue AND sequence_number > @After
+            WHERE entity_id = @EntityId AND sub_queue = @SubQueue AND sequence_number > @After AND state <> 3
             ORDER BY sequence_number
             LIMIT @Limit
             """;
@@ -483,7 +487,8 @@ internal static class SqliteSql
 
         /// <summary>
         /// A topic's stored copies in (@After, @Through], in order, each with whether a row of one of
-        /// @Subscriptions (a JSON array) still points at it: a primary-key probe per subscription. One
+        /// @Subscriptions (a JSON array; tombstones aside) still points at it, and its followers'
+        /// membership (copy_members): a primary-key probe per subscription. One
         /// parameter for the list: Dapper's expansion into a parameter per subscription made SQLite
         /// match every name against all the others when it parsed and bound them (quadratic: a fifth
         /// of a node's CPU with 1,000 subscriptions at 2 msg/s).
@@ -491,7 +496,8 @@ internal static class SqliteSql
         public const string ScanCopies = """
             SELECT t.sequence_number, t.payload_size,
                    EXISTS (SELECT 1 FROM messages s
-                           WHERE s.entity_id IN (SELECT value FROM json_each(@Subscriptions)) AND s.sequence_number = t.sequence_number)
+                           WHERE s.entity_id IN (SELECT value FROM json_each(@Subscriptions)) AND s.sequence_number = t.sequence_number AND s.state <> 3),
+                   (SELECT c.members FROM copy_members c WHERE c.topic_id = t.entity_id AND c.sequence_number = t.sequence_number)
             FROM messages t
             WHERE t.entity_id = @TopicId AND t.sequence_number > @After AND t.sequence_number <= @Through
             ORDER BY t.sequence_number
@@ -502,9 +508,30 @@ internal static class SqliteSql
         public const string CheckCopies = """
             SELECT t.sequence_number, t.payload_size,
                    EXISTS (SELECT 1 FROM messages s
-                           WHERE s.entity_id IN (SELECT value FROM json_each(@Subscriptions)) AND s.sequence_number = t.sequence_number)
+                           WHERE s.entity_id IN (SELECT value FROM json_each(@Subscriptions)) AND s.sequence_number = t.sequence_number AND s.state <> 3),
+                   (SELECT c.members FROM copy_members c WHERE c.topic_id = t.entity_id AND c.sequence_number = t.sequence_number)
             FROM messages t
             WHERE t.entity_id = @TopicId AND t.sequence_number IN (SELECT value FROM json_each(@Sequences))
+            """;
+
+        /// <summary>The memberships of topic @TopicId's copies after @After, in order (a follower's implicit messages are among them).</summary>
+        public const string ReadMemberships = """
+            SELECT sequence_number, members FROM copy_members
+            WHERE topic_id = @TopicId AND sequence_number > @After
+            ORDER BY sequence_number
+            """;
+
+        /// <summary>Which of @Sequences (a JSON array) entity @EntityId has a row at, tombstones included.</summary>
+        public const string RowsAt = """
+            SELECT sequence_number FROM messages
+            WHERE entity_id = @EntityId AND sequence_number IN (SELECT value FROM json_each(@Sequences))
+            """;
+
+        /// <summary>The copies of topic @TopicId at @Sequences (a JSON array), as a follower's implicit messages read them.</summary>
+        public const string ReadCopiesAt = """
+            SELECT sequence_number, enqueued_at_ms, message_id, payload, payload_size FROM messages
+            WHERE entity_id = @TopicId AND sequence_number IN (SELECT value FROM json_each(@Sequences))
+            ORDER BY sequence_number
             """;
 
         public const string LoadDuplicates = """
@@ -553,6 +580,39 @@ internal static class SqliteSql
         public const string PurgeDuplicates = "DELETE FROM duplicates WHERE entity_id = $entity";
 
         public const string PurgeEntityState = "DELETE FROM entity_state WHERE entity_id = $entity";
+
+        /// <summary>A topic's memberships go with it (a purged subscription's bits stay: its slot's next owner follows from later).</summary>
+        public const string PurgeCopyMembers = "DELETE FROM copy_members WHERE topic_id = $entity";
+
+        public const string InsertCopyMembers = "INSERT INTO copy_members (topic_id, sequence_number, members) VALUES ($entity, $sequence, $members)";
+
+        public const string DeleteCopyMembers = "DELETE FROM copy_members WHERE topic_id = $entity AND sequence_number = $sequence";
+
+        /// <summary>
+        /// An implicit message completed above its subscription's done mark: a tombstone (state 3) in
+        /// place of whatever row the message had. Out of every partial index (state 3), and read by none.
+        /// </summary>
+        public const string UpsertTombstone = """
+            INSERT INTO messages (entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms, payload_size)
+            VALUES ($entity, $sequence, 0, 3, 0, 0, 0)
+            ON CONFLICT (entity_id, sequence_number) DO UPDATE SET
+                sub_queue = 0, state = 3, delivery_count = 0, scheduled_at_ms = NULL, expires_at_ms = NULL,
+                dl_reason = NULL, dl_description = NULL, dl_source = NULL, payload = NULL, payload_size = 0
+            """;
+
+        /// <summary>Never backwards (see <see cref="UpsertDeliveryMark"/> for the row it may make).</summary>
+        public const string UpsertDoneThrough = """
+            INSERT INTO entity_state (entity_id, next_sequence, done_through) VALUES ($entity, 1, $through)
+            ON CONFLICT (entity_id) DO UPDATE SET done_through = MAX(done_through, excluded.done_through)
+            """;
+
+        /// <summary>The tombstones the done mark passed (index messages_by_sub_queue).</summary>
+        public const string DeleteTombstonesThrough = "DELETE FROM messages WHERE entity_id = $entity AND sub_queue = 0 AND state = 3 AND sequence_number <= $through";
+
+        public const string UpsertFollower = """
+            INSERT INTO entity_state (entity_id, next_sequence, follower_slot, follow_from) VALUES ($entity, 1, $slot, $from)
+            ON CONFLICT (entity_id) DO UPDATE SET follower_slot = excluded.follower_slot, follow_from = excluded.follow_from
+            """;
 
         public const string InsertMessage = """
             INSERT INTO messages (entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
