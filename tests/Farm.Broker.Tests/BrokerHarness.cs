@@ -124,6 +124,15 @@ internal sealed class BrokerHarness : IAsyncDisposable
         return await database.LoadEntityAsync(entityId, Time.GetUtcNow().ToUnixTimeMilliseconds());
     }
 
+    /// <summary>A subscription's head as a takeover reads it, its implicit messages (the copies naming it) among its rows.</summary>
+    public async Task<Farm.ContainerStore.Containers.EntityLoad> ReadSubscriptionHeadDirectlyAsync(long containerId, long subscriptionId, long topicId)
+    {
+        var provider = new SqliteStoreProvider();
+        var record = await Node.Farm.GetContainerAsync(containerId) ?? throw new InvalidOperationException("no container");
+        await using var database = await provider.OpenContainerAsync(record.ConnectionString);
+        return await database.LoadEntityHeadAsync(subscriptionId, Time.GetUtcNow().ToUnixTimeMilliseconds(), long.MaxValue, copiesOf: topicId);
+    }
+
     public Task<QueueEntity> QueueAsync(string name) => Node.ResolveQueueAsync(name, CancellationToken.None).AsTask();
 
     private readonly List<BrokerNode> _abandoned = [];

@@ -225,8 +225,16 @@ internal sealed partial class CommitQueue : IAsyncDisposable
         return null;
     }
 
+    /// <summary>
+    /// Counts the groups whose writes were made: a write callback tells by it which of its entity's
+    /// other writes share its transaction (they all commit, or none does).
+    /// </summary>
+    public long GroupNumber => Volatile.Read(ref _groupNumber);
+    private long _groupNumber;
+
     private async Task CommitGroupAsync(ContainerWriteBatch batch, List<PendingWrite> group)
     {
+        Interlocked.Increment(ref _groupNumber);
         // After a commit whose outcome is unknown nothing more is written here (see _broken).
         Exception? failure = _broken;
         var outcomeUnknown = false;

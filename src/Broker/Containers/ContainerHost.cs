@@ -493,7 +493,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             var topicLoad = await Database.LoadEntityStateAsync(record.Id, nowMs, _options.DuplicateIdsInMemoryPerEntity).ConfigureAwait(false);
             var children = await _farm.ListChildEntitiesAsync(record.Id).ConfigureAwait(false);
             var rules = (await _farm.ListRulesOfTopicAsync(record.Id).ConfigureAwait(false)).ToLookup(r => r.SubscriptionId);
-            var quiet = await QuietHeadsAsync([.. children.Select(c => c.Id)], nowMs).ConfigureAwait(false);
+            var quiet = await QuietHeadsAsync([.. children.Select(c => c.Id)], nowMs, copiesOf: record.Id).ConfigureAwait(false);
             var subscriptions = new List<(TopicEntity.Subscription, EntityLoad)>();
             var made = new List<TopicEntity.Subscription>();
             try
@@ -549,12 +549,12 @@ internal sealed partial class ContainerHost : IAsyncDisposable
     /// <see cref="QuietLookupBatch"/> to a read. A topic with 1,000 subscriptions read each one's head
     /// in turn when it loaded (a restart, a takeover), most of them empty.
     /// </summary>
-    private async Task<Dictionary<long, EntityLoad>> QuietHeadsAsync(IReadOnlyList<long> entityIds, long nowMs)
+    private async Task<Dictionary<long, EntityLoad>> QuietHeadsAsync(IReadOnlyList<long> entityIds, long nowMs, long copiesOf = 0)
     {
         var quiet = new Dictionary<long, EntityLoad>();
         foreach (var chunk in entityIds.Chunk(QuietLookupBatch))
         {
-            foreach (var load in await Database.LoadQuietHeadsAsync(chunk, nowMs).ConfigureAwait(false))
+            foreach (var load in await Database.LoadQuietHeadsAsync(chunk, nowMs, copiesOf).ConfigureAwait(false))
             {
                 quiet[load.EntityId] = load;
             }
@@ -638,7 +638,8 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             var rules = await _farm.ListRulesAsync(record.Id, cancellationToken).ConfigureAwait(false);
             var subscription = NewSubscription(record, topicId, rules);
             Serve(record.Id, subscription.Queue);
-            topic.AddSubscription(subscription);
+            // Its first message finds it following the topic (no rows of its own, where the store allows).
+            await topic.AddSubscription(subscription).ConfigureAwait(false);
             ThrowIfClosing(record.Name, () =>
             {
                 subscription.Queue.Unload(UnloadReason(record.Name));

@@ -48,8 +48,8 @@ internal sealed partial class QueueEntity
         message.Settling = true;
         _main.Available.Remove(message.SequenceNumber);
         var payload = modified?.ToPayload();
-        var update = new MessageUpdate(Id, message.SequenceNumber, SubQueue.DeadLetter, StoredMessageState.Active,
-            message.DeliveryCount, reason, description, null, payload);
+        var update = message.Written(Id, new MessageUpdate(Id, message.SequenceNumber, SubQueue.DeadLetter, StoredMessageState.Active,
+            message.DeliveryCount, reason, description, null, payload));
         changes.Add(new PendingChange(
             batch => batch.Updates.Add(update),
             () =>
@@ -85,9 +85,8 @@ internal sealed partial class QueueEntity
         }
         message.Settling = true;
         _main.Available.Remove(message.SequenceNumber);
-        var key = new MessageKey(Id, message.SequenceNumber);
         changes.Add(new PendingChange(
-            batch => batch.Deletes.Add(key),
+            batch => WriteRemoval(batch, message),
             () =>
             {
                 lock (_gate)
@@ -105,9 +104,8 @@ internal sealed partial class QueueEntity
     /// </summary>
     private Task DeleteTakenAsync(SubQueueState sub, List<StoredMessage> taken, Action? onFailed = null)
     {
-        var keys = taken.Select(m => new MessageKey(Id, m.SequenceNumber)).ToList();
         return _commits.CommitAsync(
-            batch => batch.Deletes.AddRange(keys),
+            batch => WriteRemovals(batch, taken),
             onCommitted: () =>
             {
                 lock (_gate)

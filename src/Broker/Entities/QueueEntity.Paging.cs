@@ -17,7 +17,10 @@ internal sealed partial class QueueEntity
     /// </summary>
     private bool AdmitLocked(SubQueueState sub, StoredMessage message)
     {
-        if (message.SequenceNumber > sub.Frontier && (sub.StoredCount > 0 || sub.TailPending || OverBudget(ActiveBytesLocked(sub), message.PayloadSize)))
+        // While a fan-out's implicit messages are on their way (held in memory whatever comes), an
+        // arrival before them must not be left in the database: it would come after them.
+        if (message.SequenceNumber > sub.Frontier
+            && (sub.StoredCount > 0 || sub.TailPending || (OverBudget(ActiveBytesLocked(sub), message.PayloadSize) && _implicitReservedBytes == 0)))
         {
             sub.CountStored(message.SequenceNumber, message.PayloadSize);
             return false;
@@ -38,15 +41,16 @@ internal sealed partial class QueueEntity
 
     /// <summary>
     /// Moves a dead-letter queue's frontier down to <paramref name="frontier"/>: its unlocked messages
-    /// above it leave memory and are counted as stored, to be read back in order. Locked and settling
-    /// ones stay (a read-back skips what memory holds, without counting it).
+    /// above it leave memory and are counted as stored, to be read back in order. Locked, settling and
+    /// implicit ones stay (a read-back skips what memory holds, without counting it).
     /// </summary>
     private void LowerFrontierLocked(SubQueueState sub, long frontier)
     {
         foreach (var sequence in sub.Ordered.GetViewBetween(frontier + 1, long.MaxValue).ToList())
         {
             var message = sub.Messages[sequence];
-            if (message.IsLocked || message.Settling || message.State != StoredMessageState.Active)
+            // An implicit message has no row to read it back from: it stays, as locked ones do.
+            if (message.IsLocked || message.Settling || message.State != StoredMessageState.Active || message.Implicit)
             {
                 continue;
             }

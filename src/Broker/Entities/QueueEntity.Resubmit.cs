@@ -108,12 +108,11 @@ internal sealed partial class QueueEntity
                 });
             }
             var nextSequence = _nextSequence;
-            var keys = deadLetters.Select(m => new MessageKey(Id, m.SequenceNumber)).ToList();
             return _commits.CommitAsync(
                 batch =>
                 {
                     batch.Inserts.AddRange(records);
-                    batch.Deletes.AddRange(keys);
+                    WriteRemovals(batch, deadLetters);
                     batch.SequenceCounters[Id] = Math.Max(batch.SequenceCounters.GetValueOrDefault(Id), nextSequence);
                 },
                 onCommitted: () =>
@@ -146,7 +145,7 @@ internal sealed partial class QueueEntity
         {
             return Task.CompletedTask;
         }
-        var updates = deadLetters.Select(m => new MessageUpdate(Id, m.SequenceNumber, SubQueue.Main, StoredMessageState.Active, 0, null, null, null, null)).ToList();
+        var updates = deadLetters.Select(m => m.Written(Id, new MessageUpdate(Id, m.SequenceNumber, SubQueue.Main, StoredMessageState.Active, 0, null, null, null, null))).ToList();
         return _commits.CommitAsync(
             batch => batch.Updates.AddRange(updates),
             onCommitted: () =>

@@ -291,9 +291,8 @@ internal sealed partial class QueueEntity
         _locks.Remove(message.LockToken!.Value);
         message.LockToken = null;
         message.Settling = true;
-        var key = new MessageKey(Id, message.SequenceNumber);
         writes.Add(new PendingChange(
-            batch => batch.Deletes.Add(key),
+            batch => WriteRemoval(batch, message),
             () =>
             {
                 lock (_gate)

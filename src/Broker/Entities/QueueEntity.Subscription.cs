@@ -72,6 +72,7 @@ internal sealed partial class QueueEntity
         {
             CountStoredAlone(-1, -payloadSize);
         }
+        _implicitHeld.Remove(sequenceNumber);
         MessageRemoved?.Invoke(sequenceNumber);
     }
 
@@ -120,13 +121,17 @@ internal sealed partial class QueueEntity
         lock (_gate)
         {
             _preCountedSending -= countedAhead;
-            if (_deleted)
+            if (_deleted || _unloaded is not null)
             {
-                return FanOutOutcome.Deleted;
-            }
-            if (_unloaded is not null)
-            {
-                return FanOutOutcome.Unloaded;
+                // Not admitted: the room reserved for its implicit messages goes back.
+                foreach (var message in messages)
+                {
+                    if (message.Implicit)
+                    {
+                        _implicitReservedBytes -= message.PayloadSize;
+                    }
+                }
+                return _deleted ? FanOutOutcome.Deleted : FanOutOutcome.Unloaded;
             }
             foreach (var message in messages)
             {
@@ -141,6 +146,11 @@ internal sealed partial class QueueEntity
                 if (message.State == StoredMessageState.Scheduled)
                 {
                     AdmitScheduledLocked(message);
+                }
+                else if (message.Implicit)
+                {
+                    AdmitImplicitLocked(message);
+                    main = true;
                 }
                 else
                 {

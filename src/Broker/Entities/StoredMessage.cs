@@ -45,6 +45,22 @@ internal sealed class StoredMessage
     /// </summary>
     public bool StoredAlone { get; set; }
 
+    /// <summary>
+    /// A subscription's message that came without a row of its own: its topic's copy names the
+    /// subscription (a follower, see QueueEntity.Follower.cs). Its writes may have to make its row
+    /// (<see cref="Written"/>), and its removal moves the follower's done mark or writes a tombstone.
+    /// </summary>
+    public bool Implicit { get; set; }
+
+    /// <summary>An implicit message some write was made for: it may have a row by now.</summary>
+    public bool RowMayExist { get; private set; }
+
+    /// <summary>
+    /// A row its topic's fan-out wrote in this ownership, knowing the copy does not name the
+    /// subscription: deleting it cannot bring an implicit message back, so it needs no tombstone.
+    /// </summary>
+    public bool WithoutMembership { get; set; }
+
     public bool IsLocked => LockToken is not null;
 
     /// <summary>
@@ -81,7 +97,39 @@ internal sealed class StoredMessage
         {
             DurableCountAhead = false;
         }
-        return new(entityId, SequenceNumber, SubQueue, State, DeliveryCount, DeadLetterReason, DeadLetterDescription, DeadLetterSource, payload);
+        return Written(entityId, new(entityId, SequenceNumber, SubQueue, State, DeliveryCount, DeadLetterReason, DeadLetterDescription, DeadLetterSource, payload));
+    }
+
+    /// <summary>
+    /// <paramref name="update"/> as this message writes it: an implicit message may have no row yet,
+    /// so the update carries the row to insert with its values (the copy's payload unless it brings one).
+    /// </summary>
+    public MessageUpdate Written(long entityId, MessageUpdate update)
+    {
+        if (!Implicit)
+        {
+            return update;
+        }
+        RowMayExist = true;
+        return update with
+        {
+            InsertIfMissing = new MessageRecord
+            {
+                EntityId = entityId,
+                SequenceNumber = SequenceNumber,
+                SubQueue = update.SubQueue,
+                State = update.State,
+                DeliveryCount = update.StoredDeliveryCount,
+                EnqueuedAtMs = EnqueuedAtMs,
+                ScheduledAtMs = ScheduledAtMs,
+                ExpiresAtMs = ExpiresAtMs,
+                DeadLetterReason = update.DeadLetterReason,
+                DeadLetterDescription = update.DeadLetterDescription,
+                DeadLetterSource = update.DeadLetterSource,
+                Payload = update.Payload,
+                PayloadSize = update.Payload?.Length ?? PayloadSize,
+            },
+        };
     }
 
     /// <summary>The update of a delivery: only the delivery count changed since the row was last written.</summary>
@@ -107,5 +155,6 @@ internal sealed class StoredMessage
         DeadLetterDescription = record.DeadLetterDescription,
         DeadLetterSource = record.DeadLetterSource,
         StoredAlone = record.StoredAlone,
+        Implicit = record.Implicit,
     };
 }

@@ -178,8 +178,12 @@ internal sealed partial class TopicEntity
                 {
                     through = _nextSequence - 1;
                 }
+                // A follower's active implicit messages still need their copies, as a row's do (no row says so).
+                through = Math.Min(through, LowestActiveImplicit() - 1);
                 var subscriptions = Volatile.Read(ref _subscriptions).Select(s => s.Id).ToArray();
-                scan = await database.ScanCopiesAsync(Id, subscriptions, after, through, MaxCopiesPerScan, recheck).ConfigureAwait(false);
+                scan = await database.ScanCopiesAsync(Id, subscriptions, after, Math.Max(after, through), MaxCopiesPerScan, recheck).ConfigureAwait(false);
+                // Between two commits: no implicit message arrives or leaves while this looks.
+                scan = scan with { Unreferenced = NotHeldByFollowers(scan.Unreferenced) };
                 lock (_copiesGate)
                 {
                     // Set before this read ends: a pointer deleted by a later commit finds the new mark.
@@ -192,7 +196,7 @@ internal sealed partial class TopicEntity
                 var keys = found.Unreferenced.Select(c => new MessageKey(Id, c.SequenceNumber)).ToList();
                 var bytes = found.Unreferenced.Sum(c => c.PayloadSize);
                 await _commits.CommitAsync(
-                    batch => batch.Deletes.AddRange(keys),
+                    batch => batch.CopyDeletes.AddRange(keys),
                     onCommitted: () =>
                     {
                         lock (_copiesGate)

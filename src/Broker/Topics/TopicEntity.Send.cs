@@ -100,9 +100,17 @@ internal sealed partial class TopicEntity
                 accepted = AcceptLocked(messages, payloads, total, settings, now, results, duplicates, lookup);
                 outcome = _inFlightIds.Add(duplicates);
                 subscriptions = _subscriptions;
-                fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: false, deadLetterSource);
-                // Queued before the lock is let go: commits follow sequence order.
-                commit = Commit(accepted, subscriptions, fanOut, duplicates, record, outcome, total, with);
+                try
+                {
+                    fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: false, deadLetterSource);
+                    // Queued before the lock is let go: commits follow sequence order.
+                    commit = Commit(accepted, subscriptions, fanOut, duplicates, record, outcome, total, with);
+                }
+                catch when (accepted.Count > 0)
+                {
+                    SendHanded(accepted[0].SequenceNumber);
+                    throw;
+                }
             }
         }
         else
@@ -119,8 +127,16 @@ internal sealed partial class TopicEntity
                 outcome = _inFlightIds.Add(duplicates);
                 subscriptions = _subscriptions;
             }
-            fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: subscriptions.Length >= ParallelFanOutThreshold, deadLetterSource);
-            commit = Commit(accepted, subscriptions, fanOut, duplicates, record, outcome, total, with);
+            try
+            {
+                fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: subscriptions.Length >= ParallelFanOutThreshold, deadLetterSource);
+                commit = Commit(accepted, subscriptions, fanOut, duplicates, record, outcome, total, with);
+            }
+            catch when (accepted.Count > 0)
+            {
+                SendHanded(accepted[0].SequenceNumber);
+                throw;
+            }
         }
         return (null, commit, results);
     }
@@ -134,6 +150,22 @@ internal sealed partial class TopicEntity
         SendValidation.EnsureRoom("topic", Name, stored + _sendingBytes, total, settings.MaxSizeInMegabytes, _commits, _options);
         _sendingBytes += total;
         var accepted = new List<Accepted>(messages.Count);
+        var first = _nextSequence;
+        SendStarting(first);
+        try
+        {
+            AcceptEachLocked(messages, payloads, settings, now, results, duplicates, lookup, accepted);
+        }
+        finally
+        {
+            SendNumbered(first, _nextSequence);
+        }
+        return accepted;
+    }
+
+    private void AcceptEachLocked(
+        IReadOnlyList<Message> messages, byte[][] payloads, TopicSettings settings, long now, long[] results, List<DuplicateRecord> duplicates, DuplicateLookup lookup, List<Accepted> accepted)
+    {
         for (var i = 0; i < messages.Count; i++)
         {
             var message = messages[i];
@@ -152,7 +184,6 @@ internal sealed partial class TopicEntity
             accepted.Add(new Accepted(i, sequence, message, payloads[i], state,
                 state == StoredMessageState.Scheduled ? scheduledAt : null, Math.Max(now, scheduledAt ?? now)));
         }
-        return accepted;
     }
 
     /// <summary>Runs every subscription's rules on every accepted message: what each one gets, and the rows to write.</summary>
@@ -251,6 +282,8 @@ internal sealed partial class TopicEntity
                     DeadLetterDescription = failure,
                     DeadLetterSource = deadLetterSource,
                     DurableCountAhead = countedAhead,
+                    // A row of its own unless the send makes it implicit (MakeImplicit): its copy does not name it.
+                    WithoutMembership = true,
                 });
                 (rows ??= []).Add(new MessageRecord
                 {
@@ -350,6 +383,7 @@ internal sealed partial class TopicEntity
     private Task Commit(List<Accepted> accepted, Subscription[] subscriptions, FanOut fanOut, List<DuplicateRecord> duplicates, SendRecord? record, InFlightIds.Outcome? outcome, long reserved, CommitsWithSend? with)
     {
         var copies = StoreAloneOrCopy(accepted, fanOut);
+        var members = MakeImplicit(copies, subscriptions, fanOut);
         if (accepted.Count == 0)
         {
             lock (_sendGate)
@@ -374,6 +408,7 @@ internal sealed partial class TopicEntity
                         MessageId = copy.Message.MessageId.Length > 0 ? copy.Message.MessageId : null,
                         Payload = copy.Payload,
                         PayloadSize = copy.Payload.Length,
+                        Members = members?.GetValueOrDefault(copy.SequenceNumber),
                     });
                 }
                 foreach (var rows in fanOut.Rows)
@@ -425,6 +460,7 @@ internal sealed partial class TopicEntity
                         DropRows(subscriptions[s].Queue.Id, deliveries);
                     }
                 }
+                SendHanded(accepted[0].SequenceNumber);
                 if (Volatile.Read(ref _deleted))
                 {
                     // The topic was deleted while this send waited: its purge may have run first.
@@ -442,6 +478,8 @@ internal sealed partial class TopicEntity
                     _inFlightIds.Complete(outcome);
                 }
                 fanOut.EndCountedDeliveries(subscriptions);
+                EndImplicit(subscriptions, fanOut);
+                SendHanded(accepted[0].SequenceNumber);
             },
             reserved);
     }
@@ -449,13 +487,14 @@ internal sealed partial class TopicEntity
     private void DropCopies(IEnumerable<long> sequenceNumbers)
     {
         var keys = sequenceNumbers.Select(s => new MessageKey(Id, s)).ToList();
-        _ = _commits.CommitAsync(batch => batch.Deletes.AddRange(keys))
+        _ = _commits.CommitAsync(batch => batch.CopyDeletes.AddRange(keys))
             .ContinueWith(static t => _ = t.Exception, TaskContinuationOptions.OnlyOnFaulted);
     }
 
     private void DropRows(long subscriptionId, List<StoredMessage> deliveries)
     {
-        var keys = deliveries.Select(d => new MessageKey(subscriptionId, d.SequenceNumber)).ToList();
+        // An implicit message has no row: its copy's membership goes with the copy.
+        var keys = deliveries.Where(d => !d.Implicit).Select(d => new MessageKey(subscriptionId, d.SequenceNumber)).ToList();
         _ = _commits.CommitAsync(batch => batch.Deletes.AddRange(keys), onCommitted: () => deliveries.ForEach(d => OnCopyReleased(d.SequenceNumber)))
             .ContinueWith(static t => _ = t.Exception, TaskContinuationOptions.OnlyOnFaulted);
     }

@@ -138,11 +138,19 @@ internal sealed partial class TopicEntity : ISendTarget
             loaded.Add(subscription);
         }
         Volatile.Write(ref _subscriptions, [.. loaded]);
+        lock (_unhandedGate)
+        {
+            _unhandedFloor = Math.Max(_unhandedFloor, topic.NextSequenceNumber);
+        }
+        _ = StartFollowing(subscriptions.Select(s => (s.Subscription, s.Load.Follower)).ToList());
         StartCountingCopies(topic.NextSequenceNumber - 1);
     }
 
-    /// <summary>Starts serving a new subscription (idempotent: an id already here is left alone).</summary>
-    public void AddSubscription(Subscription subscription)
+    /// <summary>
+    /// Starts serving a new subscription (idempotent: an id already here is left alone). The task
+    /// completes once it follows the topic (see TopicEntity.Followers.cs), or keeps rows for good.
+    /// </summary>
+    public Task AddSubscription(Subscription subscription)
     {
         subscription.Queue.MessageRemoved = OnCopyReleased;
         lock (_sendGate)
@@ -150,10 +158,11 @@ internal sealed partial class TopicEntity : ISendTarget
             var current = _subscriptions;
             if (Array.Exists(current, s => s.Id == subscription.Id))
             {
-                return;
+                return Task.CompletedTask;
             }
             Volatile.Write(ref _subscriptions, [.. current, subscription]);
         }
+        return StartFollowing([(subscription, null)]);
     }
 
     /// <summary>
@@ -171,6 +180,7 @@ internal sealed partial class TopicEntity : ISendTarget
                 return null;
             }
             Volatile.Write(ref _subscriptions, _subscriptions.Where(s => s.Id != id).ToArray());
+            FreeSlotLocked(removed);
         }
         removed.Queue.MarkDeleted();
         return removed;
