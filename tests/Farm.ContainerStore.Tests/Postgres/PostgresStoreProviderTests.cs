@@ -156,7 +156,7 @@ public sealed class PostgresStoreProviderTests(ITestOutputHelper output) : IAsyn
         Assert.Equal([$"{_databases.FarmDatabase}_container_3"], await DatabasesAsync());
         Assert.True(await opened[0].RaiseEpochAsync(2));
         Assert.All(await Task.WhenAll(opened.Select(d => d.ReadEpochAsync())), epoch => Assert.Equal(2, epoch));
-        Assert.Equal([1L, 2L, 3L, 4L, 5L, 6L], await SchemaVersionsAsync($"{_databases.FarmDatabase}_container_3"));
+        Assert.Equal([1L, 2L, 3L, 4L, 5L, 6L, 7L], await SchemaVersionsAsync($"{_databases.FarmDatabase}_container_3"));
         Assert.Equal(connectionString, opened[0].ConnectionString);
     }
 
@@ -179,7 +179,7 @@ public sealed class PostgresStoreProviderTests(ITestOutputHelper output) : IAsyn
         _opened.Add(reopened);
 
         Assert.True(await reopened.RaiseEpochAsync(1));
-        Assert.Equal([1L, 2L, 3L, 4L, 5L, 6L], await SchemaVersionsAsync($"{_databases.FarmDatabase}_container_5"));
+        Assert.Equal([1L, 2L, 3L, 4L, 5L, 6L, 7L], await SchemaVersionsAsync($"{_databases.FarmDatabase}_container_5"));
     }
 
     [PostgresFact]
