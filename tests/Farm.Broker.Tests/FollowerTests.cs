@@ -135,6 +135,32 @@ public sealed class FollowerTests : IAsyncLifetime
     }
 
     [Fact]
+    public async Task ADeadLetteredOrDeferredMessage_DoesNotHoldTheDoneMarkBack()
+    {
+        var topic = await _farm.CreateTopicAsync("t");
+        var a = await _farm.CreateSubscriptionAsync("t", "a");
+        await _farm.CreateSubscriptionAsync("t", "b");
+        await topic.SendAsync([.. Enumerable.Range(1, 10).Select(n => Numbered(n))]);
+
+        var received = (await ReceiveAsync(a, 10)).ToDictionary(NumberOf);
+        await SettleAsync(a, [received[1]], Disposition.DeadLetter);
+        await SettleAsync(a, [received[2]], Disposition.Defer);
+        await SettleAsync(a, received.Values.Where(m => NumberOf(m) > 2));
+
+        // Their rows keep the two; the eight completes past them wrote the mark, not tombstones.
+        Assert.Equal(2, await RowsAsync(a.Id));
+        Assert.Equal(10, (await _farm.ReadSubscriptionHeadDirectlyAsync(1, a.Id, topic.Id)).Follower!.DoneThrough);
+
+        await _farm.RestartAsync(crash: true);
+        a = await _farm.SubscriptionAsync("t", "a");
+        Assert.Equal([(1, 2)], await DrainAsync(a, 1, deadLetter: true));
+        var deferred = Assert.Single(await a.ReceiveDeferredAsync([received[2].SequenceNumber], ReceiveMode.PeekLock));
+        await SettleAsync(a, [deferred]);
+        Assert.Equal(0, a.GetCounts().Total);
+        Assert.Equal(0, await RowsAsync(a.Id));
+    }
+
+    [Fact]
     public async Task AFollowerPastItsCacheGetsRows_AndKeepsItsOrderAcrossACrash()
     {
         UseCacheOfFive(_farm);

@@ -56,6 +56,7 @@ internal sealed partial class QueueEntity
             {
                 lock (_gate)
                 {
+                    RowCommittedLocked(message);
                     _main.Remove(message);
                     ForgetDeferredLocked(message);
                     message.SubQueue = SubQueue.DeadLetter;

@@ -154,6 +154,19 @@ internal sealed partial class QueueEntity
         }
     }
 
+    /// <summary>
+    /// An implicit message's row committed (a deferral or dead-lettering wrote it): the row keeps the
+    /// message from now on, so the done mark may pass it (a message parked for days would hold every
+    /// later complete to a tombstone). Its removal still writes a tombstone, which the mark takes.
+    /// </summary>
+    private void RowCommittedLocked(StoredMessage message)
+    {
+        if (message.Implicit)
+        {
+            _implicitHeld.Remove(message.SequenceNumber);
+        }
+    }
+
     /// <summary>A message that leaves the entity for good, as its removal writes it.</summary>
     private readonly record struct Removal(long SequenceNumber, bool Implicit, bool RowMayExist, bool MayHaveMembership)
     {
@@ -200,10 +213,7 @@ internal sealed partial class QueueEntity
                 }
             }
             var done = DoneThroughLocked(follower);
-            if (done > follower.DoneThrough)
-            {
-                batch.DoneThrough[Id] = Math.Max(batch.DoneThrough.GetValueOrDefault(Id), done);
-            }
+            var writeMark = done > follower.DoneThrough;
             foreach (var removal in removals)
             {
                 var key = new MessageKey(Id, removal.SequenceNumber);
@@ -214,8 +224,10 @@ internal sealed partial class QueueEntity
                     {
                         if (removal.RowMayExist)
                         {
-                            // It may or may not have its row: a tombstone replaces either, and goes with the mark.
+                            // It may or may not have its row: a tombstone replaces either, and the mark
+                            // written in this commit takes it.
                             batch.Tombstones.Add(key);
+                            writeMark = true;
                         }
                     }
                     else
@@ -231,6 +243,10 @@ internal sealed partial class QueueEntity
                 {
                     batch.Deletes.Add(key);
                 }
+            }
+            if (writeMark)
+            {
+                batch.DoneThrough[Id] = Math.Max(batch.DoneThrough.GetValueOrDefault(Id), done);
             }
         }
     }

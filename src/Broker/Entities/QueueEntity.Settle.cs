@@ -319,9 +319,10 @@ internal sealed partial class QueueEntity
             batch => batch.Updates.Add(update),
             () =>
             {
-                if (state == StoredMessageState.Deferred)
+                lock (_gate)
                 {
-                    lock (_gate)
+                    RowCommittedLocked(message);
+                    if (state == StoredMessageState.Deferred)
                     {
                         NoteDeferredLocked(message);
                     }
