@@ -62,6 +62,12 @@ internal sealed class BrokerHarness : IAsyncDisposable
 
     public string DataDirectory => _directory;
 
+    /// <summary>The store itself, not <see cref="Provider"/> (which a test may step into), for reads beside the node.</summary>
+    private IStoreProvider DirectProvider() => PostgresFarm is null ? new SqliteStoreProvider() : new Farm.ContainerStore.Postgres.PostgresStoreProvider();
+
+    /// <summary>A PostgreSQL farm database for the next node (its containers' databases on the same server); null: SQLite files.</summary>
+    public string? PostgresFarm { get; set; }
+
     public static async Task<BrokerHarness> StartAsync(Action<BrokerHarness>? configure = null)
     {
         var harness = new BrokerHarness();
@@ -72,7 +78,10 @@ internal sealed class BrokerHarness : IAsyncDisposable
 
     private async Task<BrokerNode> StartNodeAsync()
     {
-        var node = new BrokerNode(Provider, new NodeOptions { NodeId = 1, DataDirectory = _directory }, Options, Time, NullLogger<BrokerNode>.Instance, lag: Lag);
+        var options = PostgresFarm is null
+            ? new NodeOptions { NodeId = 1, DataDirectory = _directory }
+            : new NodeOptions { NodeId = 1, DataDirectory = _directory, Store = "postgres", FarmConnectionString = PostgresFarm };
+        var node = new BrokerNode(Provider, options, Options, Time, NullLogger<BrokerNode>.Instance, lag: Lag);
         await node.StartAsync("http://test", CancellationToken.None);
         return node;
     }
@@ -118,7 +127,7 @@ internal sealed class BrokerHarness : IAsyncDisposable
     /// <summary>Reads what a container database holds for an entity, bypassing every broker.</summary>
     public async Task<Farm.ContainerStore.Containers.EntityLoad> ReadContainerDirectlyAsync(long containerId, long entityId)
     {
-        var provider = new SqliteStoreProvider();
+        var provider = DirectProvider();
         var record = await Node.Farm.GetContainerAsync(containerId) ?? throw new InvalidOperationException("no container");
         await using var database = await provider.OpenContainerAsync(record.ConnectionString);
         return await database.LoadEntityAsync(entityId, Time.GetUtcNow().ToUnixTimeMilliseconds());
@@ -127,7 +136,7 @@ internal sealed class BrokerHarness : IAsyncDisposable
     /// <summary>A subscription's head as a takeover reads it, its implicit messages (the copies naming it) among its rows.</summary>
     public async Task<Farm.ContainerStore.Containers.EntityLoad> ReadSubscriptionHeadDirectlyAsync(long containerId, long subscriptionId, long topicId)
     {
-        var provider = new SqliteStoreProvider();
+        var provider = DirectProvider();
         var record = await Node.Farm.GetContainerAsync(containerId) ?? throw new InvalidOperationException("no container");
         await using var database = await provider.OpenContainerAsync(record.ConnectionString);
         return await database.LoadEntityHeadAsync(subscriptionId, Time.GetUtcNow().ToUnixTimeMilliseconds(), long.MaxValue, copiesOf: topicId);

@@ -2,7 +2,9 @@ using Farm.Testing;
 using Farm.Broker.Entities;
 using Farm.Broker.Topics;
 using Farm.Contracts.V1;
+using System.Data.Common;
 using Microsoft.Data.Sqlite;
+using Npgsql;
 using static Farm.Broker.Tests.NumberedMessages;
 
 namespace Farm.Broker.Tests;
@@ -16,10 +18,30 @@ namespace Farm.Broker.Tests;
 public sealed class FollowerTests : IAsyncLifetime
 {
     private BrokerHarness _farm = null!;
+    private PostgresFarmDatabase? _postgres;
 
     public async Task InitializeAsync() => _farm = await BrokerHarness.StartAsync();
 
-    public async Task DisposeAsync() => await _farm.DisposeAsync();
+    public async Task DisposeAsync()
+    {
+        await _farm.DisposeAsync();
+        if (_postgres is not null)
+        {
+            await _postgres.DisposeAsync();
+        }
+    }
+
+    /// <summary>Moves the test to a node whose farm and container databases are on the PostgreSQL server.</summary>
+    private async Task UsePostgresAsync()
+    {
+        await _farm.DisposeAsync();
+        _postgres = await PostgresFarmDatabase.CreateAsync("farm_follow");
+        _farm = await BrokerHarness.StartAsync(h =>
+        {
+            h.PostgresFarm = _postgres.ConnectionString;
+            h.Provider = new Farm.ContainerStore.Postgres.PostgresStoreProvider();
+        });
+    }
 
     private static async Task<IReadOnlyList<ReceivedMessage>> ReceiveAsync(QueueEntity subscription, int max, bool deadLetter = false)
     {
@@ -52,12 +74,13 @@ public sealed class FollowerTests : IAsyncLifetime
     private async Task<long> RowsAsync(long entityId)
     {
         var record = await _farm.Node.Farm.GetContainerAsync(1) ?? throw new InvalidOperationException("no container");
-        await using var connection = new SqliteConnection(record.ConnectionString);
+        await using DbConnection connection = _postgres is null
+            ? new SqliteConnection(record.ConnectionString)
+            : new NpgsqlConnection(new NpgsqlConnectionStringBuilder(record.ConnectionString) { Pooling = false }.ConnectionString);
         await connection.OpenAsync();
-        using var command = connection.CreateCommand();
-        command.CommandText = "SELECT COUNT(*) FROM messages WHERE entity_id = $entity";
-        command.Parameters.AddWithValue("$entity", entityId);
-        return (long)(await command.ExecuteScalarAsync())!;
+        await using var command = connection.CreateCommand();
+        command.CommandText = $"SELECT COUNT(*) FROM messages WHERE entity_id = {entityId}";
+        return Convert.ToInt64(await command.ExecuteScalarAsync(), System.Globalization.CultureInfo.InvariantCulture);
     }
 
     private Task CopiesGoneAsync(TopicEntity topic, string what) => Eventually.UntilAsync(async () =>
@@ -90,7 +113,16 @@ public sealed class FollowerTests : IAsyncLifetime
     }
 
     [Fact]
-    public async Task AfterACrash_EachFollowerHasExactlyWhatItHadNotSettled_InOrderOrNot_AbandonedDeferredOrDeadLettered()
+    public Task AfterACrash_EachFollowerHasExactlyWhatItHadNotSettled_InOrderOrNot_AbandonedDeferredOrDeadLettered() => CrashScenarioAsync();
+
+    [PostgresFact]
+    public async Task OnPostgreSql_AfterACrash_EachFollowerHasExactlyWhatItHadNotSettled()
+    {
+        await UsePostgresAsync();
+        await CrashScenarioAsync();
+    }
+
+    private async Task CrashScenarioAsync()
     {
         var topic = await _farm.CreateTopicAsync("t");
         var a = await _farm.CreateSubscriptionAsync("t", "a");
@@ -98,6 +130,8 @@ public sealed class FollowerTests : IAsyncLifetime
         var c = await _farm.CreateSubscriptionAsync("t", "c");
         await topic.SendAsync([.. Enumerable.Range(1, 10).Select(n => Numbered(n))]);
         await topic.SendAsync([.. Enumerable.Range(11, 10).Select(n => Numbered(n))]);
+        // Every one of them is theirs by the copies' memberships: no rows.
+        Assert.Equal(0, await RowsAsync(c.Id));
 
         // a completes its first ten in order.
         var fromA = await ReceiveAsync(a, 10);

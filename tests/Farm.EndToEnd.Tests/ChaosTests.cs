@@ -64,7 +64,13 @@ public sealed class ChaosTests(ITestOutputHelper output)
             var pid = farm.NodePid(node) ?? throw new InvalidOperationException($"node {node} has no pid");
 
             var killedAt = Stopwatch.GetTimestamp();
-            Process.GetProcessById(pid).Kill();
+            using (var killed = Process.GetProcessById(pid))
+            {
+                killed.Kill();
+                // SIGKILL is sent at once but a busy process takes a moment to go: `farm node start`
+                // right after (no moved queue to wait for) found it still running.
+                Assert.True(killed.WaitForExit(TimeSpan.FromSeconds(30)), $"node {node} (pid {pid}) still runs 30 s after SIGKILL");
+            }
             var worst = TimeSpan.Zero;
             foreach (var queue in moved)
             {

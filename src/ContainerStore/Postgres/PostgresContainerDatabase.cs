@@ -27,6 +27,8 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
 
     public string ConnectionString { get; }
 
+    public bool FollowsTopics => true;
+
     public static async Task<PostgresContainerDatabase> OpenAsync(string connectionString, CancellationToken cancellationToken)
     {
         var database = PostgresDatabase.Resolve(connectionString, "container database");
@@ -172,6 +174,7 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
             await using var transaction = await connection.BeginTransactionAsync(IsolationLevel.RepeatableRead, cancellationToken).ConfigureAwait(false);
             long? next = null;
             long mark = 0;
+            FollowerState? follower = null;
             await using (var command = new NpgsqlCommand(PostgresSql.ContainerDb.ReadNextSequence, connection, transaction) { Parameters = { Parameter(entityId) } })
             await using (var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false))
             {
@@ -179,8 +182,13 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
                 {
                     next = reader.GetInt64(0);
                     mark = reader.GetInt64(1);
+                    follower = ReadFollower(reader, 2);
                 }
             }
+            // A follower's implicit messages: all of them come into memory, where its topic's fan-out put them.
+            var implicitMessages = follower is not null && copiesOf != 0
+                ? await ReadImplicitAsync(connection, transaction, entityId, copiesOf, follower, cancellationToken).ConfigureAwait(false)
+                : [];
             // The first scheduled messages to come due and some deferred ones, each up to the cache's bytes; the rest are counted.
             var scheduled = await ReadMessagesAsync(
                 ReadScheduledCommand(connection, transaction, entityId, copiesOf, long.MinValue, long.MinValue, int.MaxValue), int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
@@ -207,15 +215,17 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
             {
                 stored = (long)(await command.ExecuteScalarAsync(cancellationToken).ConfigureAwait(false))!;
             }
-            var through = Math.Max((next ?? 1) - 1, stored);
+            var through = Math.Max(Math.Max((next ?? 1) - 1, stored), implicitMessages.Count > 0 ? implicitMessages[^1].SequenceNumber : 0);
             foreach (var subQueue in new[] { SubQueue.Main, SubQueue.DeadLetter })
             {
                 var head = await ReadMessagesAsync(ReadActiveCommand(connection, transaction, entityId, copiesOf, subQueue, 0, int.MaxValue), int.MaxValue, cacheBytes, cancellationToken).ConfigureAwait(false);
-                messages.AddRange(head);
-                var after = head.Count > 0 ? head[^1].SequenceNumber : 0;
                 // The head stopped short of the budget: it is every active message, nothing is left to
                 // count. Else the broker counts the tail while it serves: a deep queue's count takes seconds.
                 var whole = head.Sum(m => (long)m.PayloadSize) < cacheBytes;
+                var after = await FollowerHead.MergeAsync(head, whole, subQueue == SubQueue.Main ? implicitMessages : [], async (from, until) =>
+                    [.. (await ReadMessagesAsync(ReadActiveCommand(connection, transaction, entityId, copiesOf, subQueue, from, int.MaxValue), int.MaxValue, long.MaxValue, cancellationToken,
+                        stopAt: row => row.SequenceNumber > until).ConfigureAwait(false))]).ConfigureAwait(false);
+                messages.AddRange(head);
                 tails.Add(whole ? new StoredTail(subQueue, after, through, 0, 0) : new StoredTail(subQueue, after, through, null, null));
             }
             var duplicates = await ReadDuplicatesAsync(connection, transaction, entityId, nowMs, maxDuplicates, cancellationToken).ConfigureAwait(false);
@@ -228,8 +238,61 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
                 alone = new StoredAloneTally(reader.GetInt64(0), reader.GetInt64(1));
             }
             await transaction.CommitAsync(cancellationToken).ConfigureAwait(false);
-            return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails, duplicates.Count < maxDuplicates, heldTail, alone, mark);
+            return new EntityLoad(entityId, through + 1, [.. messages.OrderBy(m => m.SubQueue).ThenBy(m => m.SequenceNumber)], duplicates, tails, duplicates.Count < maxDuplicates, heldTail, alone, mark, follower);
         }, cancellationToken);
+
+    /// <summary>A follower's slot, start and done mark from the columns at <paramref name="first"/> (null: not a follower).</summary>
+    private static FollowerState? ReadFollower(NpgsqlDataReader reader, int first) =>
+        reader.IsDBNull(first) || reader.IsDBNull(first + 1) ? null
+            : new FollowerState(reader.GetInt32(first), reader.GetInt64(first + 1), reader.IsDBNull(first + 2) ? 0 : reader.GetInt64(first + 2));
+
+    /// <summary>
+    /// A follower's implicit messages, in order: its topic's copies after its done mark (and from where
+    /// it follows) whose membership names its slot, less those it has a row at (its own or a tombstone).
+    /// </summary>
+    private static async Task<List<MessageRecord>> ReadImplicitAsync(
+        NpgsqlConnection connection, NpgsqlTransaction transaction, long entityId, long topicId, FollowerState follower, CancellationToken cancellationToken)
+    {
+        var memberships = new List<(long, byte[])>();
+        await using (var command = new NpgsqlCommand(PostgresSql.ContainerDb.ReadMemberships, connection, transaction) { Parameters = { Parameter(topicId), Parameter(FollowerHead.ReadAfter(follower)) } })
+        await using (var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false))
+        {
+            while (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
+            {
+                memberships.Add((reader.GetInt64(0), (byte[])reader.GetValue(1)));
+            }
+        }
+        var candidates = FollowerHead.Candidates(memberships, follower);
+        var messages = new List<MessageRecord>();
+        if (candidates.Count == 0)
+        {
+            return messages;
+        }
+        var rows = new HashSet<long>();
+        await using (var command = new NpgsqlCommand(PostgresSql.ContainerDb.RowsAt, connection, transaction) { Parameters = { Parameter(entityId), Parameter(candidates.ToArray()) } })
+        await using (var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false))
+        {
+            while (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
+            {
+                rows.Add(reader.GetInt64(0));
+            }
+        }
+        candidates.RemoveAll(rows.Contains);
+        if (candidates.Count == 0)
+        {
+            return messages;
+        }
+        await using (var command = new NpgsqlCommand(PostgresSql.ContainerDb.ReadCopiesAt, connection, transaction) { Parameters = { Parameter(topicId), Parameter(candidates.ToArray()) } })
+        await using (var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false))
+        {
+            while (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
+            {
+                messages.Add(FollowerHead.Implicit(entityId, reader.GetInt64(0), reader.GetInt64(1), reader.IsDBNull(2) ? null : reader.GetString(2),
+                    (byte[])reader.GetValue(3), reader.GetInt32(4)));
+            }
+        }
+        return messages;
+    }
 
     public Task<(long Count, long Bytes)> CountActiveAsync(long entityId, SubQueue subQueue, long afterSequence, long throughSequence, CancellationToken cancellationToken = default) =>
         RunAsync("count messages", connection => CountAsync(connection, null, entityId, subQueue, afterSequence, throughSequence, cancellationToken), cancellationToken);
@@ -297,13 +360,13 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
         RunAsync<IReadOnlyList<EntityLoad>>("load entities", async connection =>
         {
             var quiet = new List<EntityLoad>();
-            await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.FindQuiet, connection) { Parameters = { Parameter(entityIds.ToArray()), Parameter(nowMs) } };
+            await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.FindQuiet, connection) { Parameters = { Parameter(entityIds.ToArray()), Parameter(nowMs), Parameter(copiesOf) } };
             await using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
             while (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
             {
                 // Sequence numbers start at 1 for an entity that never had a counter written.
                 quiet.Add(EntityLoad.QuietHead(
-                    reader.GetInt64(0), reader.IsDBNull(1) ? 1 : reader.GetInt64(1), reader.IsDBNull(2) ? 0 : reader.GetInt64(2)));
+                    reader.GetInt64(0), reader.IsDBNull(1) ? 1 : reader.GetInt64(1), reader.IsDBNull(2) ? 0 : reader.GetInt64(2), ReadFollower(reader, 3)));
             }
             return quiet;
         }, cancellationToken);
@@ -421,7 +484,7 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
                     last = reader.GetInt64(0);
                     if (!reader.GetBoolean(2) && found.Add(last))
                     {
-                        unreferenced.Add(new UnreferencedCopy(last, reader.GetInt32(1)));
+                        unreferenced.Add(new UnreferencedCopy(last, reader.GetInt32(1), reader.IsDBNull(3) ? null : (byte[])reader.GetValue(3)));
                     }
                 }
                 if (scanned >= maxRows)
@@ -441,7 +504,7 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
                     var sequence = reader.GetInt64(0);
                     if (!reader.GetBoolean(2) && found.Add(sequence))
                     {
-                        unreferenced.Add(new UnreferencedCopy(sequence, reader.GetInt32(1)));
+                        unreferenced.Add(new UnreferencedCopy(sequence, reader.GetInt32(1), reader.IsDBNull(3) ? null : (byte[])reader.GetValue(3)));
                     }
                 }
             }
@@ -450,7 +513,8 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
         }, cancellationToken);
 
     /// <summary>Rows of <paramref name="command"/> in order, until <paramref name="maxRows"/> or until <paramref name="maxBytes"/> of payload are read (at least one row).</summary>
-    private static async Task<List<MessageRecord>> ReadMessagesAsync(NpgsqlCommand command, int maxRows, long maxBytes, CancellationToken cancellationToken)
+    /// <param name="stopAt">Stops before the first row it picks (null: none).</param>
+    private static async Task<List<MessageRecord>> ReadMessagesAsync(NpgsqlCommand command, int maxRows, long maxBytes, CancellationToken cancellationToken, Func<MessageRecord, bool>? stopAt = null)
     {
         await using (command)
         {
@@ -460,6 +524,10 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
             while (rows.Count < maxRows && (rows.Count == 0 || bytes < maxBytes) && await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
             {
                 var row = ReadMessage(reader);
+                if (stopAt?.Invoke(row) == true)
+                {
+                    break;
+                }
                 bytes += row.PayloadSize;
                 rows.Add(row);
             }

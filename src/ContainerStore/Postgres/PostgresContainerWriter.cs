@@ -23,25 +23,31 @@ internal static class PostgresContainerWriter
     public static NpgsqlBatch Build(
         NpgsqlConnection connection, NpgsqlTransaction transaction, ContainerWriteBatch batch, IReadOnlySet<long> purgedBefore, List<RowCheck> checks)
     {
-        // This store keeps a row per subscription and message (IContainerDatabase.FollowsTopics is false):
-        // the broker never writes a follower's marks here.
-        if (batch.Followers.Count > 0 || batch.DoneThrough.Count > 0 || batch.Tombstones.Count > 0
-            || batch.Inserts.Exists(m => m.Members is not null) || batch.Updates.Exists(u => u.InsertIfMissing is not null))
-        {
-            throw new NotSupportedException("The PostgreSQL container store does not keep followers (subscriptions without rows of their own).");
-        }
-
         var commands = new NpgsqlBatch(connection, transaction);
         if (batch.Inserts.Count > 0)
         {
-            AddInserts(commands, batch.Inserts);
+            AddInserts(commands, batch.Inserts, PostgresSql.ContainerDb.InsertMessages);
+            var copies = batch.Inserts.Where(m => m.Members is not null).ToList();
+            if (copies.Count > 0)
+            {
+                Add(commands, PostgresSql.ContainerDb.InsertCopyMembers,
+                    Parameter(copies.Select(c => c.EntityId).ToArray()), Parameter(copies.Select(c => c.SequenceNumber).ToArray()),
+                    Parameter(copies.Select(c => c.Members!).ToArray()));
+            }
         }
 
         bool MayBeMissing(long entityId) => batch.PurgedEntities.Contains(entityId) || purgedBefore.Contains(entityId);
 
         if (batch.Updates.Count > 0)
         {
-            var merged = MergeUpdates(batch.Updates);
+            var all = MergeUpdates(batch.Updates);
+            // An implicit message's write inserts its row when it has none (unless its subscription is gone).
+            var upserts = all.Where(u => u.InsertIfMissing is not null && !MayBeMissing(u.EntityId)).Select(u => u.InsertIfMissing!).ToList();
+            if (upserts.Count > 0)
+            {
+                AddInserts(commands, upserts, PostgresSql.ContainerDb.UpsertMessages);
+            }
+            var merged = all.Where(u => u.InsertIfMissing is null).ToList();
             var strict = merged.Where(u => !MayBeMissing(u.EntityId)).ToList();
             if (strict.Count > 0)
             {
@@ -52,6 +58,12 @@ internal static class PostgresContainerWriter
             {
                 AddUpdates(commands, [.. merged.Where(u => MayBeMissing(u.EntityId))]);
             }
+        }
+
+        if (batch.CopyDeletes.Count > 0)
+        {
+            Add(commands, PostgresSql.ContainerDb.DeleteCopyMembers,
+                Parameter(batch.CopyDeletes.Select(d => d.EntityId).ToArray()), Parameter(batch.CopyDeletes.Select(d => d.SequenceNumber).ToArray()));
         }
 
         // A topic's copies have no membership here: they go as any row does.
@@ -70,6 +82,14 @@ internal static class PostgresContainerWriter
             }
         }
 
+        // After the deletes, each key once (ON CONFLICT cannot touch a row twice in one statement).
+        var tombstones = batch.Tombstones.Where(t => !MayBeMissing(t.EntityId)).Distinct().ToList();
+        if (tombstones.Count > 0)
+        {
+            Add(commands, PostgresSql.ContainerDb.UpsertTombstones,
+                Parameter(tombstones.Select(t => t.EntityId).ToArray()), Parameter(tombstones.Select(t => t.SequenceNumber).ToArray()));
+        }
+
         if (batch.SequenceCounters.Count > 0)
         {
             Add(commands, PostgresSql.ContainerDb.UpsertSequences,
@@ -82,6 +102,23 @@ internal static class PostgresContainerWriter
         {
             Add(commands, PostgresSql.ContainerDb.UpsertDeliveryMarks,
                 Parameter(marks.Select(m => m.Key).ToArray()), Parameter(marks.Select(m => m.Value).ToArray()));
+        }
+
+        var done = batch.DoneThrough.Where(d => !MayBeMissing(d.Key)).ToList();
+        if (done.Count > 0)
+        {
+            var entities = done.Select(d => d.Key).ToArray();
+            var through = done.Select(d => d.Value).ToArray();
+            Add(commands, PostgresSql.ContainerDb.UpsertDoneThrough, Parameter(entities), Parameter(through));
+            Add(commands, PostgresSql.ContainerDb.DeleteTombstonesThrough, Parameter(entities), Parameter(through));
+        }
+
+        var followers = batch.Followers.Where(f => !MayBeMissing(f.Key)).ToList();
+        if (followers.Count > 0)
+        {
+            Add(commands, PostgresSql.ContainerDb.UpsertFollowers,
+                Parameter(followers.Select(f => f.Key).ToArray()), Parameter(followers.Select(f => f.Value.Slot).ToArray()),
+                Parameter(followers.Select(f => f.Value.FollowFrom).ToArray()));
         }
 
         if (batch.Duplicates.Count > 0)
@@ -111,12 +148,14 @@ internal static class PostgresContainerWriter
             Add(commands, PostgresSql.ContainerDb.PurgeMessages, Parameter(entities));
             Add(commands, PostgresSql.ContainerDb.PurgeDuplicates, Parameter(entities));
             Add(commands, PostgresSql.ContainerDb.PurgeEntityState, Parameter(entities));
+            Add(commands, PostgresSql.ContainerDb.PurgeCopyMembers, Parameter(entities));
         }
 
         return commands;
     }
 
-    private static void AddInserts(NpgsqlBatch commands, List<MessageRecord> inserts)
+    /// <summary>Rows as one array per column, for <see cref="PostgresSql.ContainerDb.InsertMessages"/> or <see cref="PostgresSql.ContainerDb.UpsertMessages"/>.</summary>
+    private static void AddInserts(NpgsqlBatch commands, List<MessageRecord> inserts, string sql)
     {
         var n = inserts.Count;
         var entity = new long[n];
@@ -152,7 +191,7 @@ internal static class PostgresContainerWriter
             payloadSize[i] = m.Payload?.Length ?? m.PayloadSize;
         }
 
-        Add(commands, PostgresSql.ContainerDb.InsertMessages,
+        Add(commands, sql,
             Parameter(entity), Parameter(sequence), Parameter(subQueue), Parameter(state), Parameter(deliveryCount),
             Parameter(enqueuedAt), Parameter(scheduledAt), Parameter(expiresAt), Parameter(messageId), Parameter(dlReason),
             Parameter(dlDescription), Parameter(dlSource), Parameter(payload), Parameter(payloadSize));
@@ -230,9 +269,27 @@ internal static class PostgresContainerWriter
             var key = new MessageKey(update.EntityId, update.SequenceNumber);
             // The later update carries every field's newest value; a payload set earlier stays. The
             // DeliveryCountOnly hint is not used here (this statement writes every column anyway).
-            merged[key] = update.Payload is null && merged.TryGetValue(key, out var earlier) && earlier.Payload is not null
-                ? update with { Payload = earlier.Payload, DeliveryCountOnly = false }
-                : update;
+            if (!merged.TryGetValue(key, out var earlier))
+            {
+                merged[key] = update;
+                continue;
+            }
+            var payload = update.Payload ?? earlier.Payload;
+            // An implicit message's row to insert, if it has none, carries the newest values too.
+            var row = (update.InsertIfMissing ?? earlier.InsertIfMissing) is { } template
+                ? template with
+                {
+                    SubQueue = update.SubQueue,
+                    State = update.State,
+                    DeliveryCount = update.StoredDeliveryCount,
+                    DeadLetterReason = update.DeadLetterReason,
+                    DeadLetterDescription = update.DeadLetterDescription,
+                    DeadLetterSource = update.DeadLetterSource,
+                    Payload = payload ?? template.Payload,
+                    PayloadSize = payload?.Length ?? template.PayloadSize,
+                }
+                : null;
+            merged[key] = update with { Payload = payload, DeliveryCountOnly = false, InsertIfMissing = row };
         }
 
         return merged.Count == updates.Count ? updates : [.. merged.Values];

@@ -414,19 +414,23 @@ internal static class PostgresSql
             SELECT EXISTS (SELECT 1 FROM raised) OR (SELECT epoch FROM owner WHERE id = 1) = $1
             """;
 
-        /// <summary>The counter first (what a scalar read takes), then the delivery mark.</summary>
-        public const string ReadNextSequence = "SELECT next_sequence, delivered_through FROM entity_state WHERE entity_id = $1";
+        /// <summary>The counter first (what a scalar read takes), then the delivery mark and a follower's slot, start and done mark.</summary>
+        public const string ReadNextSequence = "SELECT next_sequence, delivered_through, follower_slot, follow_from, done_through FROM entity_state WHERE entity_id = $1";
 
         /// <summary>
         /// Of the entity ids $1, those with no message row and no duplicate id live at $2, with their
-        /// counter and delivery mark (null: never written): an index probe of each table per id.
+        /// counter and delivery mark (null: never written): an index probe of each table per id. A
+        /// follower of topic $3 is quiet only while the topic holds no membership after its done mark.
         /// </summary>
         public const string FindQuiet = """
-            SELECT i.id, s.next_sequence, s.delivered_through
+            SELECT i.id, s.next_sequence, s.delivered_through, s.follower_slot, s.follow_from, s.done_through
             FROM unnest($1::bigint[]) AS i(id)
             LEFT JOIN entity_state s ON s.entity_id = i.id
             WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.entity_id = i.id)
               AND NOT EXISTS (SELECT 1 FROM duplicates d WHERE d.entity_id = i.id AND d.expires_at_ms > $2)
+              AND (s.follower_slot IS NULL OR NOT EXISTS (
+                    SELECT 1 FROM copy_members c
+                    WHERE c.topic_id = $3 AND c.sequence_number > GREATEST(s.done_through, s.follow_from - 1)))
             """;
 
         /// <summary>
@@ -438,7 +442,7 @@ internal static class PostgresSql
                    scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
                    payload, payload_size
             FROM messages
-            WHERE entity_id = $1
+            WHERE entity_id = $1 AND state <> 3
             ORDER BY sequence_number
             """;
 
@@ -491,7 +495,7 @@ internal static class PostgresSql
         public const string ReadByKey = $"""
             SELECT {PagedColumns}
             FROM messages
-            WHERE entity_id = $1 AND sequence_number = ANY ($3)
+            WHERE entity_id = $1 AND sequence_number = ANY ($3) AND state <> 3
             ORDER BY sequence_number
             """;
 
@@ -499,7 +503,7 @@ internal static class PostgresSql
         public const string ReadFrom = $"""
             SELECT {PagedColumns}
             FROM messages
-            WHERE entity_id = $1 AND sub_queue = $3 AND sequence_number > $4
+            WHERE entity_id = $1 AND sub_queue = $3 AND sequence_number > $4 AND state <> 3
             ORDER BY sequence_number
             LIMIT $5
             """;
@@ -554,11 +558,13 @@ internal static class PostgresSql
 
         /// <summary>
         /// A topic's stored copies in ($3, $4], in order, at most $5, each with whether a row of one of
-        /// the subscriptions $2 still points at it: a primary-key probe per subscription.
+        /// the subscriptions $2 (tombstones aside) still points at it, and its followers' membership:
+        /// a primary-key probe per subscription.
         /// </summary>
         public const string ScanCopies = """
             SELECT t.sequence_number, t.payload_size,
-                   EXISTS (SELECT 1 FROM messages s WHERE s.entity_id = ANY ($2) AND s.sequence_number = t.sequence_number)
+                   EXISTS (SELECT 1 FROM messages s WHERE s.entity_id = ANY ($2) AND s.sequence_number = t.sequence_number AND s.state <> 3),
+                   (SELECT c.members FROM copy_members c WHERE c.topic_id = t.entity_id AND c.sequence_number = t.sequence_number)
             FROM messages t
             WHERE t.entity_id = $1 AND t.sequence_number > $3 AND t.sequence_number <= $4
             ORDER BY t.sequence_number
@@ -568,7 +574,8 @@ internal static class PostgresSql
         /// <summary>The same for the copies of the sequence numbers $3.</summary>
         public const string CheckCopies = """
             SELECT t.sequence_number, t.payload_size,
-                   EXISTS (SELECT 1 FROM messages s WHERE s.entity_id = ANY ($2) AND s.sequence_number = t.sequence_number)
+                   EXISTS (SELECT 1 FROM messages s WHERE s.entity_id = ANY ($2) AND s.sequence_number = t.sequence_number AND s.state <> 3),
+                   (SELECT c.members FROM copy_members c WHERE c.topic_id = t.entity_id AND c.sequence_number = t.sequence_number)
             FROM messages t
             WHERE t.entity_id = $1 AND t.sequence_number = ANY ($3)
             """;
@@ -578,6 +585,23 @@ internal static class PostgresSql
             SELECT COUNT(*), COALESCE(SUM(payload_size), 0)::bigint
             FROM messages
             WHERE entity_id = $1 AND sub_queue = $2 AND state = 0 AND sequence_number > $3 AND sequence_number <= $4
+            """;
+
+        /// <summary>The memberships of topic $1's copies after $2, in order (a follower's implicit messages are among them).</summary>
+        public const string ReadMemberships = """
+            SELECT sequence_number, members FROM copy_members
+            WHERE topic_id = $1 AND sequence_number > $2
+            ORDER BY sequence_number
+            """;
+
+        /// <summary>Which of the sequence numbers $2 entity $1 has a row at, tombstones included.</summary>
+        public const string RowsAt = "SELECT sequence_number FROM messages WHERE entity_id = $1 AND sequence_number = ANY ($2)";
+
+        /// <summary>The copies of topic $1 at the sequence numbers $2, as a follower's implicit messages read them.</summary>
+        public const string ReadCopiesAt = """
+            SELECT sequence_number, enqueued_at_ms, message_id, payload, payload_size FROM messages
+            WHERE entity_id = $1 AND sequence_number = ANY ($2)
+            ORDER BY sequence_number
             """;
 
         public const string LoadDuplicates = """
@@ -628,6 +652,65 @@ internal static class PostgresSql
         public const string PurgeDuplicates = "DELETE FROM duplicates WHERE entity_id = ANY ($1)";
 
         public const string PurgeEntityState = "DELETE FROM entity_state WHERE entity_id = ANY ($1)";
+
+        /// <summary>A topic's memberships go with it (a purged subscription's bits stay: its slot's next owner follows from later).</summary>
+        public const string PurgeCopyMembers = "DELETE FROM copy_members WHERE topic_id = ANY ($1)";
+
+        public const string InsertCopyMembers = "INSERT INTO copy_members (topic_id, sequence_number, members) SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[])";
+
+        public const string DeleteCopyMembers = """
+            DELETE FROM copy_members AS c
+            USING unnest($1::bigint[], $2::bigint[]) AS d (topic_id, sequence_number)
+            WHERE c.topic_id = d.topic_id AND c.sequence_number = d.sequence_number
+            """;
+
+        /// <summary>
+        /// Implicit messages' first writes: each row as the update leaves it, inserted when the message
+        /// has none yet (the columns of <see cref="InsertMessages"/>; a null payload keeps a stored one).
+        /// The rows must name each message at most once.
+        /// </summary>
+        public const string UpsertMessages = """
+            INSERT INTO messages (entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
+                                  scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
+                                  payload, payload_size)
+            SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bigint[],
+                                 $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], $12::text[],
+                                 $13::bytea[], $14::integer[])
+            ON CONFLICT (entity_id, sequence_number) DO UPDATE SET
+                sub_queue = excluded.sub_queue, state = excluded.state, delivery_count = excluded.delivery_count,
+                dl_reason = excluded.dl_reason, dl_description = excluded.dl_description, dl_source = excluded.dl_source,
+                payload = COALESCE(excluded.payload, messages.payload),
+                payload_size = CASE WHEN excluded.payload IS NULL THEN messages.payload_size ELSE excluded.payload_size END
+            """;
+
+        /// <summary>Tombstones (state 3) in place of whatever row each message had; each key at most once.</summary>
+        public const string UpsertTombstones = """
+            INSERT INTO messages (entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms, payload_size)
+            SELECT t.entity_id, t.sequence_number, 0, 3, 0, 0, 0 FROM unnest($1::bigint[], $2::bigint[]) AS t (entity_id, sequence_number)
+            ON CONFLICT (entity_id, sequence_number) DO UPDATE SET
+                sub_queue = 0, state = 3, delivery_count = 0, scheduled_at_ms = NULL, expires_at_ms = NULL,
+                dl_reason = NULL, dl_description = NULL, dl_source = NULL, payload = NULL, payload_size = 0
+            """;
+
+        /// <summary>Never backwards.</summary>
+        public const string UpsertDoneThrough = """
+            INSERT INTO entity_state (entity_id, next_sequence, done_through)
+            SELECT d.entity_id, 1, d.through FROM unnest($1::bigint[], $2::bigint[]) AS d (entity_id, through)
+            ON CONFLICT (entity_id) DO UPDATE SET done_through = GREATEST(entity_state.done_through, excluded.done_through)
+            """;
+
+        /// <summary>The tombstones the done marks passed (index messages_by_sub_queue).</summary>
+        public const string DeleteTombstonesThrough = """
+            DELETE FROM messages AS m
+            USING unnest($1::bigint[], $2::bigint[]) AS d (entity_id, through)
+            WHERE m.entity_id = d.entity_id AND m.sub_queue = 0 AND m.state = 3 AND m.sequence_number <= d.through
+            """;
+
+        public const string UpsertFollowers = """
+            INSERT INTO entity_state (entity_id, next_sequence, follower_slot, follow_from)
+            SELECT f.entity_id, 1, f.slot, f.follow_from FROM unnest($1::bigint[], $2::integer[], $3::bigint[]) AS f (entity_id, slot, follow_from)
+            ON CONFLICT (entity_id) DO UPDATE SET follower_slot = excluded.follower_slot, follow_from = excluded.follow_from
+            """;
 
         /// <summary>All of a batch's new messages in one statement, one array per column.</summary>
         public const string InsertMessages = """

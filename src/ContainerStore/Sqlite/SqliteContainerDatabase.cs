@@ -143,20 +143,10 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
                 // The head stopped short of the budget: it is every active message, nothing is left to
                 // count. Else the broker counts the tail while it serves: a deep queue's count takes seconds.
                 var whole = head.Sum(m => (long)m.PayloadSize) < cacheBytes;
-                var after = head.Count > 0 ? head[^1].SequenceNumber : 0;
-                if (subQueue == SubQueue.Main && implicitThrough > 0)
-                {
-                    // Everything up to the last implicit message is in memory (the frontier), so the
-                    // rows before it come too, past the budget if need be.
-                    if (!whole && after < implicitThrough)
-                    {
-                        head.AddRange(await ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.ReadActive, int.MaxValue, long.MaxValue, cancellationToken,
-                            row => row.SequenceNumber > implicitThrough,
-                            ("@EntityId", entityId), ("@CopiesOf", copiesOf), ("@SubQueue", (int)subQueue), ("@After", after), ("@Limit", int.MaxValue)).ConfigureAwait(false));
-                    }
-                    head.AddRange(implicitMessages);
-                    after = Math.Max(head.Max(m => m.SequenceNumber), implicitThrough);
-                }
+                var after = await FollowerHead.MergeAsync(head, whole, subQueue == SubQueue.Main ? implicitMessages : [], (from, until) =>
+                    ReadMessagesAsync(connection, transaction, SqliteSql.ContainerDb.ReadActive, int.MaxValue, long.MaxValue, cancellationToken,
+                        row => row.SequenceNumber > until,
+                        ("@EntityId", entityId), ("@CopiesOf", copiesOf), ("@SubQueue", (int)subQueue), ("@After", from), ("@Limit", int.MaxValue))).ConfigureAwait(false);
                 messages.AddRange(head);
                 tails.Add(whole ? new StoredTail(subQueue, after, through, 0, 0) : new StoredTail(subQueue, after, through, null, null));
             }
@@ -220,23 +210,9 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
     private static async Task<List<MessageRecord>> ReadImplicitAsync(
         SqliteConnection connection, SqliteTransaction transaction, long entityId, long topicId, FollowerState follower, CancellationToken cancellationToken)
     {
-        var candidates = new List<long>();
-        using (var command = connection.CreateCommand())
-        {
-            command.Transaction = transaction;
-            command.CommandText = SqliteSql.ContainerDb.ReadMemberships;
-            command.Parameters.AddWithValue("@TopicId", topicId);
-            command.Parameters.AddWithValue("@After", Math.Max(follower.DoneThrough, follower.FollowFrom - 1));
-            using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
-            while (reader.Read())
-            {
-                var sequence = reader.GetInt64(0);
-                if (follower.Follows(sequence, (byte[])reader.GetValue(1)))
-                {
-                    candidates.Add(sequence);
-                }
-            }
-        }
+        var memberships = await connection.QueryAsync<(long, byte[])>(new CommandDefinition(
+            SqliteSql.ContainerDb.ReadMemberships, new { TopicId = topicId, After = FollowerHead.ReadAfter(follower) }, transaction, cancellationToken: cancellationToken)).ConfigureAwait(false);
+        var candidates = FollowerHead.Candidates(memberships, follower);
         if (candidates.Count == 0)
         {
             return [];
@@ -258,16 +234,8 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
             while (reader.Read())
             {
-                messages.Add(new MessageRecord
-                {
-                    EntityId = entityId,
-                    SequenceNumber = reader.GetInt64(0),
-                    EnqueuedAtMs = reader.GetInt64(1),
-                    MessageId = reader.IsDBNull(2) ? null : reader.GetString(2),
-                    Payload = (byte[])reader.GetValue(3),
-                    PayloadSize = reader.GetInt32(4),
-                    Implicit = true,
-                });
+                messages.Add(FollowerHead.Implicit(entityId, reader.GetInt64(0), reader.GetInt64(1), reader.IsDBNull(2) ? null : reader.GetString(2),
+                    (byte[])reader.GetValue(3), reader.GetInt32(4)));
             }
         }
         return messages;

@@ -216,3 +216,21 @@ public sealed class PostgresContainerDatabaseTests : ContainerDatabaseContract
         await _databases.DisposeAsync();
     }
 }
+
+[RequiresPostgres]
+public sealed class PostgresFollowerTests : FollowerStoreContract
+{
+    private readonly PostgresTestDatabases _databases = new();
+
+    protected override IStoreProvider Provider { get; } = new PostgresStoreProvider();
+
+    /// <summary>The provider creates the container's database on first open.</summary>
+    protected override Task<string> NewContainerConnectionStringAsync() =>
+        Task.FromResult(Provider.NewContainerConnectionString(_databases.FarmConnectionString, 1));
+
+    public override async Task DisposeAsync()
+    {
+        await base.DisposeAsync();
+        await _databases.DisposeAsync();
+    }
+}

@@ -109,3 +109,19 @@ public sealed class SqliteContainerDatabaseTests : ContainerDatabaseContract
         _directory.Dispose();
     }
 }
+
+public sealed class SqliteFollowerTests : FollowerStoreContract
+{
+    private readonly SqliteTestDirectory _directory = new();
+
+    protected override IStoreProvider Provider { get; } = new SqliteStoreProvider();
+
+    protected override Task<string> NewContainerConnectionStringAsync() =>
+        Task.FromResult(Provider.NewContainerConnectionString(_directory.ConnectionString("farm.db"), 1));
+
+    public override async Task DisposeAsync()
+    {
+        await base.DisposeAsync();
+        _directory.Dispose();
+    }
+}

@@ -1,36 +1,35 @@
 using Farm.ContainerStore.Containers;
-using Farm.ContainerStore.Sqlite;
 
-namespace Farm.ContainerStore.Tests.Sqlite;
+namespace Farm.ContainerStore.Tests.Contracts;
 
 /// <summary>
-/// Subscriptions that follow their topic without rows of their own (schema version 7), on real
-/// SQLite files: what a commit writes for them and what a load reads back.
+/// Subscriptions that follow their topic without rows of their own (container schema version 7):
+/// what a commit writes for them and what a load reads back, the same in every store that keeps
+/// followers. A provider's test class derives from this and says how to make a fresh database.
 /// </summary>
-public sealed class SqliteFollowerTests : IAsyncLifetime
+public abstract class FollowerStoreContract : IAsyncLifetime
 {
     private const long Topic = 1;
     private const long First = 2;
     private const long Second = 3;
 
-    private readonly SqliteTestDirectory _directory = new();
-    private readonly SqliteStoreProvider _provider = new();
     private IContainerDatabase _database = null!;
 
-    public async Task InitializeAsync()
+    protected abstract IStoreProvider Provider { get; }
+
+    /// <summary>A connection string of a container database that only the current test uses.</summary>
+    protected abstract Task<string> NewContainerConnectionStringAsync();
+
+    public virtual async Task InitializeAsync()
     {
-        _database = await _provider.OpenContainerAsync(_provider.NewContainerConnectionString(_directory.ConnectionString("farm.db"), 1));
+        _database = await Provider.OpenContainerAsync(await NewContainerConnectionStringAsync());
         Assert.True(await _database.RaiseEpochAsync(1));
         Assert.True(_database.FollowsTopics);
     }
 
-    public async Task DisposeAsync()
-    {
-        await _database.DisposeAsync();
-        _directory.Dispose();
-    }
+    public virtual async Task DisposeAsync() => await _database.DisposeAsync();
 
-    [Fact]
+    [StoreFact]
     public async Task AFollowersImplicitMessages_AreItsTopicsCopiesNamingItsSlot_AfterItsDoneMark_LessItsRowsAndTombstones()
     {
         // Slot 0 follows from 1, slot 1 from 3 (it took its slot later).
@@ -73,7 +72,7 @@ public sealed class SqliteFollowerTests : IAsyncLifetime
         Assert.Empty(await _database.ReadByKeyAsync(First, [5], Topic));
     }
 
-    [Fact]
+    [StoreFact]
     public async Task TheDoneMark_NeverGoesBack_AndTakesTheTombstonesItPasses()
     {
         await CommitAsync(b =>
@@ -100,7 +99,7 @@ public sealed class SqliteFollowerTests : IAsyncLifetime
         Assert.False(load.Messages[0].Implicit);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task AnUpdate_InsertsTheImplicitMessagesRow_OnlyWhereItHasNone_AndARowThatMustExistStillDoes()
     {
         await CommitAsync(b =>
@@ -121,7 +120,7 @@ public sealed class SqliteFollowerTests : IAsyncLifetime
         await Assert.ThrowsAsync<MissingRowException>(() => CommitAsync(b => b.Updates.Add(Deferred(First, 9) with { InsertIfMissing = null })));
     }
 
-    [Fact]
+    [StoreFact]
     public async Task AQuietHead_IsAFollowerWithNoMembershipPastItsDoneMark_AndCarriesItsSlot()
     {
         await CommitAsync(b =>
@@ -138,7 +137,7 @@ public sealed class SqliteFollowerTests : IAsyncLifetime
         Assert.Equal(new FollowerState(0, 1, 1), first.Follower);
     }
 
-    [Fact]
+    [StoreFact]
     public async Task TheCopyScan_ReadsEachCopysMembership_TombstonesPointAtNothing_AndACopyDeleteTakesItsMembership()
     {
         await CommitAsync(b =>
@@ -162,7 +161,7 @@ public sealed class SqliteFollowerTests : IAsyncLifetime
         Assert.Equal([2L], rescan.Unreferenced.Select(c => c.SequenceNumber));
     }
 
-    [Fact]
+    [StoreFact]
     public async Task AHeadLoadPastTheBudget_ReadsTheRowsUpToTheLastImplicitMessage_AndTheTailStartsAfterIt()
     {
         await CommitAsync(b =>
