@@ -1,6 +1,6 @@
 -- Container database, schema version 7 (issue "Performance": fan-out). The same columns and table as
--- the SQLite schema's version 7 (subscriptions that follow their topic without rows of their own).
--- The PostgreSQL store does not write them yet: its subscriptions keep a row per message.
+-- the SQLite schema's version 7, which explains them: subscriptions that follow their topic without
+-- rows of their own (a membership per copy, a done mark per subscription, tombstones in state 3).
 ALTER TABLE entity_state ADD COLUMN follower_slot integer NULL;
 ALTER TABLE entity_state ADD COLUMN follow_from bigint NULL;
 ALTER TABLE entity_state ADD COLUMN done_through bigint NOT NULL DEFAULT 0;
