@@ -134,6 +134,9 @@ internal sealed partial class QueueEntity
         }
     }
 
+    /// <summary>A fan-out's commit wrote this subscription's delivery mark (implicit messages counted as delivered at send).</summary>
+    public void NoteDeliveryMark(long mark) => RaiseDeliveredThrough(_main, mark);
+
     public void EndImplicit(long bytes)
     {
         if (bytes > 0)

@@ -140,7 +140,12 @@ internal sealed partial class TopicEntity
     /// the follower has room in memory for it (<see cref="QueueEntity.ReserveImplicit"/>). Returns each
     /// copy's membership (its sequence number to the bits of the followers that got it so).
     /// </summary>
-    private static Dictionary<long, byte[]>? MakeImplicit(List<Accepted> copies, Subscription[] subscriptions, FanOut fanOut)
+    /// <param name="markable">
+    /// No earlier send is on its way to the subscriptions: a delivery counted at send may be counted by
+    /// the subscription's delivery mark (nothing below it can arrive later, undelivered). Else it is
+    /// counted when delivered, as any first delivery.
+    /// </param>
+    private static Dictionary<long, byte[]>? MakeImplicit(List<Accepted> copies, Subscription[] subscriptions, FanOut fanOut, bool markable)
     {
         if (copies.Count == 0)
         {
@@ -179,16 +184,21 @@ internal sealed partial class TopicEntity
             {
                 continue;
             }
-            var uncounted = 0;
             var implicitRows = new HashSet<int>();
+            var uncounted = 0;
             for (var i = 0; i < granted; i++)
             {
                 var r = eligible[i];
                 var delivery = deliveries[r];
                 delivery.Implicit = true;
-                if (delivery.DurableCountAhead)
+                if (delivery.DurableCountAhead && markable)
                 {
-                    // Its row would have carried the count; the delivery counts with the mark instead.
+                    // A receiver waits for it with nothing before it: the subscription's delivery mark,
+                    // written with the send, counts the delivery its row would have carried.
+                    fanOut.Marks[s] = Math.Max(fanOut.Marks[s], delivery.SequenceNumber);
+                }
+                else if (delivery.DurableCountAhead)
+                {
                     delivery.DurableCountAhead = false;
                     uncounted++;
                 }

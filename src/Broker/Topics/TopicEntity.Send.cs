@@ -21,6 +21,12 @@ internal sealed partial class TopicEntity
         /// <summary>Deliveries stored counted as delivered, per subscription (QueueEntity.ReserveCountedDeliveries).</summary>
         public int[] CountedAhead { get; } = new int[subscriptions];
 
+        /// <summary>
+        /// Per subscription, the delivery mark the send writes (0: none): the highest of its implicit
+        /// messages counted as delivered, which have no row to carry the count (MakeImplicit).
+        /// </summary>
+        public long[] Marks { get; } = new long[subscriptions];
+
         /// <summary>Gives every subscription back the counted deliveries it holds for this fan-out (its commit failed).</summary>
         public void EndCountedDeliveries(Subscription[] subscriptions)
         {
@@ -383,7 +389,7 @@ internal sealed partial class TopicEntity
     private Task Commit(List<Accepted> accepted, Subscription[] subscriptions, FanOut fanOut, List<DuplicateRecord> duplicates, SendRecord? record, InFlightIds.Outcome? outcome, long reserved, CommitsWithSend? with)
     {
         var copies = StoreAloneOrCopy(accepted, fanOut);
-        var members = MakeImplicit(copies, subscriptions, fanOut);
+        var members = accepted.Count == 0 ? null : MakeImplicit(copies, subscriptions, fanOut, markable: LowestUnhanded() >= accepted[0].SequenceNumber);
         if (accepted.Count == 0)
         {
             lock (_sendGate)
@@ -419,6 +425,14 @@ internal sealed partial class TopicEntity
                     }
                 }
                 batch.SequenceCounters[Id] = Math.Max(batch.SequenceCounters.GetValueOrDefault(Id), nextSequence);
+                for (var s = 0; s < subscriptions.Length; s++)
+                {
+                    if (fanOut.Marks[s] > 0)
+                    {
+                        var id = subscriptions[s].Queue.Id;
+                        batch.DeliveryMarks[id] = Math.Max(batch.DeliveryMarks.GetValueOrDefault(id), fanOut.Marks[s]);
+                    }
+                }
                 batch.Duplicates.AddRange(duplicates);
                 if (record is not null)
                 {
@@ -451,6 +465,10 @@ internal sealed partial class TopicEntity
                 }
                 for (var s = 0; s < subscriptions.Length; s++)
                 {
+                    if (fanOut.Marks[s] > 0)
+                    {
+                        subscriptions[s].Queue.NoteDeliveryMark(fanOut.Marks[s]);
+                    }
                     // Deleted since the fan-out read it: its rows must not outlive it. Only unloaded
                     // (container closing or lost, node stopping): the rows are acknowledged messages
                     // and stay for the next owner to load.
