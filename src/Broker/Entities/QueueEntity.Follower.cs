@@ -76,7 +76,7 @@ internal sealed partial class QueueEntity
     /// <summary>
     /// The lowest implicit message held here that is active in the main queue (long.MaxValue: none):
     /// the topic's copies from it on are still needed, as a row's lowest active message says for rows.
-    /// The others (deferred, dead-lettered) are found one by one (<see cref="ImplicitHeldBetween"/>).
+    /// The others (deferred, dead-lettered) are found one by one (<see cref="AddImplicitHeldBetween"/>).
     /// </summary>
     public long LowestActiveImplicit
     {
@@ -84,6 +84,16 @@ internal sealed partial class QueueEntity
         {
             lock (_gate)
             {
+                if (_implicitHeld.Count == 0)
+                {
+                    return long.MaxValue;
+                }
+                // Usually the lowest held is active: Min walks the tree, an enumeration allocates (a
+                // copy scan asks every subscription).
+                if (_main.Messages.TryGetValue(_implicitHeld.Min, out var lowest) && lowest.State == StoredMessageState.Active)
+                {
+                    return _implicitHeld.Min;
+                }
                 foreach (var sequence in _implicitHeld)
                 {
                     if (_main.Messages.TryGetValue(sequence, out var message) && message.State == StoredMessageState.Active)
@@ -111,8 +121,9 @@ internal sealed partial class QueueEntity
     /// <summary>
     /// For a fan-out to this follower: how many of the messages of <paramref name="sizes"/> (in order)
     /// may come without a row, held in memory: none while messages wait in the database only (they
-    /// come first), and no more than the message cache has room for. Held until
-    /// <see cref="EndImplicit"/> (at the arrival, or when the send failed).
+    /// come first), and no more than the message cache has room for. The room is held until the
+    /// messages arrive (<see cref="AdmitImplicitLocked"/>), or given back by <see cref="EndImplicit"/>
+    /// when the send failed (or by <see cref="AcceptFanOut"/> when the subscription went meanwhile).
     /// </summary>
     public int ReserveImplicit(IReadOnlyList<int> sizes)
     {
@@ -137,6 +148,7 @@ internal sealed partial class QueueEntity
     /// <summary>A fan-out's commit wrote this subscription's delivery mark (implicit messages counted as delivered at send).</summary>
     public void NoteDeliveryMark(long mark) => RaiseDeliveredThrough(_main, mark);
 
+    /// <summary>A send that reserved room here for implicit messages (<see cref="ReserveImplicit"/>) failed: the room goes back.</summary>
     public void EndImplicit(long bytes)
     {
         if (bytes > 0)
