@@ -191,30 +191,40 @@ internal sealed partial class QueueEntity
     {
         public static Removal Of(StoredMessage message) =>
             new(message.SequenceNumber, message.Implicit, !message.Implicit || message.RowMayExist, !message.WithoutMembership);
-
-        /// <summary>A row read from the database: it may override a membership.</summary>
-        public static Removal OfRow(long sequenceNumber) => new(sequenceNumber, false, true, true);
     }
 
-    private void WriteRemoval(ContainerWriteBatch batch, StoredMessage message) => WriteRemovals(batch, [Removal.Of(message)]);
+    private void WriteRemoval(ContainerWriteBatch batch, StoredMessage message)
+    {
+        // A queue's complete, on its hottest path: its delete, nothing allocated on the way.
+        if (Volatile.Read(ref _follower) is null)
+        {
+            batch.Deletes.Add(new MessageKey(Id, message.SequenceNumber));
+            return;
+        }
+        WriteRemovals(batch, [Removal.Of(message)]);
+    }
 
-    private void WriteRemovals(ContainerWriteBatch batch, IEnumerable<StoredMessage> messages) => WriteRemovals(batch, messages.Select(Removal.Of).ToList());
-
-    /// <summary>
-    /// Writes the removal of messages from this entity (called in the commit loop, as its commit's
-    /// write). A queue or a subscription that does not follow deletes their rows; a follower writes
-    /// its done mark and what it passes (see the top of this file).
-    /// </summary>
-    private void WriteRemovals(ContainerWriteBatch batch, IReadOnlyList<Removal> removals)
+    private void WriteRemovals(ContainerWriteBatch batch, IEnumerable<StoredMessage> messages)
     {
         if (Volatile.Read(ref _follower) is null)
         {
-            foreach (var removal in removals)
+            foreach (var message in messages)
             {
-                batch.Deletes.Add(new MessageKey(Id, removal.SequenceNumber));
+                batch.Deletes.Add(new MessageKey(Id, message.SequenceNumber));
             }
             return;
         }
+        WriteRemovals(batch, messages.Select(Removal.Of).ToList());
+    }
+
+    /// <summary>
+    /// Writes the removal of messages from this entity (called in the commit loop, as its commit's
+    /// write). A queue or a subscription that does not follow deletes their rows (the overloads
+    /// above); a follower (it never stops being one) writes its done mark and what it passes (see
+    /// the top of this file).
+    /// </summary>
+    private void WriteRemovals(ContainerWriteBatch batch, IReadOnlyList<Removal> removals)
+    {
         lock (_gate)
         {
             var follower = _follower!;

@@ -669,13 +669,8 @@ internal static class PostgresSql
         /// has none yet (the columns of <see cref="InsertMessages"/>; a null payload keeps a stored one).
         /// The rows must name each message at most once.
         /// </summary>
-        public const string UpsertMessages = """
-            INSERT INTO messages (entity_id, sequence_number, sub_queue, state, delivery_count, enqueued_at_ms,
-                                  scheduled_at_ms, expires_at_ms, message_id, dl_reason, dl_description, dl_source,
-                                  payload, payload_size)
-            SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::integer[], $4::integer[], $5::integer[], $6::bigint[],
-                                 $7::bigint[], $8::bigint[], $9::text[], $10::text[], $11::text[], $12::text[],
-                                 $13::bytea[], $14::integer[])
+        public const string UpsertMessages = InsertMessages + """
+
             ON CONFLICT (entity_id, sequence_number) DO UPDATE SET
                 sub_queue = excluded.sub_queue, state = excluded.state, delivery_count = excluded.delivery_count,
                 dl_reason = excluded.dl_reason, dl_description = excluded.dl_description, dl_source = excluded.dl_source,

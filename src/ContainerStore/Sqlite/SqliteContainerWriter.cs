@@ -245,22 +245,12 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
 
         foreach (var d in batch.Deletes)
         {
-            _delete.Bind(0, d.EntityId);
-            _delete.Bind(1, d.SequenceNumber);
-            if (_delete.Execute() == 0 && !MayBeMissing(d.EntityId))
-            {
-                throw MissingRowException.For("delete", d);
-            }
+            Delete(d);
         }
 
         foreach (var d in batch.CopyDeletes)
         {
-            _delete.Bind(0, d.EntityId);
-            _delete.Bind(1, d.SequenceNumber);
-            if (_delete.Execute() == 0 && !MayBeMissing(d.EntityId))
-            {
-                throw MissingRowException.For("delete", d);
-            }
+            Delete(d);
             _deleteCopyMembers.Bind(0, d.EntityId);
             _deleteCopyMembers.Bind(1, d.SequenceNumber);
             _deleteCopyMembers.Execute();
@@ -278,6 +268,16 @@ internal sealed class SqliteContainerWriter : IAsyncDisposable
 
         ApplyCountersAndMarks(batch, MayBeMissing);
         ApplyHistoryAndPurges(batch);
+
+        void Delete(MessageKey d)
+        {
+            _delete.Bind(0, d.EntityId);
+            _delete.Bind(1, d.SequenceNumber);
+            if (_delete.Execute() == 0 && !MayBeMissing(d.EntityId))
+            {
+                throw MissingRowException.For("delete", d);
+            }
+        }
     }
 
     private void Insert(MessageRecord m)
