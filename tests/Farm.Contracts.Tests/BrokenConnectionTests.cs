@@ -122,6 +122,49 @@ public sealed class BrokenConnectionTests
         Assert.Null(new RpcException(new Status(StatusCode.Internal, "a bug in the handler")).TransportFailure());
     }
 
+    /// <summary>
+    /// A connection that cannot be set up (a killed container's published port, a host gone from the
+    /// network) ends at the handler's ConnectTimeout, which Grpc.Net.Client reports as Cancelled: it
+    /// must read as the unreachable peer it is, so the SDK goes to its next endpoint, not as the
+    /// caller's own cancellation or an error to give up on. A clean-clone run of the compose farm
+    /// once failed on exactly this: a survivor's address list still named the killed node.
+    /// </summary>
+    [Fact]
+    public async Task AConnectionThatCannotBeSetUp_IsABrokenConnection_ReadAsUnavailable_InTheTransportsWords()
+    {
+        using var hole = await Farm.Testing.BlackHoleEndpoint.OpenAsync();
+        using var channel = FarmChannels.Create(hole.Address);
+        var client = new Messaging.MessagingClient(channel);
+
+        var error = await Assert.ThrowsAsync<RpcException>(() =>
+            client.PeekAsync(new PeekRequest { Entity = "q", MaxMessages = 1 }, deadline: DateTime.UtcNow.AddSeconds(60)).ResponseAsync);
+
+        Assert.Equal(StatusCode.Cancelled, error.StatusCode);
+        Assert.True(error.IsConnectTimeout(), $"not read as a connect timeout: {error.StatusCode} {error.Status.DebugException}");
+        Assert.True(error.IsBrokenConnection());
+        Assert.Equal(StatusCode.Unavailable, error.AsUnavailableWhenBroken().StatusCode);
+        Assert.Contains("ConnectTimeout", error.TransportFailure());
+    }
+
+    [Fact]
+    public async Task TheCallersOwnCancellation_IsNotABrokenConnection()
+    {
+        using var hole = await Farm.Testing.BlackHoleEndpoint.OpenAsync();
+        using var channel = FarmChannels.Create(hole.Address);
+        var client = new Messaging.MessagingClient(channel);
+        using var cancel = new CancellationTokenSource();
+
+        var call = client.PeekAsync(new PeekRequest { Entity = "q", MaxMessages = 1 }, cancellationToken: cancel.Token).ResponseAsync;
+        await cancel.CancelAsync();
+        var error = await Assert.ThrowsAsync<RpcException>(() => call);
+
+        Assert.Equal(StatusCode.Cancelled, error.StatusCode);
+        Assert.False(error.IsConnectTimeout());
+        Assert.False(error.IsBrokenConnection());
+        Assert.Same(error, error.AsUnavailableWhenBroken());
+        Assert.Null(error.TransportFailure());
+    }
+
     [Fact]
     public void AnInternalErrorAHandlerRaised_IsNotABrokenConnection()
     {

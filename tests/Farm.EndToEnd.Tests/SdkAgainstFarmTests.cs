@@ -3,6 +3,7 @@ using Farm.Client;
 using Farm.Contracts;
 using Grpc.Core;
 using Farm.Contracts.V1;
+using Farm.Testing;
 using Google.Protobuf;
 using Google.Protobuf.WellKnownTypes;
 
@@ -426,6 +427,27 @@ public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<
         var response = await new Contracts.V1.Messaging.MessagingClient(channel).SettleAsync(new SettleRequest { Entity = queue, Settlements = { new Settlement { LockToken = Guid.NewGuid().ToString(), Disposition = Disposition.Complete } } }).ResponseAsync;
 
         Assert.Equal(FarmErrorCode.MessageLockLost, Assert.Single(response.Results).ErrorCode);
+        Assert.Equal(1, (await fixture.Farm.GetQueueCountsAsync(queue)).ActiveMessageCount);
+    }
+
+    /// <summary>
+    /// The first endpoint of the connection string leads nowhere (a killed container's published
+    /// port): its connect runs out of time, and the SDK goes on to the next endpoint rather than
+    /// failing the call as an error nobody should retry.
+    /// </summary>
+    [Fact]
+    public async Task AnEndpointNoConnectionCanBeSetUpTo_IsPassedOver_ForTheNext()
+    {
+        var queue = await CreateQueueAsync();
+        using var hole = await BlackHoleEndpoint.OpenAsync();
+        var connection = $"Endpoint={hole.Address.ToString().TrimEnd('/')},{fixture.Farm.Address}";
+        using var admin = new FarmAdministrationClient(connection);
+        await using var client = new FarmClient(connection);
+        await using var sender = client.CreateSender(queue);
+
+        Assert.True(await admin.QueueExistsAsync(queue));
+        await sender.SendMessageAsync(new FarmMessage("past the hole"));
+
         Assert.Equal(1, (await fixture.Farm.GetQueueCountsAsync(queue)).ActiveMessageCount);
     }
 

@@ -270,6 +270,36 @@ public sealed class OwnerRoutingTests : IDisposable
     }
 
     /// <summary>
+    /// The owner's address leads nowhere for a while (its container was killed, or the network is
+    /// out): no connection comes within the handler's connect timeout (5 s, past the 3 s forward
+    /// timeout), which Grpc.Net.Client reports as Cancelled with a TimeoutException inside. The call
+    /// never left, so it is held and tried again where the farm says the entity lives, not failed
+    /// back to the client as a cancellation nobody asked for.
+    /// </summary>
+    [Fact]
+    public async Task AForwardWhoseConnectionCannotBeSetUp_IsHeldAndTriedAgain_NotFailedAsCancelled()
+    {
+        _directory.Set(servedHere: false, owner: Other);
+        var answer = new TaskCompletionSource<string>(TaskCreationOptions.RunContinuationsAsynchronously);
+        _ownerAnswers = n => n == 1 ? answer.Task : Task.FromResult("answered by the second try");
+
+        var start = _time.GetUtcNow();
+        var routed = RouteAsync();
+        while (_time.GetUtcNow() - start < _options.ForwardTimeout + TimeSpan.FromSeconds(1))
+        {
+            await AdvanceUntilLookedUpAsync(routed);
+        }
+        Assert.False(routed.IsCompleted);
+        answer.SetException(new RpcException(new Status(StatusCode.Cancelled, "",
+            new OperationCanceledException("The operation was canceled.", new TaskCanceledException("The operation was canceled.",
+                new TimeoutException("A connection could not be established within the configured ConnectTimeout."))))));
+        await AdvanceUntilAsync(routed);
+
+        Assert.Equal("answered by the second try", await routed);
+        Assert.Equal(["127.0.0.1:5481", "127.0.0.1:5481"], _forwardTargets);
+    }
+
+    /// <summary>
     /// The forward timeout passes, the farm already names another owner (the frozen one was taken
     /// over), and the connection to the old owner breaks as the gateway gives up on it (its keep-alive
     /// ping went unanswered meanwhile): the call is held for the new owner, not failed as Internal.

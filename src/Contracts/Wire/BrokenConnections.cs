@@ -8,6 +8,9 @@ namespace Farm.Contracts;
 /// ping the peer never answered (a frozen process), an HTTP/2 connection reset under the call. The
 /// peer said nothing about the call, so callers treat these like Unavailable: try again, elsewhere
 /// if need be. Only a failure whose cause is the transport counts, never an error a handler raised.
+/// A connection that could not be set up within <see cref="FarmChannels.ConnectTimeout"/> (a killed
+/// container whose published port now leads nowhere, a host gone from the network) comes as
+/// Cancelled; it is read as Unavailable too, like a refused connection: the call never left.
 /// </summary>
 public static class BrokenConnections
 {
@@ -15,11 +18,33 @@ public static class BrokenConnections
     public static bool IsBrokenConnection(this RpcException error) =>
         error.FarmError() is null
         && (error.StatusCode == StatusCode.Unavailable
-            || (error.StatusCode == StatusCode.Internal && IsTransportCause(error.Status.DebugException)));
+            || (error.StatusCode == StatusCode.Internal && IsTransportCause(error.Status.DebugException))
+            || error.IsConnectTimeout());
+
+    /// <summary>
+    /// True when the call failed because no connection could be set up within the handler's
+    /// ConnectTimeout: Grpc.Net.Client reports it as Cancelled, with SocketsHttpHandler's
+    /// TimeoutException inside, where the caller's own cancellation has none. Nothing was sent.
+    /// </summary>
+    public static bool IsConnectTimeout(this RpcException error)
+    {
+        if (error.StatusCode != StatusCode.Cancelled || error.FarmError() is not null)
+        {
+            return false;
+        }
+        for (var e = error.Status.DebugException; e is not null; e = e.InnerException)
+        {
+            if (e is TimeoutException)
+            {
+                return true;
+            }
+        }
+        return false;
+    }
 
     /// <summary>The failure as Unavailable when the connection broke; otherwise unchanged.</summary>
     public static RpcException AsUnavailableWhenBroken(this RpcException error) =>
-        error.StatusCode == StatusCode.Internal && error.IsBrokenConnection()
+        error.StatusCode is StatusCode.Internal or StatusCode.Cancelled && error.IsBrokenConnection()
             ? new RpcException(new Status(StatusCode.Unavailable, error.Status.Detail, error.Status.DebugException), error.Trailers)
             : error;
 
@@ -31,7 +56,7 @@ public static class BrokenConnections
     /// </summary>
     public static string? TransportFailure(this RpcException error)
     {
-        if (error.FarmError() is not null || error.StatusCode is not (StatusCode.Unavailable or StatusCode.Internal))
+        if (!error.IsBrokenConnection())
         {
             return null;
         }
@@ -47,7 +72,7 @@ public static class BrokenConnections
     {
         for (var e = cause; e is not null; e = e.InnerException)
         {
-            if (e is HttpRequestException or HttpProtocolException or IOException or System.Net.Sockets.SocketException)
+            if (e is HttpRequestException or HttpProtocolException or IOException or System.Net.Sockets.SocketException or TimeoutException)
             {
                 return e;
             }

@@ -238,6 +238,13 @@ internal sealed partial class OwnerRouting
                     $"The broker at {owner} did not answer {call.Method} for '{call.EntityPath}' within {timeout.TotalSeconds:0.#} s and is no longer its live owner."));
             }
         }
+        catch (RpcException e) when (e.IsConnectTimeout() && !cancellationToken.IsCancellationRequested)
+        {
+            // No connection within the connect timeout (an owner killed in a container leaves its
+            // address leading nowhere): the call never left, as with a refused connection, so it is
+            // Unavailable and held for the next owner, not the Cancelled the handler reports.
+            throw new RpcException(new Status(StatusCode.Unavailable, $"The broker at {owner} could not be reached for {call.Method} on '{call.EntityPath}': {e.TransportFailure()}"));
+        }
         catch (RpcException e) when (CallFailures.CodeOf(e) == FarmErrorCode.MessagingEntityNotFound)
         {
             // Deleted (or re-created elsewhere) since this node cached where it lives.
