@@ -431,6 +431,81 @@ public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<
     }
 
     /// <summary>
+    /// Twelve subscriptions of a topic received through one client (one receive session): the node
+    /// may send each message once for all of them (shared_messages). Every receiver still gets every
+    /// message whole, with its own lock and delivery count, and what one receiver does with its copy
+    /// (dead-letter it with properties, abandon it) reaches no other subscription's.
+    /// </summary>
+    [Fact]
+    public async Task ManySubscriptionsReceivedThroughOneClient_EachGetEveryMessageWhole_AndSettleAlone()
+    {
+        var topic = "t-" + Guid.NewGuid().ToString("N")[..12];
+        using var admin = new FarmAdministrationClient(Connection);
+        await admin.CreateTopicAsync(new CreateTopicOptions(topic));
+        var subscriptions = Enumerable.Range(0, 12).Select(i => $"s{i}").ToList();
+        foreach (var subscription in subscriptions)
+        {
+            await admin.CreateSubscriptionAsync(new CreateSubscriptionOptions(topic, subscription));
+        }
+        await using var client = new FarmClient(Connection);
+        var receivers = subscriptions.Select(s => client.CreateReceiver(topic, s, new FarmReceiverOptions { PrefetchCount = 50 })).ToList();
+        // Receives waiting on every subscription first, so one send goes to all of them at once.
+        using var deadline = new CancellationTokenSource(Patience);
+        var firstReceives = receivers.Select(r => r.ReceiveMessagesAsync(10, Patience, deadline.Token)).ToList();
+        await using (var sender = client.CreateSender(topic))
+        {
+            var body = Enumerable.Range(0, 2000).Select(i => (byte)i).ToArray();
+            await sender.SendMessagesAsync(Enumerable.Range(0, 10).Select(i =>
+                new FarmMessage(body) { MessageId = $"m{i}", Subject = "fan", ApplicationProperties = { ["n"] = i } }).ToList());
+        }
+
+        var got = new Dictionary<string, List<FarmReceivedMessage>>();
+        for (var i = 0; i < receivers.Count; i++)
+        {
+            var messages = (await firstReceives[i]).ToList();
+            while (messages.Count < 10)
+            {
+                messages.AddRange(await receivers[i].ReceiveMessagesAsync(10 - messages.Count, Patience, deadline.Token));
+            }
+            got[subscriptions[i]] = messages;
+        }
+        foreach (var (subscription, messages) in got)
+        {
+            Assert.Equal(Enumerable.Range(0, 10).Select(i => $"m{i}"), messages.Select(m => m.MessageId));
+            Assert.All(messages, m => Assert.Equal(Enumerable.Range(0, 2000).Select(i => (byte)i), m.Body.ToArray()));
+            Assert.Equal(Enumerable.Range(0, 10).Select(i => (object?)i), messages.Select(m => m.ApplicationProperties["n"]));
+            Assert.All(messages, m => Assert.Equal(1, m.DeliveryCount));
+        }
+        Assert.Equal(12 * 10, got.Values.SelectMany(m => m).Select(m => m.LockToken).Distinct().Count());
+
+        // s0 dead-letters m0 with a property of its own, s1 abandons m0; everyone completes the rest.
+        await receivers[0].DeadLetterMessageAsync(got["s0"][0], "reason", "description", new Dictionary<string, object?> { ["why"] = "s0's" });
+        await receivers[1].AbandonMessageAsync(got["s1"][0]);
+        for (var i = 0; i < receivers.Count; i++)
+        {
+            foreach (var message in got[subscriptions[i]].Skip(i < 2 ? 1 : 0))
+            {
+                await receivers[i].CompleteMessageAsync(message);
+            }
+        }
+
+        var again = Assert.Single(await receivers[1].ReceiveMessagesAsync(1, Patience, deadline.Token));
+        Assert.Equal(("m0", 2), (again.MessageId, again.DeliveryCount));
+        Assert.False(again.ApplicationProperties.ContainsKey("why"));
+        await using var deadLetters = client.CreateReceiver(FarmEntityPath.FormatDeadLetterPath(FarmEntityPath.FormatSubscriptionPath(topic, "s0")));
+        var dead = Assert.Single(await deadLetters.ReceiveMessagesAsync(1, Patience, deadline.Token));
+        Assert.Equal(("m0", "s0's", "reason"), (dead.MessageId, dead.ApplicationProperties["why"], dead.DeadLetterReason));
+        for (var i = 2; i < receivers.Count; i++)
+        {
+            Assert.Empty(await receivers[i].ReceiveMessagesAsync(1, TimeSpan.FromMilliseconds(200), deadline.Token));
+        }
+        foreach (var receiver in receivers)
+        {
+            await receiver.DisposeAsync();
+        }
+    }
+
+    /// <summary>
     /// The first endpoint of the connection string leads nowhere (a killed container's published
     /// port): its connect runs out of time, and the SDK goes on to the next endpoint rather than
     /// failing the call as an error nobody should retry.

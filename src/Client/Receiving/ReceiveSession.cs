@@ -126,7 +126,8 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
 
         private async Task WriteBatchAsync(IReadOnlyList<LinkRequest> frames)
         {
-            var request = new ReceiveSessionRequest();
+            // Every request says so (two bytes): the node may read any of them first.
+            var request = new ReceiveSessionRequest { AcceptsSharedMessages = true };
             request.Links.AddRange(frames);
             try
             {
@@ -145,6 +146,8 @@ internal sealed class ReceiveSession(Messaging.MessagingClient client, Metadata?
             {
                 while (await _call.ResponseStream.MoveNext(CancellationToken.None).ConfigureAwait(false))
                 {
+                    // A message delivered to several links comes once: each delivery gets that one (read-only) message.
+                    SharedMessages.Resolve(_call.ResponseStream.Current);
                     foreach (var frame in _call.ResponseStream.Current.Links)
                     {
                         if (!_links.TryGetValue(frame.Link, out var link))

@@ -31,6 +31,10 @@ internal sealed partial class MessagingRouter
             {
                 await foreach (var request in requestReads.ReadAllAsync(session.Ending).ConfigureAwait(false))
                 {
+                    if (request.AcceptsSharedMessages)
+                    {
+                        session.SharesMessages = true;
+                    }
                     foreach (var frame in request.Links)
                     {
                         if (session.Dispatch(frame) is { } opened)

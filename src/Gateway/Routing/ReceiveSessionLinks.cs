@@ -44,6 +44,12 @@ internal sealed class ReceiveSessionLinks : IDisposable
         _frames = new FrameBatcher<LinkResponse>(WriteBatchAsync, SizeOf, MaxResponseBytes);
     }
 
+    /// <summary>
+    /// The client reads shared messages (it said so in a request): a message this session delivers
+    /// to several links in one response goes out once (<see cref="SharedMessages"/>).
+    /// </summary>
+    public bool SharesMessages { get; set; }
+
     /// <summary>A write to the session's response stream failed: the stream is gone, nothing more reaches the client.</summary>
     public bool StreamBroken => _frames.Failure is not null;
 
@@ -185,6 +191,7 @@ internal sealed class ReceiveSessionLinks : IDisposable
     {
         var response = new ReceiveSessionResponse();
         response.Links.AddRange(frames);
+        var shared = SharesMessages ? SharedMessages.Share(response) : null;
         try
         {
             await _responses.WriteAsync(response, _callToken).ConfigureAwait(false);
@@ -194,6 +201,14 @@ internal sealed class ReceiveSessionLinks : IDisposable
             // The stream is gone: no frame can go out any more, and every link ends.
             CancelQuietly(_cancelLinks);
             throw;
+        }
+        finally
+        {
+            // Serialized by now; the links may read their deliveries again (to release them).
+            if (shared is not null)
+            {
+                SharedMessages.Restore(response, shared);
+            }
         }
     }
 

@@ -1,0 +1,133 @@
+using Farm.Contracts.V1;
+
+namespace Farm.Contracts;
+
+/// <summary>
+/// A message delivered to several links of one receive session in the same response (a topic's
+/// message to the subscriptions a client receives from) goes on the wire once: the response's
+/// <c>shared_messages</c> carries it, and each delivery names it by position. Without this a
+/// 1,000-subscription fan-out sent each 1 KB body once per subscription, and both sides spent most
+/// of their bytes copying, framing and parsing the same body again. The node shares only what is
+/// the same object (<c>SharedParse</c> hands every subscription the one parse of a payload), so
+/// nothing is compared but references.
+/// </summary>
+public static class SharedMessages
+{
+    /// <summary>
+    /// Moves every message <paramref name="response"/> delivers more than once into its shared list,
+    /// each delivery naming it. Returns what <see cref="Restore"/> needs to put the deliveries back as
+    /// they were once the response is written (their owners may read them after), or null when
+    /// nothing was shared.
+    /// </summary>
+    public static List<ReceivedMessage>? Share(ReceiveSessionResponse response)
+    {
+        Dictionary<Message, int>? counts = null;
+        Message? first = null;
+        foreach (var received in Deliveries(response))
+        {
+            if (received.Message is not { } message)
+            {
+                continue;
+            }
+            if (first is null)
+            {
+                first = message; // the usual response has one delivery: no dictionary for it
+                continue;
+            }
+            counts ??= new Dictionary<Message, int>(ReferenceEqualityComparer.Instance) { [first] = 1 };
+            counts[message] = counts.GetValueOrDefault(message) + 1;
+        }
+        if (counts is null || !AnyRepeated(counts))
+        {
+            return null;
+        }
+
+        Dictionary<Message, int>? positions = null;
+        List<ReceivedMessage>? shared = null;
+        foreach (var received in Deliveries(response))
+        {
+            if (received.Message is not { } message || counts.GetValueOrDefault(message) < 2)
+            {
+                continue;
+            }
+            positions ??= new Dictionary<Message, int>(ReferenceEqualityComparer.Instance);
+            if (!positions.TryGetValue(message, out var position))
+            {
+                response.SharedMessages.Add(message);
+                position = response.SharedMessages.Count;
+                positions[message] = position;
+            }
+            received.Message = null;
+            received.SharedMessage = position;
+            (shared ??= []).Add(received);
+        }
+        return shared;
+    }
+
+    /// <summary>Puts the deliveries <see cref="Share"/> changed back as they were (each with its message).</summary>
+    public static void Restore(ReceiveSessionResponse response, List<ReceivedMessage> shared)
+    {
+        foreach (var received in shared)
+        {
+            received.Message = response.SharedMessages[received.SharedMessage - 1];
+            received.SharedMessage = 0;
+        }
+        response.SharedMessages.Clear();
+    }
+
+    /// <summary>
+    /// Gives each delivery of <paramref name="response"/> that names a shared message that message
+    /// (the same object for all: read-only), and empties the shared list: the response then reads as
+    /// one sent without sharing. Throws when a delivery names a position the response lacks.
+    /// </summary>
+    public static void Resolve(ReceiveSessionResponse response)
+    {
+        var shared = response.SharedMessages;
+        if (shared.Count == 0)
+        {
+            return;
+        }
+        foreach (var received in Deliveries(response))
+        {
+            if (received.SharedMessage == 0)
+            {
+                continue;
+            }
+            if (received.SharedMessage < 0 || received.SharedMessage > shared.Count)
+            {
+                throw new InvalidDataException(
+                    $"A delivery names shared message {received.SharedMessage}, but the response carries {shared.Count}.");
+            }
+            received.Message = shared[received.SharedMessage - 1];
+            received.SharedMessage = 0;
+        }
+        // Read as a response without sharing would be.
+        shared.Clear();
+    }
+
+    private static bool AnyRepeated(Dictionary<Message, int> counts)
+    {
+        foreach (var count in counts.Values)
+        {
+            if (count > 1)
+            {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    private static IEnumerable<ReceivedMessage> Deliveries(ReceiveSessionResponse response)
+    {
+        foreach (var link in response.Links)
+        {
+            if (link.Response is { Messages.Count: > 0 } answer)
+            {
+                foreach (var received in answer.Messages)
+                {
+                    yield return received;
+                }
+            }
+        }
+    }
+}
