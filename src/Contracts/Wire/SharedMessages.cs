@@ -21,6 +21,20 @@ public static class SharedMessages
     /// </summary>
     public static List<ReceivedMessage>? Share(ReceiveSessionResponse response)
     {
+        // One link's response never holds a message twice: sharing needs two links with deliveries.
+        var linksWithDeliveries = 0;
+        foreach (var link in response.Links)
+        {
+            if (link.Response is { Messages.Count: > 0 } && ++linksWithDeliveries == 2)
+            {
+                break;
+            }
+        }
+        if (linksWithDeliveries < 2)
+        {
+            return null;
+        }
+
         Dictionary<Message, int>? counts = null;
         Message? first = null;
         foreach (var received in Deliveries(response))
