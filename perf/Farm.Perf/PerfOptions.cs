@@ -83,7 +83,8 @@ internal sealed partial record PerfOptions
           --subscriptions 1000  subscriptions ($Default rule) of the fan-out topic
           --fanout-rate 0     messages/s into it (0: as fast as --fanout-backlog lets, then a
                               second run paced at half the rate reached, one message a send,
-                              for its latency)
+                              for its latency, and a third at the target's 100,000 deliveries/s
+                              with the same batches, which the target judges)
           --fanout-senders 1  --fanout-batch 20
           --fanout-backlog 100000  deliveries owed but not yet received above which its senders wait
           --fanout-clients 4  FarmClients its receivers (one per subscription) are spread over

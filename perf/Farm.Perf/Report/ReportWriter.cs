@@ -112,8 +112,12 @@ internal static class ReportWriter
             var p99 = Number(fanout?["run"]?["p99_ms"]);
             var paced = fanout?["paced"];
             var pacedText = paced is null ? "" : $"; paced at half the rate, one message a send: {Text(paced["deliveries_per_sec"])} deliveries/s, p99 {Text(paced["p99_ms"])} ms";
+            var atTarget = fanout?["at_target"];
+            var atTargetText = atTarget is null ? "" : $"; the same load paced at the target rate: {Text(atTarget["deliveries_per_sec"])} deliveries/s, p99 {Text(atTarget["p99_ms"])} ms";
+            // Judged as the scenario judges it (met_target): with a run at the target rate, its p99.
+            var fanoutMet = fanout?["met_target"] is { } judged ? judged.GetValue<bool>() : deliveries >= 100_000 && p99 < 200;
             Row(md, "1,000 subscriptions: at least 100,000 deliveries/s, p99 under 200 ms",
-                $"{Text(fanout?["deliveries_per_sec"])} deliveries/s, p99 {Text(fanout?["run"]?["p99_ms"])} ms{pacedText}", deliveries >= 100_000 && p99 < 200, topics["timestamp"]);
+                $"{Text(fanout?["deliveries_per_sec"])} deliveries/s, p99 {Text(fanout?["run"]?["p99_ms"])} ms at the backlog cap{atTargetText}{pacedText}", fanoutMet, topics["timestamp"]);
             Row(md, "ordering on at least 0.8x off", $"{Format(Number(topics["ordering"]?["ratio"]))}x", Number(topics["ordering"]?["ratio"]) >= 0.8, topics["timestamp"]);
         }
         foreach (var (run, mode) in new[] { (failover, "forward"), (redirect, "redirect"), (postgresFailover, "forward, PostgreSQL farm") })

@@ -61,7 +61,10 @@ internal sealed record FanoutFigures(
     double? DeliveriesPerCpuS,
     // The same load paced at half the messages/s the unpaced run reached (its p99 is the backlog
     // cap's age): the latency of a rate the farm keeps up with. Null when --fanout-rate was given.
-    LoadFigures? Paced = null);
+    LoadFigures? Paced = null,
+    // The same load (its batches) paced at the target's rate: what the target judges (its rate
+    // delivered, its p99). Null when --fanout-rate was given.
+    LoadFigures? AtTarget = null);
 
 internal sealed record OrderingFigures(
     int Subscriptions,
