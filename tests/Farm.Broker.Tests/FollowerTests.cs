@@ -168,6 +168,49 @@ public sealed class FollowerTests : IAsyncLifetime
         Assert.Equal(0, await RowsAsync(b.Id));
     }
 
+    /// <summary>
+    /// Without ordering a send can be overtaken: the first is accepted (sequence 1) and held before
+    /// its fan-out, the second (2) commits, a follower receives and completes it, and only then
+    /// does the first commit. The done mark written with that complete must stay below 1, or the
+    /// first message's membership, committed later, would read as settled after a crash and be lost.
+    /// </summary>
+    [Fact]
+    public async Task AnOvertakenSend_IsNotCoveredByTheDoneMarkOfTheOneThatOvertookIt_AcrossACrash()
+    {
+        var topic = await _farm.CreateTopicAsync("t", new TopicSettings { SupportOrdering = false });
+        var a = await _farm.CreateSubscriptionAsync("t", "a");
+        await _farm.CreateSubscriptionAsync("t", "b");
+        using var held = new ManualResetEventSlim();
+        using var release = new ManualResetEventSlim();
+        var holding = 0;
+        topic.AcceptedForTests = _ =>
+        {
+            if (Interlocked.Exchange(ref holding, 1) == 0)
+            {
+                held.Set();
+                release.Wait(TimeSpan.FromSeconds(60));
+            }
+        };
+        var first = Task.Run(() => topic.SendAsync([Numbered(1)]));
+        Assert.True(held.Wait(TimeSpan.FromSeconds(30)), "the first send never reached its fan-out");
+
+        await topic.SendAsync([Numbered(2)]);
+        var overtaking = Assert.Single(await ReceiveAsync(a, 10));
+        Assert.Equal(2, NumberOf(overtaking));
+        await SettleAsync(a, [overtaking]);
+        Assert.True((await _farm.ReadSubscriptionHeadDirectlyAsync(1, a.Id, topic.Id)).Follower!.DoneThrough < 1,
+            "the done mark passed a send that was accepted and not yet handed over");
+        release.Set();
+        await first;
+
+        await _farm.RestartAsync(crash: true);
+        a = await _farm.SubscriptionAsync("t", "a");
+        var b = await _farm.SubscriptionAsync("t", "b");
+
+        Assert.Equal([(1, 1)], await DrainAsync(a, 1));
+        Assert.Equal([1, 2], (await DrainAsync(b, 2)).Select(m => m.Number).Order());
+    }
+
     [Fact]
     public async Task ADeadLetteredOrDeferredMessage_DoesNotHoldTheDoneMarkBack()
     {

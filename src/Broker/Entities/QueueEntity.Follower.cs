@@ -44,9 +44,19 @@ internal sealed partial class QueueEntity
 
     /// <summary>
     /// The topic's lowest sequence number whose send has not been handed to its subscriptions yet
-    /// (its next sequence number when none): the done mark stays below it.
+    /// (its next sequence number when none): the done mark stays below it, and so does a delivery
+    /// mark (a topic without ordering can hand a later send over first). Null in a queue.
     /// </summary>
     private Func<long>? _lowestUnhanded;
+
+    /// <summary>A subscription's marks stay below its topic's lowest send not handed over yet (<see cref="_lowestUnhanded"/>).</summary>
+    public void BoundMarksBy(Func<long> lowestUnhanded)
+    {
+        lock (_gate)
+        {
+            _lowestUnhanded = lowestUnhanded;
+        }
+    }
 
     /// <summary>The follower state (slot, start and the done mark as loaded), or null.</summary>
     public FollowerState? Follower

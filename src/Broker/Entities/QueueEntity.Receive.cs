@@ -133,6 +133,9 @@ internal sealed partial class QueueEntity
         {
             ThrowIfNotServing();
             swept = SweepLocked(now, background);
+            // Without ordering a topic can hand a later send over before an earlier one: the mark
+            // counts only what lies below every send not handed over yet (the rest count by row).
+            var markBelow = marking && _lowestUnhanded is { } lowestUnhanded ? lowestUnhanded() : long.MaxValue;
             var bytes = 0L;
             while (taken.Count < maxMessages && sub.Available.Count > 0)
             {
@@ -165,7 +168,7 @@ internal sealed partial class QueueEntity
                         // The send stored this delivery's count already.
                         message.DurableCountAhead = false;
                     }
-                    else if (marking && message.DeliveryCount == 1 && message.ScheduledAtMs is null)
+                    else if (marking && message.DeliveryCount == 1 && message.ScheduledAtMs is null && message.SequenceNumber < markBelow)
                     {
                         // Taken lowest first: every message below it was delivered or is counted
                         // otherwise, so the mark raised to it counts this delivery (CountsByMark).

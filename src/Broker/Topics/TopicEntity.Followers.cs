@@ -20,6 +20,12 @@ internal sealed partial class TopicEntity
     private readonly SortedSet<long> _unhanded = [];
     private long _unhandedFloor = 1;
 
+    /// <summary>
+    /// Called, without ordering, between a send's accept and its fan-out with its first sequence
+    /// number: a test holds a send there so a later one commits and is settled before it.
+    /// </summary>
+    internal Action<long>? AcceptedForTests { get; set; }
+
     /// <summary>The lowest sequence number whose send is not handed to the subscriptions yet (its next one when none is).</summary>
     private long LowestUnhanded()
     {

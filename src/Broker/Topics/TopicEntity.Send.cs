@@ -135,6 +135,10 @@ internal sealed partial class TopicEntity
             }
             try
             {
+                if (accepted.Count > 0)
+                {
+                    AcceptedForTests?.Invoke(accepted[0].SequenceNumber);
+                }
                 fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: subscriptions.Length >= ParallelFanOutThreshold, deadLetterSource);
                 commit = Commit(accepted, subscriptions, fanOut, duplicates, record, outcome, total, with);
             }

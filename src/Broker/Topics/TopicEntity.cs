@@ -135,6 +135,7 @@ internal sealed partial class TopicEntity : ISendTarget
         {
             subscription.Queue.Load(load);
             subscription.Queue.MessageRemoved = OnCopyReleased;
+            subscription.Queue.BoundMarksBy(LowestUnhanded);
             loaded.Add(subscription);
         }
         Volatile.Write(ref _subscriptions, [.. loaded]);
@@ -153,6 +154,7 @@ internal sealed partial class TopicEntity : ISendTarget
     public Task AddSubscription(Subscription subscription)
     {
         subscription.Queue.MessageRemoved = OnCopyReleased;
+        subscription.Queue.BoundMarksBy(LowestUnhanded);
         lock (_sendGate)
         {
             var current = _subscriptions;
