@@ -44,17 +44,23 @@ internal sealed partial class QueueEntity
 
     /// <summary>
     /// The topic's lowest sequence number whose send has not been handed to its subscriptions yet
-    /// (its next sequence number when none): the done mark stays below it, and so does a delivery
-    /// mark (a topic without ordering can hand a later send over first). Null in a queue.
+    /// (its next sequence number when none): the done mark stays below it.
     /// </summary>
     private Func<long>? _lowestUnhanded;
 
-    /// <summary>A subscription's marks stay below its topic's lowest send not handed over yet (<see cref="_lowestUnhanded"/>).</summary>
-    public void BoundMarksBy(Func<long> lowestUnhanded)
+    /// <summary>
+    /// The end of the topic's lowest send not handed over yet: a subscription's delivery mark counts
+    /// only first deliveries below it (a topic without ordering can hand a later send over first;
+    /// what lies above is counted by its row). Null in a queue, whose sends arrive in order.
+    /// </summary>
+    private Func<long>? _deliveryMarkBound;
+
+    /// <summary>Bounds this subscription's delivery mark by its topic's sends (<see cref="_deliveryMarkBound"/>).</summary>
+    public void BoundDeliveryMarkBy(Func<long> lowestUnhandedEnd)
     {
         lock (_gate)
         {
-            _lowestUnhanded = lowestUnhanded;
+            _deliveryMarkBound = lowestUnhandedEnd;
         }
     }
 

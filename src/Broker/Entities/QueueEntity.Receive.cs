@@ -134,8 +134,8 @@ internal sealed partial class QueueEntity
             ThrowIfNotServing();
             swept = SweepLocked(now, background);
             // Without ordering a topic can hand a later send over before an earlier one: the mark
-            // counts only what lies below every send not handed over yet (the rest count by row).
-            var markBelow = marking && _lowestUnhanded is { } lowestUnhanded ? lowestUnhanded() : long.MaxValue;
+            // counts only what lies below the end of its lowest send not handed over (the rest count by row).
+            var markBelow = marking && _deliveryMarkBound is { } bound ? bound() : long.MaxValue;
             var bytes = 0L;
             while (taken.Count < maxMessages && sub.Available.Count > 0)
             {

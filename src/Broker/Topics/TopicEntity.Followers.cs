@@ -18,6 +18,8 @@ internal sealed partial class TopicEntity
     // is the first of these. Guarded by its own lock, taken last (subscriptions ask under theirs).
     private readonly object _unhandedGate = new();
     private readonly SortedSet<long> _unhanded = [];
+    // Of each unhanded send that took its numbers: the first after them (the next send's first).
+    private readonly Dictionary<long, long> _unhandedEnds = [];
     private long _unhandedFloor = 1;
 
     /// <summary>
@@ -32,6 +34,25 @@ internal sealed partial class TopicEntity
         lock (_unhandedGate)
         {
             return _unhanded.Count > 0 ? _unhanded.Min : _unhandedFloor;
+        }
+    }
+
+    /// <summary>
+    /// The end of the lowest send not handed over yet (its next one when none is): a subscription
+    /// holding a message below it has every message below that one too (the lowest unhanded send
+    /// goes to each subscription whole), so its delivery mark may count it. Without ordering a
+    /// later send's messages can arrive first; they lie above this.
+    /// </summary>
+    private long LowestUnhandedEnd()
+    {
+        lock (_unhandedGate)
+        {
+            if (_unhanded.Count == 0)
+            {
+                return _unhandedFloor;
+            }
+            var first = _unhanded.Min;
+            return _unhandedEnds.TryGetValue(first, out var end) ? end : first;
         }
     }
 
@@ -54,6 +75,10 @@ internal sealed partial class TopicEntity
             {
                 _unhanded.Remove(first);
             }
+            else
+            {
+                _unhandedEnds[first] = next;
+            }
         }
     }
 
@@ -63,6 +88,7 @@ internal sealed partial class TopicEntity
         lock (_unhandedGate)
         {
             _unhanded.Remove(first);
+            _unhandedEnds.Remove(first);
         }
     }
 

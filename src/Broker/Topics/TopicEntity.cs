@@ -135,7 +135,7 @@ internal sealed partial class TopicEntity : ISendTarget
         {
             subscription.Queue.Load(load);
             subscription.Queue.MessageRemoved = OnCopyReleased;
-            subscription.Queue.BoundMarksBy(LowestUnhanded);
+            subscription.Queue.BoundDeliveryMarkBy(LowestUnhandedEnd);
             loaded.Add(subscription);
         }
         Volatile.Write(ref _subscriptions, [.. loaded]);
@@ -154,7 +154,7 @@ internal sealed partial class TopicEntity : ISendTarget
     public Task AddSubscription(Subscription subscription)
     {
         subscription.Queue.MessageRemoved = OnCopyReleased;
-        subscription.Queue.BoundMarksBy(LowestUnhanded);
+        subscription.Queue.BoundDeliveryMarkBy(LowestUnhandedEnd);
         lock (_sendGate)
         {
             var current = _subscriptions;
