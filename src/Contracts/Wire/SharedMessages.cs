@@ -35,36 +35,30 @@ public static class SharedMessages
             return null;
         }
 
-        Dictionary<Message, int>? counts = null;
-        Message? first = null;
+        var counts = new Dictionary<Message, int>(ReferenceEqualityComparer.Instance);
+        var repeated = false;
         foreach (var received in Deliveries(response))
         {
-            if (received.Message is not { } message)
+            if (received.Message is { } message)
             {
-                continue;
+                var count = counts.GetValueOrDefault(message) + 1;
+                counts[message] = count;
+                repeated |= count == 2;
             }
-            if (first is null)
-            {
-                first = message; // the usual response has one delivery: no dictionary for it
-                continue;
-            }
-            counts ??= new Dictionary<Message, int>(ReferenceEqualityComparer.Instance) { [first] = 1 };
-            counts[message] = counts.GetValueOrDefault(message) + 1;
         }
-        if (counts is null || !AnyRepeated(counts))
+        if (!repeated)
         {
             return null;
         }
 
-        Dictionary<Message, int>? positions = null;
-        List<ReceivedMessage>? shared = null;
+        var positions = new Dictionary<Message, int>(ReferenceEqualityComparer.Instance);
+        var shared = new List<ReceivedMessage>();
         foreach (var received in Deliveries(response))
         {
             if (received.Message is not { } message || counts.GetValueOrDefault(message) < 2)
             {
                 continue;
             }
-            positions ??= new Dictionary<Message, int>(ReferenceEqualityComparer.Instance);
             if (!positions.TryGetValue(message, out var position))
             {
                 response.SharedMessages.Add(message);
@@ -73,7 +67,7 @@ public static class SharedMessages
             }
             received.Message = null;
             received.SharedMessage = position;
-            (shared ??= []).Add(received);
+            shared.Add(received);
         }
         return shared;
     }
@@ -117,18 +111,6 @@ public static class SharedMessages
         }
         // Read as a response without sharing would be.
         shared.Clear();
-    }
-
-    private static bool AnyRepeated(Dictionary<Message, int> counts)
-    {
-        foreach (var count in counts.Values)
-        {
-            if (count > 1)
-            {
-                return true;
-            }
-        }
-        return false;
     }
 
     private static IEnumerable<ReceivedMessage> Deliveries(ReceiveSessionResponse response)

@@ -1026,7 +1026,8 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         return database;
     }
 
-    protected static MessageRecord Message(long entityId, long sequenceNumber) => new()
+    /// <summary>A 16-byte message of an entity (the follower contract's too).</summary>
+    internal static MessageRecord Message(long entityId, long sequenceNumber) => new()
     {
         EntityId = entityId,
         SequenceNumber = sequenceNumber,

@@ -1,4 +1,5 @@
 using Farm.ContainerStore.Containers;
+using static Farm.ContainerStore.Tests.Contracts.ContainerDatabaseContract;
 
 namespace Farm.ContainerStore.Tests.Contracts;
 
@@ -187,15 +188,6 @@ public abstract class FollowerStoreContract : IAsyncLifetime
         fill(batch);
         return _database.CommitAsync(1, batch);
     }
-
-    private static MessageRecord Message(long entityId, long sequenceNumber) => new()
-    {
-        EntityId = entityId,
-        SequenceNumber = sequenceNumber,
-        EnqueuedAtMs = 1_700_000_000_000 + sequenceNumber,
-        Payload = Enumerable.Range(0, 16).Select(i => (byte)(i + sequenceNumber)).ToArray(),
-        PayloadSize = 16,
-    };
 
     /// <summary>The topic's copy of <paramref name="sequenceNumber"/>, naming <paramref name="slots"/>.</summary>
     private static MessageRecord Copy(long sequenceNumber, params int[] slots)
