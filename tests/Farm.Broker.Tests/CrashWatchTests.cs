@@ -147,14 +147,19 @@ public sealed class PostgresCrashWatchTests : IAsyncDisposable
     private BrokerNode? _node;
     private INodeSessionLock? _peerLock;
 
-    [PostgresFact]
-    public async Task APeerWhoseSessionEnded_IsMarkedCrashed_AndItsContainerTaken_WithoutWaitingForATick()
+    private async Task<BrokerNode> StartSurvivorAsync()
     {
         _database = await PostgresFarmDatabase.CreateAsync("farm_crashwatch");
         var options = new NodeOptions { NodeId = 1, DataDirectory = _directory, Store = "postgres", FarmConnectionString = _database.ConnectionString };
         _node = new BrokerNode(new PostgresStoreProvider(), options, new BrokerOptions(), TestClock.Create(), NullLogger<BrokerNode>.Instance);
         await _node.StartAsync("http://test-1", CancellationToken.None);
-        var survivor = _node;
+        return _node;
+    }
+
+    [PostgresFact]
+    public async Task APeerWhoseSessionEnded_IsMarkedCrashed_AndItsContainerTaken_WithoutWaitingForATick()
+    {
+        var survivor = await StartSurvivorAsync();
 
         _peerLock = survivor.Farm.CreateNodeSessionLock(2)!;
         Assert.NotNull(await _peerLock.EnsureHeldAsync(TimeProvider.System));
@@ -165,6 +170,29 @@ public sealed class PostgresCrashWatchTests : IAsyncDisposable
         await _peerLock.DisposeAsync();
 
         await CrashWatchTests.AssertTakenOverFromCrashedPeerAsync(survivor, containerId);
+    }
+
+    [PostgresFact]
+    public async Task APeerWhoseLockAnotherNodesProbeHeld_IsNotTakenForCrashed_WhenThatProbeLetsGo()
+    {
+        var survivor = await StartSurvivorAsync();
+        // After a restart of the farm database's server every session is new: node 3 is back on
+        // its own and probes node 2, which has not taken its lock again yet, so node 3 holds it.
+        _peerLock = survivor.Farm.CreateNodeSessionLock(3)!;
+        Assert.NotNull(await _peerLock.EnsureHeldAsync(TimeProvider.System));
+        var probeOfNode2 = await _peerLock.ProbeAsync(2);
+        Assert.Equal(NodeLockHolder.Nobody, probeOfNode2.Holder);
+        // The survivor's pass finds node 2's lock held meanwhile, by node 3's session.
+        var containerId = await CrashWatchTests.RegisterPeerOwningAContainerAsync(survivor, TimeSpan.FromMinutes(1));
+
+        // Node 3 lets go; node 2 (alive, heartbeating) has still not taken its lock again.
+        await probeOfNode2.Hold!.DisposeAsync();
+        await survivor.AssignAsync(survivor.Farm, CancellationToken.None);
+
+        var peer = (await survivor.Farm.ListNodesAsync()).Single(n => n.Id == 2);
+        Assert.Equal(NodeStates.Active, peer.State);
+        Assert.False(survivor.ServesContainer(containerId));
+        Assert.Equal(2, (await survivor.Farm.ListContainersAsync()).Single(c => c.Id == containerId).OwnerNode);
     }
 
     public async ValueTask DisposeAsync()

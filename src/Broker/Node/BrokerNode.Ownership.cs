@@ -337,23 +337,28 @@ public sealed partial class BrokerNode
     /// </summary>
     private bool MayJudgeBySessionLocks() => _sessionLock is not null && _sessionLockSince is not null;
 
-    /// <summary>The hold on <paramref name="node"/>'s session lock when it is free after a probe of this node saw its process hold it; otherwise null.</summary>
+    /// <summary>
+    /// The hold on <paramref name="node"/>'s session lock when it is free after a probe of this node
+    /// saw that node's own session hold it; otherwise null. A lock held by another session (a
+    /// survivor probing the node while it had not taken its lock again after a server restart) is
+    /// not the node's: taking it for one would judge a live node crashed once that probe lets go.
+    /// </summary>
     private async Task<IAsyncDisposable?> TryHoldIfSessionEndedAsync(NodeRecord node, CancellationToken cancellationToken)
     {
-        var hold = await _sessionLock!.TryHoldIfFreeAsync(node.Id, cancellationToken).ConfigureAwait(false);
-        if (hold is null)
+        var probe = await _sessionLock!.ProbeAsync(node.Id, cancellationToken).ConfigureAwait(false);
+        switch (probe.Holder)
         {
-            // Held: alive as far as the database can tell. (Also when this node's own session went
-            // just now and nothing was probed: at worst one node is judged later by its lock.)
-            _seenHoldingSessionLock.Add((node.Id, node.ProcessId));
-            return null;
+            case NodeLockHolder.ItsNode:
+                _seenHoldingSessionLock.Add((node.Id, node.ProcessId));
+                return null;
+            case NodeLockHolder.Nobody when _seenHoldingSessionLock.Remove((node.Id, node.ProcessId)):
+                return probe.Hold;
+            case NodeLockHolder.Nobody:
+                await probe.Hold!.DisposeAsync().ConfigureAwait(false);
+                return null;
+            default:
+                return null;
         }
-        if (_seenHoldingSessionLock.Remove((node.Id, node.ProcessId)))
-        {
-            return hold;
-        }
-        await hold.DisposeAsync().ConfigureAwait(false);
-        return null;
     }
 
     private static IAsyncDisposable? AsAsync(IDisposable? disposable) => disposable is null ? null : new AsyncDisposer(disposable);

@@ -20,18 +20,41 @@ public interface INodeSessionLock : IAsyncDisposable
     Task<DateTimeOffset?> EnsureHeldAsync(TimeProvider clock, CancellationToken cancellationToken = default);
 
     /// <summary>
-    /// Null while a session holds node <paramref name="nodeId"/>'s lock. When none does (its process
-    /// is gone, or never took it), takes it and returns the hold: the caller keeps it while it
-    /// releases that node's containers, so a new process of that node cannot start taking them in
-    /// between, and disposes it after.
+    /// Whose session holds node <paramref name="nodeId"/>'s lock. When none does (its process is
+    /// gone, or never took it), takes it and returns the hold: the caller keeps it while it releases
+    /// that node's containers, so a new process of that node cannot start taking them in between,
+    /// and disposes it after. A lock held by another node's probe says nothing of the node itself
+    /// (after a server restart, a survivor probing a node not back yet holds its lock for a moment).
     /// </summary>
-    Task<IAsyncDisposable?> TryHoldIfFreeAsync(long nodeId, CancellationToken cancellationToken = default);
+    Task<NodeLockProbe> ProbeAsync(long nodeId, CancellationToken cancellationToken = default);
 
     /// <summary>
     /// The nodes whose lock some session holds now, in one read that takes nothing (null when the
     /// server cannot be asked): cheap enough to ask every 100 ms, so a crash watch can tell a node
     /// whose lock went free and wake the ownership pass, which then judges it by
-    /// <see cref="TryHoldIfFreeAsync"/>.
+    /// <see cref="ProbeAsync"/>.
     /// </summary>
     Task<IReadOnlySet<long>?> ListHeldAsync(CancellationToken cancellationToken = default);
+}
+
+/// <summary>What a probe of a node's session lock found (<see cref="INodeSessionLock.ProbeAsync"/>).</summary>
+public enum NodeLockHolder
+{
+    /// <summary>Nothing was learnt: the probing session does not hold its own lock, or the server could not be asked.</summary>
+    Unknown,
+
+    /// <summary>The node's own session holds it: its process is alive as far as the server can tell.</summary>
+    ItsNode,
+
+    /// <summary>Another session holds it (another node's probe): says nothing of the node.</summary>
+    AnotherSession,
+
+    /// <summary>No session held it: the probe holds it now (<see cref="NodeLockProbe.Hold"/>).</summary>
+    Nobody,
+}
+
+/// <summary>A probe's finding, and the hold on the lock when it was free (disposed to let it go).</summary>
+public sealed record NodeLockProbe(NodeLockHolder Holder, IAsyncDisposable? Hold = null)
+{
+    public static readonly NodeLockProbe Unknown = new(NodeLockHolder.Unknown);
 }

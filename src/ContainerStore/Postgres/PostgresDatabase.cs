@@ -160,8 +160,8 @@ internal sealed class PostgresDatabase : IAsyncDisposable
     /// A connection of its own, outside the pool, for a session that must end when this process
     /// lets go of it (or dies), never live on in a pool: closed, its session is gone.
     /// </summary>
-    public NpgsqlConnection CreateUnpooledConnection() =>
-        new(new NpgsqlConnectionStringBuilder(_settings.ConnectionString) { Pooling = false }.ConnectionString);
+    public NpgsqlConnection CreateUnpooledConnection(string applicationName) =>
+        new(new NpgsqlConnectionStringBuilder(_settings.ConnectionString) { Pooling = false, ApplicationName = applicationName }.ConnectionString);
 
     public ValueTask DisposeAsync() => _dataSource.DisposeAsync();
 

@@ -7,9 +7,10 @@ namespace Farm.ContainerStore.Postgres;
 /// <summary>
 /// A node's session lock on PostgreSQL (<see cref="INodeSessionLock"/>): a session-level advisory
 /// lock on (Farm's key space, node id) in the farm database, held on a connection of its own outside
-/// the pool. The server ends a session as soon as its client's socket closes, so a killed node's
-/// lock is free within moments, on any host. The same session probes the other nodes' locks (a probe
-/// that finds one free holds it until the caller lets go).
+/// the pool, named for the node (application_name) so a probe can tell whose session holds a lock.
+/// The server ends a session as soon as its client's socket closes, so a killed node's lock is free
+/// within moments, on any host. The same session probes the other nodes' locks (a probe that finds
+/// one free holds it until the caller lets go).
 /// </summary>
 internal sealed class PostgresNodeSessionLock(PostgresDatabase database, long nodeId) : INodeSessionLock
 {
@@ -56,7 +57,7 @@ internal sealed class PostgresNodeSessionLock(PostgresDatabase database, long no
         }
     }
 
-    public async Task<IAsyncDisposable?> TryHoldIfFreeAsync(long otherNodeId, CancellationToken cancellationToken = default)
+    public async Task<NodeLockProbe> ProbeAsync(long otherNodeId, CancellationToken cancellationToken = default)
     {
         await _gate.WaitAsync(cancellationToken).ConfigureAwait(false);
         var release = false;
@@ -66,19 +67,21 @@ internal sealed class PostgresNodeSessionLock(PostgresDatabase database, long no
             {
                 // Only a session that holds this node's own lock probes others: a probe that takes a
                 // lock must not leave it on a session nobody checks.
-                return null;
+                return NodeLockProbe.Unknown;
             }
-            if (!await TryLockAsync(_session, otherNodeId, cancellationToken).ConfigureAwait(false))
+            var holder = await _session.ExecuteScalarAsync<string?>(new CommandDefinition(
+                PostgresSql.NodeLocks.TryLockOrNameHolder, new { PostgresSql.NodeLocks.Space, NodeId = otherNodeId }, cancellationToken: cancellationToken)).ConfigureAwait(false);
+            if (holder is null)
             {
-                return null;
+                release = true;
+                return new NodeLockProbe(NodeLockHolder.Nobody, new Hold(this, otherNodeId));
             }
-            release = true;
-            return new Hold(this, otherNodeId);
+            return new NodeLockProbe(holder == PostgresSql.NodeLocks.SessionName(otherNodeId) ? NodeLockHolder.ItsNode : NodeLockHolder.AnotherSession);
         }
         catch (Exception e) when (e is NpgsqlException or InvalidOperationException or TimeoutException)
         {
             await DropSessionAsync().ConfigureAwait(false);
-            return null;
+            return NodeLockProbe.Unknown;
         }
         finally
         {
@@ -143,7 +146,7 @@ internal sealed class PostgresNodeSessionLock(PostgresDatabase database, long no
 
     private async Task<NpgsqlConnection> OpenSessionAsync(CancellationToken cancellationToken)
     {
-        var connection = database.CreateUnpooledConnection();
+        var connection = database.CreateUnpooledConnection(PostgresSql.NodeLocks.SessionName(nodeId));
         try
         {
             await connection.OpenAsync(cancellationToken).ConfigureAwait(false);

@@ -72,6 +72,27 @@ internal static class PostgresSql
 
         public const string Unlock = "SELECT pg_advisory_unlock(@Space, @NodeId::int)";
 
+        /// <summary>
+        /// Takes node @NodeId's lock for this session if no session holds it (NULL: taken);
+        /// otherwise the application name of the session holding it, which tells the node's own
+        /// session (<see cref="SessionName"/>) from another node's probe ('' when the holder went
+        /// in between: the next probe tells).
+        /// </summary>
+        public const string TryLockOrNameHolder = """
+            SELECT CASE WHEN pg_try_advisory_lock(@Space, @NodeId::int) THEN NULL
+              ELSE COALESCE((
+                SELECT a.application_name
+                FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+                WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 2
+                  AND l.classid = @Space::oid AND l.objid = @NodeId::bigint::oid
+                  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                LIMIT 1), '')
+            END
+            """;
+
+        /// <summary>The application name of node <paramref name="nodeId"/>'s lock session, as pg_stat_activity shows it to every role.</summary>
+        public static string SessionName(long nodeId) => $"Farm node {nodeId} session lock";
+
         /// <summary>Whether the session still answers.</summary>
         public const string Ping = "SELECT 1";
 

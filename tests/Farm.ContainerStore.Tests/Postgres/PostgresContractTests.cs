@@ -104,7 +104,7 @@ public sealed class PostgresFarmStoreTests : FarmStoreContract
         Assert.NotNull(await node2.EnsureHeldAsync(TimeProvider.System));
         Assert.NotNull(await node3.EnsureHeldAsync(TimeProvider.System));
 
-        Assert.Null(await node3.TryHoldIfFreeAsync(2));
+        Assert.Equal(NodeLockHolder.ItsNode, (await node3.ProbeAsync(2)).Holder);
         // A second process of node 2 does not get the lock while the first one's session holds it.
         await using (var secondLife = store.CreateNodeSessionLock(2)!)
         {
@@ -115,13 +115,13 @@ public sealed class PostgresFarmStoreTests : FarmStoreContract
         // (the backend exits a moment after the socket closes: an observer sees it on a later probe).
         await node2.DisposeAsync();
 
-        var hold = await Eventually.ValueAsync(() => node3.TryHoldIfFreeAsync(2), TimeSpan.FromSeconds(10), "node 2's lock free once its session ended");
+        var hold = await Eventually.ValueAsync(async () => (await node3.ProbeAsync(2)).Hold, TimeSpan.FromSeconds(10), "node 2's lock free once its session ended");
         // While node 3 holds it (releasing node 2's containers), a new process of node 2 waits.
         await using var restarted = store.CreateNodeSessionLock(2)!;
         Assert.Null(await restarted.EnsureHeldAsync(TimeProvider.System));
         await hold.DisposeAsync();
         Assert.NotNull(await restarted.EnsureHeldAsync(TimeProvider.System));
-        Assert.Null(await node3.TryHoldIfFreeAsync(2));
+        Assert.Equal(NodeLockHolder.ItsNode, (await node3.ProbeAsync(2)).Holder);
     }
 
     [PostgresFact]
@@ -155,9 +155,31 @@ public sealed class PostgresFarmStoreTests : FarmStoreContract
         Assert.Null(await blocked.EnsureHeldAsync(TimeProvider.System));
 
         // Node 5 has no session at all, but a probe from a session that does not hold its own lock says nothing.
-        Assert.Null(await blocked.TryHoldIfFreeAsync(5));
+        Assert.Equal(NodeLockProbe.Unknown, await blocked.ProbeAsync(5));
         await using var fresh = store.CreateNodeSessionLock(3)!;
-        Assert.Null(await fresh.TryHoldIfFreeAsync(5));
+        Assert.Equal(NodeLockProbe.Unknown, await fresh.ProbeAsync(5));
+    }
+
+    [PostgresFact]
+    public async Task AProbe_TellsTheNodesOwnSession_FromAnotherNodesProbeHoldingItsLock()
+    {
+        // After a server restart every session is new: node 2 probes node 4, which has not taken
+        // its lock again yet, and holds it for a moment.
+        var store = await OpenAsync();
+        await using var node2 = store.CreateNodeSessionLock(2)!;
+        await using var node3 = store.CreateNodeSessionLock(3)!;
+        Assert.NotNull(await node2.EnsureHeldAsync(TimeProvider.System));
+        Assert.NotNull(await node3.EnsureHeldAsync(TimeProvider.System));
+        var probeOfNode4 = await node2.ProbeAsync(4);
+        Assert.Equal(NodeLockHolder.Nobody, probeOfNode4.Holder);
+
+        // Node 3 sees node 4's lock held, but not by node 4: that says nothing of node 4.
+        Assert.Equal(new NodeLockProbe(NodeLockHolder.AnotherSession), await node3.ProbeAsync(4));
+
+        await probeOfNode4.Hold!.DisposeAsync();
+        await using var node4 = store.CreateNodeSessionLock(4)!;
+        Assert.NotNull(await node4.EnsureHeldAsync(TimeProvider.System));
+        Assert.Equal(new NodeLockProbe(NodeLockHolder.ItsNode), await node3.ProbeAsync(4));
     }
 
     [PostgresFact]
@@ -179,7 +201,7 @@ public sealed class PostgresFarmStoreTests : FarmStoreContract
 
         Assert.Equal([2L, 3L], (await node3.ListHeldAsync())!.Order());
         // Reading took nothing: node 2's lock is still its own, and a probe still finds node 4 free.
-        Assert.Null(await node3.TryHoldIfFreeAsync(2));
+        Assert.Equal(NodeLockHolder.ItsNode, (await node3.ProbeAsync(2)).Holder);
         Assert.True(await ProbeAsync(node3, 4));
 
         await node2.DisposeAsync();
@@ -189,12 +211,12 @@ public sealed class PostgresFarmStoreTests : FarmStoreContract
     /// <summary>Whether <paramref name="probe"/> finds <paramref name="nodeId"/>'s lock free (letting it go again at once).</summary>
     private static async Task<bool> ProbeAsync(INodeSessionLock probe, long nodeId)
     {
-        var hold = await probe.TryHoldIfFreeAsync(nodeId);
-        if (hold is null)
+        var found = await probe.ProbeAsync(nodeId);
+        if (found.Hold is null)
         {
             return false;
         }
-        await hold.DisposeAsync();
+        await found.Hold.DisposeAsync();
         return true;
     }
 }
