@@ -56,6 +56,44 @@ public sealed class ReceiveStreamSettleTests : IAsyncLifetime
         await Eventually.UntilAsync(() => queue.GetCounts().Active == 0, Patience, "every message completed over the stream");
     }
 
+    /// <summary>
+    /// A client that reads counts gets "all N succeeded" for settlements that all did, instead of a
+    /// result each echoing its lock token; one that failed brings back a result for each.
+    /// </summary>
+    [Fact]
+    public async Task SettlementsThatAllSucceed_AreAnsweredWithTheirCount_WhenTheClientReadsCounts()
+    {
+        var queue = await _farm.CreateQueueAsync("q");
+        await queue.SendAsync([BrokerHarness.Text("a"), BrokerHarness.Text("b"), BrokerHarness.Text("c"), BrokerHarness.Text("d")]);
+        await using var stream = ReceiveStreamDriver.Open(new MessagingService(_farm.Node), PeekLockOpen("q"));
+        Assert.True((await stream.NextAsync()).SettlesOnStream);
+        var delivered = new List<ReceivedMessage>();
+        while (delivered.Count < 4)
+        {
+            delivered.AddRange((await stream.NextAsync()).Messages);
+        }
+
+        var counted = Settle(1, delivered[0].LockToken, delivered[1].LockToken);
+        counted.Settle.AcceptsAllSucceeded = true;
+        stream.Send(counted);
+        var settled = (await stream.NextAsync()).Settled;
+        Assert.Equal((1L, 2, 0), (settled.Id, settled.AllSucceeded, settled.Results.Count));
+
+        var oneFails = Settle(2, delivered[2].LockToken, delivered[0].LockToken);
+        oneFails.Settle.AcceptsAllSucceeded = true;
+        stream.Send(oneFails);
+        var mixed = (await stream.NextAsync()).Settled;
+        Assert.Equal(0, mixed.AllSucceeded);
+        Assert.Equal([FarmErrorCode.Unspecified, FarmErrorCode.MessageLockLost], mixed.Results.Select(r => r.ErrorCode));
+
+        // A client that does not read counts gets the results, as before.
+        stream.Send(Settle(3, delivered[3].LockToken));
+        var plain = (await stream.NextAsync()).Settled;
+        Assert.Equal(0, plain.AllSucceeded);
+        Assert.Equal((FarmErrorCode.Unspecified, delivered[3].LockToken), (Assert.Single(plain.Results).ErrorCode, plain.Results[0].LockToken));
+        await Eventually.UntilAsync(() => queue.GetCounts().Active == 0, Patience, "every message completed over the stream");
+    }
+
     /// <summary>Not asked, switched off (an older broker) or receive-and-delete: no word about settling, and a settle request goes unanswered.</summary>
     [Theory]
     [InlineData("not asked")]

@@ -415,6 +415,33 @@ public sealed class SdkAgainstFarmTests(SdkFarmFixture fixture) : IClassFixture<
         Assert.Equal(0, (await fixture.Farm.GetQueueCountsAsync(queue)).TotalMessageCount);
     }
 
+    /// <summary>
+    /// Completes settled over the receive stream: a node answers settlements that all succeeded
+    /// with their count (all_succeeded), and the SDK takes each as done; one that fails among them
+    /// still fails alone, with its own reason.
+    /// </summary>
+    [Fact]
+    public async Task CompletesOnTheStream_SucceedTogether_AndACompleteOfAGoneLockFailsAlone()
+    {
+        var queue = await CreateQueueAsync();
+        await using var client = new FarmClient(Connection);
+        await using var sender = client.CreateSender(queue);
+        await sender.SendMessagesAsync([new FarmMessage("a"), new FarmMessage("b"), new FarmMessage("c")]);
+        await using var receiver = client.CreateReceiver(queue);
+        var received = new List<FarmReceivedMessage>();
+        while (received.Count < 3)
+        {
+            received.AddRange(await receiver.ReceiveMessagesAsync(3, Patience));
+        }
+
+        await Task.WhenAll(received.Take(2).Select(m => receiver.CompleteMessageAsync(m)));
+        var again = await Assert.ThrowsAsync<FarmException>(() => Task.WhenAll(
+            receiver.CompleteMessageAsync(received[2]), receiver.CompleteMessageAsync(received[0])));
+        Assert.Equal(FarmFailureReason.MessageLockLost, again.Reason);
+
+        Assert.Equal(0, (await fixture.Farm.GetQueueCountsAsync(queue)).TotalMessageCount);
+    }
+
     [Fact]
     public async Task SettlingWithAnUnknownLockToken_FailsWithLockLost_AndTheMessageStays()
     {

@@ -378,7 +378,16 @@ public sealed class MessagingService(BrokerNode node)
         var settled = new ReceiveSettled { Id = settle.Id };
         try
         {
-            settled.Results.AddRange(await queue.SettleAsync(deadLetter, settle.Settlements).ConfigureAwait(false));
+            var results = await queue.SettleAsync(deadLetter, settle.Settlements).ConfigureAwait(false);
+            if (settle.AcceptsAllSucceeded && AllSucceeded(results))
+            {
+                // A count, not a result per settlement echoing its lock token: what nearly every answer is.
+                settled.AllSucceeded = results.Count;
+            }
+            else
+            {
+                settled.Results.AddRange(results);
+            }
         }
         catch (BrokerException e)
         {
@@ -399,6 +408,18 @@ public sealed class MessagingService(BrokerNode node)
         {
             // The stream is gone: see above.
         }
+    }
+
+    private static bool AllSucceeded(IReadOnlyList<SettleResult> results)
+    {
+        foreach (var result in results)
+        {
+            if (result.ErrorCode != FarmErrorCode.Unspecified)
+            {
+                return false;
+            }
+        }
+        return results.Count > 0;
     }
 
     private static async Task ReleaseQuietlyAsync(QueueEntity queue, bool deadLetter, IReadOnlyList<ReceivedMessage> messages)

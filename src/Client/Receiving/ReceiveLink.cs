@@ -421,7 +421,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
         }
         try
         {
-            var settle = new ReceiveSettle { Id = id };
+            var settle = new ReceiveSettle { Id = id, AcceptsAllSucceeded = true };
             settle.Settlements.AddRange(request.Settlements);
             await call.RequestStream.WriteAsync(new ReceiveRequest { Settle = settle }, CancellationToken.None).ConfigureAwait(false);
         }
@@ -446,6 +446,9 @@ internal sealed class ReceiveLink : IAsyncDisposable
         }
     }
 
+    /// <summary>One settlement's success, for an answer that said all succeeded (read only: never changed).</summary>
+    private static readonly SettleResult SucceededResult = new() { ErrorCode = FarmErrorCode.Unspecified };
+
     /// <summary>The broker's answer to a settle sent on the stream.</summary>
     private void OnSettled(ReceiveSettled settled)
     {
@@ -467,7 +470,17 @@ internal sealed class ReceiveLink : IAsyncDisposable
         }
 
         var response = new SettleResponse();
-        response.Results.AddRange(settled.Results);
+        if (settled.AllSucceeded > 0)
+        {
+            for (var i = 0; i < settled.AllSucceeded; i++)
+            {
+                response.Results.Add(SucceededResult);
+            }
+        }
+        else
+        {
+            response.Results.AddRange(settled.Results);
+        }
         answered.TrySetResult(response);
     }
 
