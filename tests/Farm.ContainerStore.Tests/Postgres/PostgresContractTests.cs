@@ -99,10 +99,8 @@ public sealed class PostgresFarmStoreTests : FarmStoreContract
     public async Task ANodesSessionLock_IsHeldWhileItsSessionLives_AndFreeOnceTheSessionEnds()
     {
         var store = await OpenAsync();
-        await using var node2 = store.CreateNodeSessionLock(2)!;
-        await using var node3 = store.CreateNodeSessionLock(3)!;
-        Assert.NotNull(await node2.EnsureHeldAsync(TimeProvider.System));
-        Assert.NotNull(await node3.EnsureHeldAsync(TimeProvider.System));
+        await using var node2 = await HeldLockAsync(store, 2);
+        await using var node3 = await HeldLockAsync(store, 3);
 
         Assert.Equal(NodeLockHolder.ItsNode, (await node3.ProbeAsync(2)).Holder);
         // A second process of node 2 does not get the lock while the first one's session holds it.
@@ -166,10 +164,8 @@ public sealed class PostgresFarmStoreTests : FarmStoreContract
         // After a server restart every session is new: node 2 probes node 4, which has not taken
         // its lock again yet, and holds it for a moment.
         var store = await OpenAsync();
-        await using var node2 = store.CreateNodeSessionLock(2)!;
-        await using var node3 = store.CreateNodeSessionLock(3)!;
-        Assert.NotNull(await node2.EnsureHeldAsync(TimeProvider.System));
-        Assert.NotNull(await node3.EnsureHeldAsync(TimeProvider.System));
+        await using var node2 = await HeldLockAsync(store, 2);
+        await using var node3 = await HeldLockAsync(store, 3);
         var probeOfNode4 = await node2.ProbeAsync(4);
         Assert.Equal(NodeLockHolder.Nobody, probeOfNode4.Holder);
 
@@ -177,8 +173,7 @@ public sealed class PostgresFarmStoreTests : FarmStoreContract
         Assert.Equal(new NodeLockProbe(NodeLockHolder.AnotherSession), await node3.ProbeAsync(4));
 
         await probeOfNode4.Hold!.DisposeAsync();
-        await using var node4 = store.CreateNodeSessionLock(4)!;
-        Assert.NotNull(await node4.EnsureHeldAsync(TimeProvider.System));
+        await using var node4 = await HeldLockAsync(store, 4);
         Assert.Equal(new NodeLockProbe(NodeLockHolder.ItsNode), await node3.ProbeAsync(4));
     }
 
@@ -206,6 +201,18 @@ public sealed class PostgresFarmStoreTests : FarmStoreContract
 
         await node2.DisposeAsync();
         await Farm.Testing.Eventually.UntilAsync(async () => (await node3.ListHeldAsync())!.SetEquals([3L]), TimeSpan.FromSeconds(10), "only node 3's lock held once node 2's session ended");
+    }
+
+    /// <summary>Node <paramref name="nodeId"/>'s session lock, held (asserted).</summary>
+    private static async Task<INodeSessionLock> HeldLockAsync(IFarmStore store, long nodeId)
+    {
+        var nodeLock = store.CreateNodeSessionLock(nodeId)!;
+        if (await nodeLock.EnsureHeldAsync(TimeProvider.System) is null)
+        {
+            await nodeLock.DisposeAsync();
+            Assert.Fail($"node {nodeId}'s session lock was not taken");
+        }
+        return nodeLock;
     }
 
     /// <summary>Whether <paramref name="probe"/> finds <paramref name="nodeId"/>'s lock free (letting it go again at once).</summary>
