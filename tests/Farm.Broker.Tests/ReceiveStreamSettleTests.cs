@@ -94,6 +94,51 @@ public sealed class ReceiveStreamSettleTests : IAsyncLifetime
         await Eventually.UntilAsync(() => queue.GetCounts().Active == 0, Patience, "every message completed over the stream");
     }
 
+    /// <summary>
+    /// A settlement may carry the receiver's credit refill (ReceiveSettle.credit), once the stream
+    /// said it reads it: that credit brings the next messages as a credit request's would, and a
+    /// settlement without it adds none (a drain then finds nothing more taken).
+    /// </summary>
+    [Fact]
+    public async Task CreditCarriedByASettlement_BringsTheNextMessages_AsACreditRequestWould()
+    {
+        var queue = await _farm.CreateQueueAsync("q");
+        await queue.SendAsync([BrokerHarness.Text("a"), BrokerHarness.Text("b"), BrokerHarness.Text("c"), BrokerHarness.Text("d")]);
+        var open = PeekLockOpen("q");
+        open.Credit = 1;
+        await using var stream = ReceiveStreamDriver.Open(new MessagingService(_farm.Node), open);
+
+        var first = await stream.NextAsync();
+        Assert.True(first.SettlesOnStream);
+        Assert.True(first.SettleCredit);
+        var a = Assert.Single((await stream.NextAsync()).Messages);
+
+        var withCredit = Settle(1, a.LockToken);
+        withCredit.Settle.Credit = 2;
+        stream.Send(withCredit);
+        var delivered = new List<ReceivedMessage>();
+        ReceiveSettled? settled = null;
+        while (delivered.Count < 2 || settled is null)
+        {
+            var response = await stream.NextAsync();
+            delivered.AddRange(response.Messages);
+            settled ??= response.Settled;
+        }
+        Assert.Equal(["b", "c"], delivered.Select(m => m.Message.Body.ToStringUtf8()));
+        Assert.Equal(1, settled.Results.Count(r => r.ErrorCode == FarmErrorCode.Unspecified));
+
+        // Settled without credit: the stream has none left, so a drain finds no message taken for it.
+        stream.Send(Settle(2, delivered[0].LockToken, delivered[1].LockToken));
+        stream.Send(new ReceiveRequest { Drain = new ReceiveDrain() });
+        var afterwards = new List<ReceiveResponse>();
+        while (!afterwards.Any(r => r.Drained) || !afterwards.Any(r => r.Settled is not null))
+        {
+            afterwards.Add(await stream.NextAsync());
+        }
+        Assert.Empty(afterwards.SelectMany(r => r.Messages));
+        Assert.Equal(1, queue.GetCounts().Active);
+    }
+
     /// <summary>Not asked, switched off (an older broker) or receive-and-delete: no word about settling, and a settle request goes unanswered.</summary>
     [Theory]
     [InlineData("not asked")]

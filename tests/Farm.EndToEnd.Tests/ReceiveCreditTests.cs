@@ -52,7 +52,8 @@ public sealed class ReceiveCreditTests(SdkFarmFixture fixture) : IClassFixture<S
     /// <summary>
     /// A prefetching receiver that takes its messages one at a time refills its credit once half its
     /// prefetch is used, not with a frame per message taken (issue 14: at low rates each frame woke
-    /// both sides), and still gets every message, in order.
+    /// both sides), and still gets every message, in order. Receive-and-delete: no settlement to
+    /// carry the refill, so it goes in credit frames.
     /// </summary>
     [Fact]
     public async Task APrefetchingReceiver_TakingOneAtATime_RefillsCreditInBatches_AndGetsEveryMessageInOrder()
@@ -64,6 +65,39 @@ public sealed class ReceiveCreditTests(SdkFarmFixture fixture) : IClassFixture<S
         {
             await sender.SendMessagesAsync(Enumerable.Range(0, count).Select(i => new FarmMessage($"m{i}") { MessageId = $"m{i}" }));
         }
+
+        var receiver = client.CreateReceiver(queue, new FarmReceiverOptions { PrefetchCount = 20, ReceiveMode = FarmReceiveMode.ReceiveAndDelete });
+        using var deadline = new CancellationTokenSource(Patience);
+        var order = new List<string>();
+        while (order.Count < count)
+        {
+            if (await receiver.ReceiveMessageAsync(TimeSpan.FromSeconds(5), deadline.Token) is { } message)
+            {
+                order.Add(message.MessageId!);
+            }
+        }
+        await receiver.DisposeAsync();
+
+        Assert.Equal(Enumerable.Range(0, count).Select(i => $"m{i}"), order);
+        var grants = 0.0;
+        await Eventually.UntilAsync(async () => (grants = await CreditGrantsAsync(queue)) > 0, Patience, "the node to count the receiver's credit frames");
+        // 60 taken with a prefetch of 20: a refill of 10 after every 10, about 6 frames (one per message before).
+        Assert.InRange(grants, 1, 12);
+    }
+
+    /// <summary>
+    /// In peek-lock the settlement of a message the application took carries the prefetch refill
+    /// (ReceiveSettle.credit): a receiver completing its messages one at a time, and a processor
+    /// given lone messages, send no credit frame at all, and get every message.
+    /// </summary>
+    [Fact]
+    public async Task PeekLock_TheRefillRidesTheSettlements_NoCreditFrame_AndEveryMessageArrives()
+    {
+        const int count = 60;
+        var queue = await CreateQueueAsync();
+        await using var client = new FarmClient(Connection);
+        await using var sender = client.CreateSender(queue);
+        await sender.SendMessagesAsync(Enumerable.Range(0, count).Select(i => new FarmMessage($"m{i}") { MessageId = $"m{i}" }));
 
         var receiver = client.CreateReceiver(queue, new FarmReceiverOptions { PrefetchCount = 20 });
         using var deadline = new CancellationTokenSource(Patience);
@@ -77,12 +111,26 @@ public sealed class ReceiveCreditTests(SdkFarmFixture fixture) : IClassFixture<S
             }
         }
         await receiver.DisposeAsync();
-
         Assert.Equal(Enumerable.Range(0, count).Select(i => $"m{i}"), order);
-        var grants = 0.0;
-        await Eventually.UntilAsync(async () => (grants = await CreditGrantsAsync(queue)) > 0, Patience, "the node to count the receiver's credit frames");
-        // 60 taken with a prefetch of 20: a refill of 10 after every 10, about 6 frames (one per message before).
-        Assert.InRange(grants, 1, 12);
+
+        // A processor (prefetch 3, one call at a time) given one message at a time: each waits alone.
+        var second = await CreateQueueAsync();
+        await using var secondSender = client.CreateSender(second);
+        var handled = System.Threading.Channels.Channel.CreateUnbounded<string>();
+        await using var processor = client.CreateProcessor(second, new FarmProcessorOptions { MaxConcurrentCalls = 1 });
+        processor.ProcessMessageAsync += args => handled.Writer.WriteAsync(args.Message.MessageId!).AsTask();
+        processor.ProcessErrorAsync += _ => Task.CompletedTask;
+        await processor.StartProcessingAsync();
+        for (var i = 0; i < 12; i++)
+        {
+            await secondSender.SendMessageAsync(new FarmMessage($"lone{i}") { MessageId = $"lone{i}" });
+            Assert.Equal($"lone{i}", await handled.Reader.ReadAsync(deadline.Token));
+        }
+        await Eventually.UntilAsync(async () => (await CountsAsync(second)).ActiveMessageCount == 0, Patience, "the processor to complete every message");
+        await processor.StopProcessingAsync();
+
+        Assert.Equal(0, await CreditGrantsAsync(queue));
+        Assert.Equal(0, await CreditGrantsAsync(second));
     }
 
     [Fact]

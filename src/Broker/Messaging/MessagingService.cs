@@ -280,6 +280,12 @@ public sealed class MessagingService(BrokerNode node)
                     {
                         // Not awaited: credit keeps flowing while the settlements commit.
                         var settle = incoming.Current.Settle;
+                        if (settle.Credit > 0)
+                        {
+                            // A receiver's prefetch refill, carried by the settlement it sent anyway
+                            // (not a credit frame: farm_receive_credit_grants counts those).
+                            credit.Add(settle.Credit);
+                        }
                         settling.TryStart(() => SettleOnStreamAsync(queue, deadLetter, settle, responses, writes, cancellationToken));
                     }
                 }
@@ -299,7 +305,7 @@ public sealed class MessagingService(BrokerNode node)
         {
             // Before any message: the client settles by Settle calls until it reads this. Written
             // once the reader runs, so a failed write leaves the request stream to it to dispose.
-            await WriteAsync(responses, writes, new ReceiveResponse { SettlesOnStream = true }, cancellationToken).ConfigureAwait(false);
+            await WriteAsync(responses, writes, new ReceiveResponse { SettlesOnStream = true, SettleCredit = true }, cancellationToken).ConfigureAwait(false);
         }
 
         try

@@ -26,7 +26,7 @@ public sealed class FarmReceiver : IAsyncDisposable
         EntityPath = FarmEntityPath.Apply(entityPath, options.SubQueue);
         ReceiveMode = options.ReceiveMode;
         PrefetchCount = options.PrefetchCount;
-        _link = new ReceiveLink(connection, EntityPath, WireMode);
+        _link = new ReceiveLink(connection, EntityPath, WireMode, PrefetchCount);
         _settler = new SettleBatcher(EntityPath, SendSettlementsAsync);
     }
 
@@ -83,9 +83,11 @@ public sealed class FarmReceiver : IAsyncDisposable
                 await DrainLeftoverCreditAsync().ConfigureAwait(false);
                 received.AddRange(_link.TakeBuffered(maxMessages - received.Count));
             }
-            if (PrefetchCount > 0)
+            if (PrefetchCount > 0 && !(ReceiveMode == FarmReceiveMode.PeekLock && received.Count > 0 && _link.SettlementsCarryCredit))
             {
-                // Refill the buffer for what the application just took.
+                // Refill the buffer for what the application just took. In peek-lock on a stream that
+                // takes credit with settlements, the settlement of what was taken carries the refill
+                // (or the next receive makes it): one frame a message fewer for a lone message.
                 await _link.EnsureCreditAsync(PrefetchCount, cancellationToken, batched: true).ConfigureAwait(false);
             }
 

@@ -37,6 +37,8 @@ internal sealed class ReceiveLink : IAsyncDisposable
     // The stream whose broker said it takes settlements (ReceiveResponse.settles_on_stream), and the
     // settlements sent on it not answered yet, by id. Both end with the stream.
     private AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>? _settleCall;
+    // Whether that stream's broker adds a settlement's credit (ReceiveResponse.settle_credit).
+    private bool _settleCredit;
     private readonly Dictionary<long, TaskCompletionSource<SettleResponse>> _settles = [];
     private long _nextSettleId;
 
@@ -50,11 +52,15 @@ internal sealed class ReceiveLink : IAsyncDisposable
     /// <summary>Processor workers waiting for a message (<see cref="WaitForBufferedAsync"/>), the latest parked on top; under _gate.</summary>
     private readonly Stack<LinkWaiter> _parked = new();
 
-    public ReceiveLink(FarmConnection connection, string entityPath, ReceiveMode mode)
+    // The receiver's prefetch (0: none): what a settlement tops the credit up to, see SettleCreditLocked.
+    private readonly int _prefetch;
+
+    public ReceiveLink(FarmConnection connection, string entityPath, ReceiveMode mode, int prefetch = 0)
     {
         _connection = connection;
         _entityPath = entityPath;
         _mode = mode;
+        _prefetch = prefetch;
     }
 
     public int BufferedCount => _buffer.Reader.Count;
@@ -220,6 +226,22 @@ internal sealed class ReceiveLink : IAsyncDisposable
             if (waiter.Wake())
             {
                 count--;
+            }
+        }
+    }
+
+    /// <summary>
+    /// Whether the settlements of this link's messages go on a stream whose broker adds the credit
+    /// they carry (<see cref="SettleCreditLocked"/>): a receiver then leaves its prefetch refill to
+    /// the settlement that follows a receive, or to its next receive, instead of a frame of its own.
+    /// </summary>
+    public bool SettlementsCarryCredit
+    {
+        get
+        {
+            lock (_gate)
+            {
+                return _settleCredit && _settleCall is not null && ReferenceEquals(_settleCall, _call) && !_closingSettlements;
             }
         }
     }
@@ -421,7 +443,14 @@ internal sealed class ReceiveLink : IAsyncDisposable
         }
         try
         {
-            var settle = new ReceiveSettle { Id = id, AcceptsAllSucceeded = true };
+            int credit;
+            lock (_gate)
+            {
+                // Counted under the write lock: a drain asked for meanwhile either is seen here (no
+                // credit) or is written after this settle, and then takes this credit back too.
+                credit = SettleCreditLocked(call);
+            }
+            var settle = new ReceiveSettle { Id = id, AcceptsAllSucceeded = true, Credit = credit };
             settle.Settlements.AddRange(request.Settlements);
             await call.RequestStream.WriteAsync(new ReceiveRequest { Settle = settle }, CancellationToken.None).ConfigureAwait(false);
         }
@@ -436,6 +465,33 @@ internal sealed class ReceiveLink : IAsyncDisposable
         }
 
         return await answered.Task.ConfigureAwait(false);
+    }
+
+    /// <summary>
+    /// The credit a settlement carries, under _gate: what a prefetch refill
+    /// (<see cref="EnsureCreditAsync"/>, batched) would grant now, counted as outstanding. A lone
+    /// message's receiver then sends its settlement and no credit frame of its own, and the
+    /// broker reads one request for both. Nothing without a prefetch (credit follows the receives
+    /// asked for), while a drain waits, when the stream's broker does not add it, or when the
+    /// settlement goes on a stream that is no longer the link's.
+    /// </summary>
+    private int SettleCreditLocked(AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse> call)
+    {
+        // Only on the stream that holds the credit: counted for a stream replaced meanwhile, the
+        // new one would never get it, and the link would wait for messages the broker owes nobody.
+        if (!_settleCredit || _prefetch <= 0 || Volatile.Read(ref _draining) is not null
+            || !ReferenceEquals(_settleCall, call) || !ReferenceEquals(_call, call))
+        {
+            return 0;
+        }
+        var have = _buffer.Reader.Count + _outstanding;
+        if (have > _prefetch / 2)
+        {
+            return 0;
+        }
+        var grant = _prefetch - have;
+        _outstanding += grant;
+        return grant;
     }
 
     private void ForgetSettle(long id)
@@ -618,6 +674,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
                         if (response.SettlesOnStream)
                         {
                             _settleCall = call;
+                            _settleCredit = response.SettleCredit;
                         }
                         WakeParked(response.Messages.Count);
                     }
@@ -681,6 +738,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
 
                     // Settlements are sent only on the current stream: whatever waits was sent on this one.
                     _settleCall = null;
+                    _settleCredit = false;
                     unanswered = [.. _settles.Values];
                     _settles.Clear();
                 }
