@@ -241,7 +241,7 @@ internal sealed class ReceiveLink : IAsyncDisposable
         {
             lock (_gate)
             {
-                return _settleCredit && _settleCall is not null && ReferenceEquals(_settleCall, _call) && !_closingSettlements;
+                return CarriesCreditLocked(_settleCall) && !_closingSettlements;
             }
         }
     }
@@ -368,14 +368,16 @@ internal sealed class ReceiveLink : IAsyncDisposable
                 _outstanding = 0;
             }
 
-            var have = _buffer.Reader.Count + _outstanding;
-            grant = target - have;
-            if (grant <= 0 || _closingSettlements || _closing.IsCancellationRequested || (batched && have > target / 2))
+            if (_closingSettlements || _closing.IsCancellationRequested)
+            {
+                return;
+            }
+            grant = TakeRefillLocked(target, batched);
+            if (grant == 0)
             {
                 return;
             }
 
-            _outstanding += grant;
             call = _call;
             if (_pump is null || _pump.IsCompleted)
             {
@@ -479,17 +481,31 @@ internal sealed class ReceiveLink : IAsyncDisposable
     {
         // Only on the stream that holds the credit: counted for a stream replaced meanwhile, the
         // new one would never get it, and the link would wait for messages the broker owes nobody.
-        if (!_settleCredit || _prefetch <= 0 || Volatile.Read(ref _draining) is not null
-            || !ReferenceEquals(_settleCall, call) || !ReferenceEquals(_call, call))
+        if (_prefetch <= 0 || Volatile.Read(ref _draining) is not null || !CarriesCreditLocked(call))
         {
             return 0;
         }
+        return TakeRefillLocked(_prefetch, batched: true);
+    }
+
+    /// <summary>Under _gate: whether <paramref name="call"/> is the link's stream and its broker adds a settlement's credit.</summary>
+    private bool CarriesCreditLocked(AsyncDuplexStreamingCall<ReceiveRequest, ReceiveResponse>? call) =>
+        _settleCredit && call is not null && ReferenceEquals(_settleCall, call) && ReferenceEquals(_call, call);
+
+    /// <summary>
+    /// Under _gate: the credit that brings buffered + outstanding up to <paramref name="target"/>,
+    /// counted as outstanding; 0 when nothing is missing or, <paramref name="batched"/>, while more
+    /// than half of the target is still buffered or on its way (one rule for credit frames and
+    /// for the credit settlements carry).
+    /// </summary>
+    private int TakeRefillLocked(int target, bool batched)
+    {
         var have = _buffer.Reader.Count + _outstanding;
-        if (have > _prefetch / 2)
+        var grant = target - have;
+        if (grant <= 0 || (batched && have > target / 2))
         {
             return 0;
         }
-        var grant = _prefetch - have;
         _outstanding += grant;
         return grant;
     }
