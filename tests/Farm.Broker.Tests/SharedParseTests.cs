@@ -1,5 +1,6 @@
 using Farm.Broker.Entities;
 using Farm.Contracts.V1;
+using Farm.Testing;
 using Google.Protobuf;
 using static Farm.Broker.Tests.BrokerHarness;
 
@@ -47,6 +48,34 @@ public sealed class SharedParseTests : IAsyncLifetime
         Assert.NotSame(toA.Message, toStamped.Message);
         Assert.Equal("yes", toStamped.Message.ApplicationProperties["stamp"].StringValue);
         Assert.Equal("hello", toStamped.Message.Body.ToStringUtf8());
+    }
+
+    /// <summary>
+    /// As a queue does: a topic message a subscription's waiting receiver takes at once is handed out
+    /// as the send brought it (no parse of its stored bytes), to every subscription that got it
+    /// unchanged; one sent with nobody waiting is parsed from its bytes at its first delivery.
+    /// </summary>
+    [Fact]
+    public async Task ATopicMessageAWaitingReceiverTakes_IsHandedOutAsSent_ToEverySubscriptionThatGotItUnchanged()
+    {
+        var topic = await _farm.CreateTopicAsync("t");
+        var waiting = await _farm.CreateSubscriptionAsync("t", "waiting");
+        var later = await _farm.CreateSubscriptionAsync("t", "later");
+        var patience = TimeSpan.FromSeconds(30);
+        var receive = waiting.ReceiveAsync(false, ReceiveMode.PeekLock, 1, patience, default);
+        await Eventually.UntilAsync(() => waiting.WaitingPeekLockCredit >= 1, patience, "the receiver to wait");
+
+        var sent = BrokerHarness.Text("one", "m-1");
+        await topic.SendAsync([sent]);
+        Assert.Same(sent, Assert.Single(await receive).Message);
+        Assert.Same(sent, (await ReceiveOneAsync(later)).Message);
+
+        var unawaited = BrokerHarness.Text("two", "m-2");
+        await topic.SendAsync([unawaited]);
+        var toWaiting = await ReceiveOneAsync(waiting);
+        Assert.NotSame(unawaited, toWaiting.Message);
+        Assert.Equal(unawaited, toWaiting.Message);
+        Assert.Same(toWaiting.Message, (await ReceiveOneAsync(later)).Message);
     }
 
     /// <summary>An abandon that changes properties gives that subscription its own message; the other keeps the shared one, unchanged.</summary>

@@ -22,6 +22,14 @@ internal sealed class SharedParse(Message? parsed = null)
 {
     private Message? _message = parsed;
 
+    /// <summary>
+    /// Starts the parse from the send's own parsed message (the message the payload was serialized
+    /// from, which nobody changes once stored) unless it has one: a topic message a waiting receiver
+    /// of some subscription will take is handed out within milliseconds, so holding it costs nothing
+    /// and that delivery parses nothing, as a queue's does. Safe beside a concurrent <see cref="Get"/>.
+    /// </summary>
+    public void Offer(Message parsed) => Interlocked.CompareExchange(ref _message, parsed, null);
+
     /// <summary>The parsed <paramref name="payload"/> (the payload every holder shares); not to be changed.</summary>
     public Message Get(byte[] payload)
     {

@@ -276,6 +276,11 @@ internal sealed partial class TopicEntity
                 if (countedAhead)
                 {
                     counted++;
+                    if (ownPayload is null)
+                    {
+                        // A waiting receiver takes it at once: its delivery parses nothing (SharedParse.Offer).
+                        parses[m].Offer(message.Message);
+                    }
                 }
                 (deliveries ??= []).Add(new StoredMessage
                 {
