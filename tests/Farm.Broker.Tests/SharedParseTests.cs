@@ -61,6 +61,7 @@ public sealed class SharedParseTests : IAsyncLifetime
         var topic = await _farm.CreateTopicAsync("t");
         var waiting = await _farm.CreateSubscriptionAsync("t", "waiting");
         var later = await _farm.CreateSubscriptionAsync("t", "later");
+        var stamped = await _farm.CreateSubscriptionAsync("t", "stamped", null, SqlRule("stamp", "1=1", "SET stamp = 'yes'"));
         var patience = TimeSpan.FromSeconds(30);
         var receive = waiting.ReceiveAsync(false, ReceiveMode.PeekLock, 1, patience, default);
         await Eventually.UntilAsync(() => waiting.WaitingPeekLockCredit >= 1, patience, "the receiver to wait");
@@ -69,6 +70,9 @@ public sealed class SharedParseTests : IAsyncLifetime
         await topic.SendAsync([sent]);
         Assert.Same(sent, Assert.Single(await receive).Message);
         Assert.Same(sent, (await ReceiveOneAsync(later)).Message);
+        // The rule action changed a copy: what the others were handed is the message as sent.
+        Assert.Equal("yes", (await ReceiveOneAsync(stamped)).Message.ApplicationProperties["stamp"].StringValue);
+        Assert.False(sent.ApplicationProperties.ContainsKey("stamp"));
 
         var unawaited = BrokerHarness.Text("two", "m-2");
         await topic.SendAsync([unawaited]);
