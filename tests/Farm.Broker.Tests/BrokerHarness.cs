@@ -168,6 +168,17 @@ internal sealed class BrokerHarness : IAsyncDisposable
         Node = await StartNodeAsync();
     }
 
+    /// <summary>
+    /// A peek-lock receive of up to <paramref name="maxMessages"/> that is waiting once this returns
+    /// (its credit counts on the queue), so a send from now on stores its messages counted at send.
+    /// </summary>
+    public static async Task<Task<IReadOnlyList<ReceivedMessage>>> WaitingReceiveAsync(QueueEntity queue, int maxMessages, TimeSpan patience)
+    {
+        var receive = queue.ReceiveAsync(false, ReceiveMode.PeekLock, maxMessages, patience, default);
+        await Eventually.UntilAsync(() => queue.WaitingPeekLockCredit >= maxMessages, patience, "the receiver to wait");
+        return receive;
+    }
+
     public static Message Text(string body, string? messageId = null, TimeSpan? ttl = null, DateTimeOffset? scheduledAt = null)
     {
         var message = new Message { Body = ByteString.CopyFromUtf8(body), MessageId = messageId ?? Guid.NewGuid().ToString("N") };

@@ -60,12 +60,8 @@ public sealed class DeliveryCountedAtSendTests
         public void Dispose() => _listener.Dispose();
     }
 
-    private static async Task<Task<IReadOnlyList<ReceivedMessage>>> WaitingReceiveAsync(QueueEntity queue, int maxMessages)
-    {
-        var receive = queue.ReceiveAsync(false, ReceiveMode.PeekLock, maxMessages, Patience, default);
-        await Eventually.UntilAsync(() => queue.WaitingPeekLockCredit >= maxMessages, Patience, "the receiver to wait");
-        return receive;
-    }
+    private static Task<Task<IReadOnlyList<ReceivedMessage>>> WaitingReceiveAsync(QueueEntity queue, int maxMessages) =>
+        BrokerHarness.WaitingReceiveAsync(queue, maxMessages, Patience);
 
     [Fact]
     public async Task MessagesSentToAWaitingReceiver_AreCountedByTheSend_AsManyAsItTakes_AndTheCountSurvivesACrash()

@@ -1,6 +1,5 @@
 using Farm.Broker.Entities;
 using Farm.Contracts.V1;
-using Farm.Testing;
 using Google.Protobuf;
 using static Farm.Broker.Tests.BrokerHarness;
 
@@ -62,9 +61,7 @@ public sealed class SharedParseTests : IAsyncLifetime
         var waiting = await _farm.CreateSubscriptionAsync("t", "waiting");
         var later = await _farm.CreateSubscriptionAsync("t", "later");
         var stamped = await _farm.CreateSubscriptionAsync("t", "stamped", null, SqlRule("stamp", "1=1", "SET stamp = 'yes'"));
-        var patience = TimeSpan.FromSeconds(30);
-        var receive = waiting.ReceiveAsync(false, ReceiveMode.PeekLock, 1, patience, default);
-        await Eventually.UntilAsync(() => waiting.WaitingPeekLockCredit >= 1, patience, "the receiver to wait");
+        var receive = await WaitingReceiveAsync(waiting, 1, TimeSpan.FromSeconds(30));
 
         var sent = BrokerHarness.Text("one", "m-1");
         await topic.SendAsync([sent]);
