@@ -530,16 +530,16 @@ public sealed partial class BrokerNode
     /// An ownership pass every heartbeat interval (on the ticks of a fixed rate), and in between
     /// when woken: by the crash watch, or at the change the last pass saw coming.
     /// </summary>
-    private async Task OwnershipLoopAsync(CancellationToken cancellationToken)
+    private async Task OwnershipLoopAsync(DateTimeOffset firstTick, CancellationToken cancellationToken)
     {
         var interval = _nodeOptions.HeartbeatInterval;
-        var nextTick = _time.GetUtcNow() + interval;
+        var nextTick = firstTick;
         try
         {
             while (true)
             {
                 var wakeAt = _nextChangeAt is { } change && change < nextTick ? change : nextTick;
-                if (!await _wakeUp.SleepAsync(wakeAt - _time.GetUtcNow(), _time, cancellationToken).ConfigureAwait(false))
+                if (!await _wakeUp.SleepUntilAsync(wakeAt, _time, cancellationToken).ConfigureAwait(false))
                 {
                     continue;
                 }

@@ -163,7 +163,9 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             throw;
         }
         _farm = farm;
-        _ownershipLoop = Task.Run(() => OwnershipLoopAsync(_stopping.Token), CancellationToken.None);
+        // The first tick counts from now, not from whenever the pool starts the loop.
+        var firstTick = _time.GetUtcNow() + _nodeOptions.HeartbeatInterval;
+        _ownershipLoop = Task.Run(() => OwnershipLoopAsync(firstTick, _stopping.Token), CancellationToken.None);
         if ((_nodeOptions.DetectCrashedProcesses || _sessionLock is not null) && _nodeOptions.CrashProbeInterval > TimeSpan.Zero)
         {
             _crashWatch = Task.Run(() => CrashWatchLoopAsync(_stopping.Token), CancellationToken.None);

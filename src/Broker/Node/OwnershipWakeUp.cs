@@ -23,18 +23,22 @@ internal sealed class OwnershipWakeUp
     public void Reschedule() => Volatile.Read(ref _signal).TrySetResult();
 
     /// <summary>
-    /// Sleeps for <paramref name="delay"/> on <paramref name="clock"/>, or until woken. True when a
-    /// pass is due: the delay ran out or <see cref="Now"/> asked for one; false after <see cref="Reschedule"/>.
+    /// Sleeps until <paramref name="wakeAt"/> on <paramref name="clock"/>, or until woken. True when a
+    /// pass is due: the moment came or <see cref="Now"/> asked for one; false after <see cref="Reschedule"/>.
     /// </summary>
-    public async Task<bool> SleepAsync(TimeSpan delay, TimeProvider clock, CancellationToken cancellationToken)
+    public async Task<bool> SleepUntilAsync(DateTimeOffset wakeAt, TimeProvider clock, CancellationToken cancellationToken)
     {
         var signal = Volatile.Read(ref _signal);
-        var elapsed = delay <= TimeSpan.Zero;
+        var elapsed = clock.GetUtcNow() >= wakeAt;
         if (!elapsed && !signal.Task.IsCompleted)
         {
             using var sleeping = CancellationTokenSource.CreateLinkedTokenSource(cancellationToken);
-            var timer = Task.Delay(delay, clock, sleeping.Token);
-            elapsed = await Task.WhenAny(timer, signal.Task).ConfigureAwait(false) == timer;
+            var delay = wakeAt - clock.GetUtcNow();
+            var timer = Task.Delay(delay > TimeSpan.Zero ? delay : TimeSpan.Zero, clock, sleeping.Token);
+            // A clock that moved past the moment between the read above and the timer's start (a
+            // test's clock jumps; the real one creeps) would leave the timer a whole delay late.
+            elapsed = clock.GetUtcNow() >= wakeAt
+                || await Task.WhenAny(timer, signal.Task).ConfigureAwait(false) == timer;
             await sleeping.CancelAsync().ConfigureAwait(false);
             cancellationToken.ThrowIfCancellationRequested();
         }
