@@ -1,5 +1,6 @@
 using System.Threading.Channels;
 using Farm.Broker.Messaging;
+using Farm.Contracts;
 using Farm.Contracts.V1;
 
 namespace Farm.Broker.Tests;
@@ -26,7 +27,9 @@ internal sealed class ReceiveStreamDriver : IResponseStream<ReceiveResponse>, IA
     /// <summary>The call: ends when the broker ends the stream.</summary>
     public Task Running => _running;
 
-    public Task WriteAsync(ReceiveResponse message, CancellationToken cancellationToken) => _responses.Writer.WriteAsync(message, cancellationToken).AsTask();
+    /// <summary>Each response as a client reads it: written as the node's Receive marshaller writes it (stored deliveries spliced in), then parsed.</summary>
+    public Task WriteAsync(ReceiveResponse message, CancellationToken cancellationToken) =>
+        _responses.Writer.WriteAsync(ReceiveResponse.Parser.ParseFrom(StoredDeliveries.ToBytes(message)), cancellationToken).AsTask();
 
     public async Task<ReceiveResponse> NextAsync()
     {

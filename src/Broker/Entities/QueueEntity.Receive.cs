@@ -70,14 +70,17 @@ internal sealed partial class QueueEntity
     /// (before the look, so an arrival in between is not missed) and returns empty. The stream then
     /// awaits the waiter and calls <see cref="EndWait"/>. The waiter wakes at an arrival, at the
     /// sweep after <paramref name="maxWait"/>, or when the stream wakes it (a drain, the call's end).
+    /// With <paramref name="stored"/> each delivery carries its stored bytes
+    /// (<see cref="ReceivedMessage.StoredMessage"/>) instead of a parsed message: what a stream writes
+    /// as they are (<see cref="Farm.Contracts.StoredDeliveries"/>).
     /// </summary>
-    public Task<IReadOnlyList<ReceivedMessage>> TakeOrArm(bool deadLetter, ReceiveMode mode, int maxMessages, ReceiveWaiter waiter, TimeSpan maxWait)
+    public Task<IReadOnlyList<ReceivedMessage>> TakeOrArm(bool deadLetter, ReceiveMode mode, int maxMessages, ReceiveWaiter waiter, TimeSpan maxWait, bool stored = false)
     {
         maxMessages = Math.Clamp(maxMessages, 1, _options.MaxMessagesPerReceive);
         var sub = SubQueueOf(deadLetter);
         waiter.Arm(NowMs + (long)maxWait.TotalMilliseconds);
         sub.Register(waiter);
-        var taking = TryTakeAsync(deadLetter, mode, maxMessages);
+        var taking = TryTakeAsync(deadLetter, mode, maxMessages, stored);
         if (taking.IsCompletedSuccessfully && taking.Result.Count == 0)
         {
             if (mode == ReceiveMode.PeekLock && !deadLetter)
@@ -111,7 +114,7 @@ internal sealed partial class QueueEntity
         }
     }
 
-    private async Task<IReadOnlyList<ReceivedMessage>> TryTakeAsync(bool deadLetter, ReceiveMode mode, int maxMessages)
+    private async Task<IReadOnlyList<ReceivedMessage>> TryTakeAsync(bool deadLetter, ReceiveMode mode, int maxMessages, bool stored = false)
     {
         var now = NowMs;
         var peekLock = mode == ReceiveMode.PeekLock;
@@ -207,10 +210,18 @@ internal sealed partial class QueueEntity
             // Not the empty list: a waiting stream holds what its last look returned for the whole wait.
             return [];
         }
-        // Parsed here, not under the lock: sends, settlements and the other receivers wait on it.
         for (var i = 0; i < result.Count; i++)
         {
-            result[i].Message = StoredMessage.ToDeliver(payloads[i].Payload, payloads[i].Shared);
+            if (stored)
+            {
+                // Written to the stream as stored: never parsed here (a payload array is never changed, only replaced).
+                result[i].StoredMessage = payloads[i].Payload;
+            }
+            else
+            {
+                // Parsed here, not under the lock: sends, settlements and the other receivers wait on it.
+                result[i].Message = StoredMessage.ToDeliver(payloads[i].Payload, payloads[i].Shared);
+            }
         }
 
         if (delivery is not null)

@@ -323,7 +323,7 @@ public sealed class MessagingService(BrokerNode node)
                 {
                     return;
                 }
-                var messages = await queue.TakeOrArm(deadLetter, open.Mode, available, waiter, StreamPollWait).ConfigureAwait(false);
+                var messages = await queue.TakeOrArm(deadLetter, open.Mode, available, waiter, StreamPollWait, stored: true).ConfigureAwait(false);
                 if (messages.Count == 0)
                 {
                     // A drain or the call's end that came before the waiter was armed finds it here;

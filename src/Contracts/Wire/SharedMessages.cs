@@ -8,8 +8,9 @@ namespace Farm.Contracts;
 /// <c>shared_messages</c> carries it, and each delivery names it by position. Without this a
 /// 1,000-subscription fan-out sent each 1 KB body once per subscription, and both sides spent most
 /// of their bytes copying, framing and parsing the same body again. The node shares only what is
-/// the same object (<c>SharedParse</c> hands every subscription the one parse of a payload), so
-/// nothing is compared but references.
+/// the same object (its receive streams deliver each subscription the topic's one stored payload,
+/// <see cref="ReceivedMessage.StoredMessage"/>; a proxied link, the one parse of it), so nothing is
+/// compared but references.
 /// </summary>
 public static class SharedMessages
 {
@@ -35,11 +36,13 @@ public static class SharedMessages
             return null;
         }
 
-        var counts = new Dictionary<Message, int>(ReferenceEqualityComparer.Instance);
+        // A delivery's message is the parsed object, or the stored bytes the node splices in
+        // (StoredDeliveries): either is shared by reference.
+        var counts = new Dictionary<object, int>(ReferenceEqualityComparer.Instance);
         var repeated = false;
         foreach (var received in Deliveries(response))
         {
-            if (received.Message is { } message)
+            if (IdentityOf(received) is { } message)
             {
                 var count = counts.GetValueOrDefault(message) + 1;
                 counts[message] = count;
@@ -51,7 +54,7 @@ public static class SharedMessages
             return null;
         }
 
-        var positions = new Dictionary<Message, int>(ReferenceEqualityComparer.Instance);
+        var positions = new Dictionary<object, int>(ReferenceEqualityComparer.Instance);
         var shared = new List<ReceivedMessage>();
         foreach (var received in Deliveries(response))
         {
@@ -69,19 +72,41 @@ public static class SharedMessages
             received.SharedMessage = position;
             shared.Add(received);
         }
+        // Stored ones go on the wire after the parsed ones (StoredDeliveries writes them last).
+        foreach (var received in Deliveries(response))
+        {
+            if (received.Message is not null || received.StoredMessage is not { } stored || counts.GetValueOrDefault(stored) < 2)
+            {
+                continue;
+            }
+            if (!positions.TryGetValue(stored, out var position))
+            {
+                response.SharedStoredMessages.Add(stored);
+                position = response.SharedMessages.Count + response.SharedStoredMessages.Count;
+                positions[stored] = position;
+            }
+            received.SharedMessage = position;
+            shared.Add(received);
+        }
         return shared;
     }
 
-    /// <summary>Puts the deliveries <see cref="Share"/> changed back as they were (each with its message).</summary>
+    /// <summary>Puts the deliveries <see cref="Share"/> changed back as they were (each with its message or its stored bytes).</summary>
     public static void Restore(ReceiveSessionResponse response, List<ReceivedMessage> shared)
     {
         foreach (var received in shared)
         {
-            received.Message = response.SharedMessages[received.SharedMessage - 1];
+            if (received.StoredMessage is null)
+            {
+                received.Message = response.SharedMessages[received.SharedMessage - 1];
+            }
             received.SharedMessage = 0;
         }
         response.SharedMessages.Clear();
+        response.SharedStoredMessages.Clear();
     }
+
+    private static object? IdentityOf(ReceivedMessage received) => (object?)received.Message ?? received.StoredMessage;
 
     /// <summary>
     /// Gives each delivery of <paramref name="response"/> that names a shared message that message

@@ -1,4 +1,5 @@
 using System.Net;
+using Grpc.AspNetCore.Server.Model;
 using Farm.Contracts;
 using Farm.Gateway.Hosting;
 using Farm.Gateway.Management;
@@ -85,6 +86,12 @@ internal static class GrpcHosting
             grpc.Interceptors.Add<FarmErrorInterceptor>();
             grpc.EnableDetailedErrors = true;
         });
+        // Grpc.AspNetCore's own binder of generated services, replaced by one that can give a method
+        // Farm's response marshaller (GeneratedServiceBinding): one binder only, or each method maps twice.
+        var generatedBinder = services.Single(d => d.ServiceType == typeof(IServiceMethodProvider<>)
+            && d.ImplementationType is { Name: "BinderServiceMethodProvider`1" });
+        services.Remove(generatedBinder);
+        services.AddSingleton(typeof(IServiceMethodProvider<>), typeof(GeneratedServiceBinding<>));
         services.AddGrpcReflection();
         services.AddGrpcHealthChecks(health =>
         {

@@ -184,8 +184,8 @@ internal sealed class ReceiveSessionLinks : IDisposable
     /// <summary>A link's response: returns once it is on the stream; throws when the stream broke.</summary>
     private Task WriteAsync(long id, ReceiveResponse response) => _frames.WriteAsync(new LinkResponse { Link = id, Response = response });
 
-    // Only messages weigh anything; credit answers and ends are a few bytes.
-    private static int SizeOf(LinkResponse frame) => frame.Response is { Messages.Count: > 0 } ? frame.CalculateSize() : 16;
+    // Only messages weigh anything; credit answers and ends are a few bytes. Stored deliveries count their bytes.
+    private static int SizeOf(LinkResponse frame) => frame.Response is { Messages.Count: > 0 } ? StoredDeliveries.SizeOf(frame) : 16;
 
     private async Task WriteBatchAsync(IReadOnlyList<LinkResponse> frames)
     {
