@@ -67,11 +67,20 @@ namespace Farm.Contracts
         public static Message? MessageOf(ReceivedMessage received) =>
             received.Message ?? (received.StoredMessage is { } stored ? Message.Parser.ParseFrom(stored) : null);
 
-        /// <summary>Its serialized size, as the generated CalculateSize gives for the same delivery parsed.</summary>
-        public static int SizeOf(ReceivedMessage received) => received.CalculateSize() + StoredFieldSize(received);
+        /// <summary>Serialized size of <paramref name="frame"/>, its stored deliveries counted.</summary>
+        public static int SizeOf(LinkResponse frame) => HoldsStored(frame) ? SizeOf(frame, SizeLog.Start()) : frame.CalculateSize();
 
         /// <summary>Serialized size of <paramref name="response"/>, its stored deliveries counted.</summary>
-        public static int SizeOf(ReceiveResponse response)
+        public static int SizeOf(ReceiveResponse response) => SizeOf(response, SizeLog.Start());
+
+        /// <summary>Serialized size of <paramref name="response"/>, its stored deliveries and stored shared messages counted.</summary>
+        public static int SizeOf(ReceiveSessionResponse response) => SizeOf(response, SizeLog.Start());
+
+        // Each SizeOf logs the sizes of the parts it will prefix with a length, in the order the
+        // matching Write reads them back: every size is worked out once (the generated code works a
+        // nested message's size out again at each level that encloses it).
+
+        private static int SizeOf(ReceiveResponse response, SizeLog sizes)
         {
             if (!HoldsStored(response))
             {
@@ -80,23 +89,18 @@ namespace Farm.Contracts
             var size = 0;
             foreach (var received in response.Messages)
             {
-                size += Field(SizeOf(received));
+                size += Field(sizes.Add(received.CalculateSize() + StoredFieldSize(received)));
             }
             return size;
         }
 
-        /// <summary>Serialized size of <paramref name="frame"/>, its stored deliveries counted.</summary>
-        public static int SizeOf(LinkResponse frame)
+        private static int SizeOf(LinkResponse frame, SizeLog sizes)
         {
-            if (!HoldsStored(frame))
-            {
-                return frame.CalculateSize();
-            }
-            return LinkFieldSize(frame) + Field(SizeOf(frame.Response));
+            var slot = sizes.Reserve();
+            return LinkFieldSize(frame) + Field(sizes.Set(slot, SizeOf(frame.Response, sizes)));
         }
 
-        /// <summary>Serialized size of <paramref name="response"/>, its stored deliveries and stored shared messages counted.</summary>
-        public static int SizeOf(ReceiveSessionResponse response)
+        private static int SizeOf(ReceiveSessionResponse response, SizeLog sizes)
         {
             if (!HoldsStored(response))
             {
@@ -105,11 +109,12 @@ namespace Farm.Contracts
             var size = 0;
             foreach (var frame in response.Links)
             {
-                size += Field(SizeOf(frame));
+                var slot = sizes.Reserve();
+                size += Field(sizes.Set(slot, HoldsStored(frame) ? SizeOf(frame, sizes) : frame.CalculateSize()));
             }
             foreach (var shared in response.SharedMessages)
             {
-                size += Field(shared.CalculateSize());
+                size += Field(sizes.Add(shared.CalculateSize()));
             }
             foreach (var stored in response.SharedStoredMessages)
             {
@@ -118,7 +123,7 @@ namespace Farm.Contracts
             return size;
         }
 
-        private static void Write(ReceiveResponse response, IBufferWriter<byte> output)
+        private static void Write(ReceiveResponse response, SizeLog sizes, IBufferWriter<byte> output)
         {
             if (!HoldsStored(response))
             {
@@ -127,39 +132,30 @@ namespace Farm.Contracts
             }
             foreach (var received in response.Messages)
             {
-                WriteTagAndLength(output, MessageFieldTag, SizeOf(received));
-                Write(received, output);
+                WriteTagAndLength(output, MessageFieldTag, sizes.Next());
+                if (StoredField(received) is { } stored)
+                {
+                    WriteTagAndLength(output, MessageFieldTag, stored.Length);
+                    output.Write(stored);
+                }
+                // Message is null: the generated code writes the delivery's other fields, in their order.
+                received.WriteTo(output);
             }
         }
 
-        private static void Write(ReceivedMessage received, IBufferWriter<byte> output)
+        private static void Write(LinkResponse frame, SizeLog sizes, IBufferWriter<byte> output)
         {
-            if (StoredField(received) is { } stored)
-            {
-                WriteTagAndLength(output, MessageFieldTag, stored.Length);
-                output.Write(stored);
-            }
-            // Message is null: the generated code writes the delivery's other fields, in their order.
-            received.WriteTo(output);
-        }
-
-        private static void Write(LinkResponse frame, IBufferWriter<byte> output)
-        {
-            if (!HoldsStored(frame))
-            {
-                frame.WriteTo(output);
-                return;
-            }
+            var responseSize = sizes.Next();
             if (frame.Link != 0)
             {
                 WriteVarint(output, LinkFieldTag);
                 WriteVarint(output, (ulong)frame.Link);
             }
-            WriteTagAndLength(output, ResponseFieldTag, SizeOf(frame.Response));
-            Write(frame.Response, output);
+            WriteTagAndLength(output, ResponseFieldTag, responseSize);
+            Write(frame.Response, sizes, output);
         }
 
-        private static void Write(ReceiveSessionResponse response, IBufferWriter<byte> output)
+        private static void Write(ReceiveSessionResponse response, SizeLog sizes, IBufferWriter<byte> output)
         {
             if (!HoldsStored(response))
             {
@@ -168,12 +164,19 @@ namespace Farm.Contracts
             }
             foreach (var frame in response.Links)
             {
-                WriteTagAndLength(output, MessageFieldTag, SizeOf(frame));
-                Write(frame, output);
+                WriteTagAndLength(output, MessageFieldTag, sizes.Next());
+                if (HoldsStored(frame))
+                {
+                    Write(frame, sizes, output);
+                }
+                else
+                {
+                    frame.WriteTo(output);
+                }
             }
             foreach (var shared in response.SharedMessages)
             {
-                WriteTagAndLength(output, SharedFieldTag, shared.CalculateSize());
+                WriteTagAndLength(output, SharedFieldTag, sizes.Next());
                 shared.WriteTo(output);
             }
             foreach (var stored in response.SharedStoredMessages)
@@ -183,23 +186,61 @@ namespace Farm.Contracts
             }
         }
 
-        private static void Serialize<T>(T response, SerializationContext context, Func<T, int> sizeOf, Action<T, IBufferWriter<byte>> write)
+        private static void Serialize<T>(T response, SerializationContext context, Func<T, SizeLog, int> sizeOf, Action<T, SizeLog, IBufferWriter<byte>> write)
         {
-            context.SetPayloadLength(sizeOf(response));
-            write(response, context.GetBufferWriter());
+            var sizes = SizeLog.Start();
+            context.SetPayloadLength(sizeOf(response, sizes));
+            write(response, sizes, context.GetBufferWriter());
             context.Complete();
         }
 
-        private static byte[] ToBytes<T>(T response, Func<T, int> sizeOf, Action<T, IBufferWriter<byte>> write)
+        private static byte[] ToBytes<T>(T response, Func<T, SizeLog, int> sizeOf, Action<T, SizeLog, IBufferWriter<byte>> write)
         {
-            var size = sizeOf(response);
+            var sizes = SizeLog.Start();
+            var size = sizeOf(response, sizes);
             var output = new ArrayBufferWriter<byte>(Math.Max(size, 1));
-            write(response, output);
+            write(response, sizes, output);
             if (output.WrittenCount != size)
             {
                 throw new InvalidOperationException($"Wrote {output.WrittenCount} bytes of a response sized {size}.");
             }
             return output.WrittenSpan.ToArray();
+        }
+
+        /// <summary>
+        /// The sizes one response's SizeOf logged, read back by its Write. One per thread, reused: a
+        /// response is sized and written on one thread with nothing in between.
+        /// </summary>
+        private sealed class SizeLog
+        {
+            [ThreadStatic]
+            private static SizeLog? _current;
+            private int[] _sizes = new int[64];
+            private int _count;
+            private int _read;
+
+            public static SizeLog Start()
+            {
+                var log = _current ??= new SizeLog();
+                log._count = 0;
+                log._read = 0;
+                return log;
+            }
+
+            public int Reserve()
+            {
+                if (_count == _sizes.Length)
+                {
+                    Array.Resize(ref _sizes, _sizes.Length * 2);
+                }
+                return _count++;
+            }
+
+            public int Set(int slot, int size) => _sizes[slot] = size;
+
+            public int Add(int size) => Set(Reserve(), size);
+
+            public int Next() => _sizes[_read++];
         }
 
         /// <summary>The stored bytes written as field 1: only for a delivery with no parsed message that does not name a shared one.</summary>
