@@ -88,6 +88,7 @@ internal static class GrpcHosting
         });
         // Grpc.AspNetCore's own binder of generated services, replaced by one that can give a method
         // Farm's response marshaller (GeneratedServiceBinding): one binder only, or each method maps twice.
+        // Found by its type's name: a Grpc.AspNetCore that renames it fails here, at startup, not quietly.
         var generatedBinder = services.Single(d => d.ServiceType == typeof(IServiceMethodProvider<>)
             && d.ImplementationType is { Name: "BinderServiceMethodProvider`1" });
         services.Remove(generatedBinder);
