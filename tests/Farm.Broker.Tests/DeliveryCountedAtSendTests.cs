@@ -151,8 +151,8 @@ public sealed class DeliveryCountedAtSendTests
     public async Task AQueueWhoseMessagesGetOneDelivery_NeverCountsAtSend()
     {
         await using var farm = await BrokerHarness.StartAsync();
-        var queue = await farm.CreateQueueAsync("one-delivery", new QueueSettings { MaxDeliveryCount = 1 });
-        using var counted = new CountedAtSend("one-delivery");
+        var queue = await farm.CreateQueueAsync("counted-once-delivery", new QueueSettings { MaxDeliveryCount = 1 });
+        using var counted = new CountedAtSend("counted-once-delivery");
 
         var receive = await WaitingReceiveAsync(queue, 1);
         await queue.SendAsync([BrokerHarness.Text("one", "m-1")]);
