@@ -279,7 +279,9 @@ namespace Farm.Contracts
         {
             foreach (var received in response.Messages)
             {
-                if (received.StoredMessage is not null)
+                // One that names a shared message carries no message field: the response's
+                // shared_messages has it, and SharedMessages.Restore gives it back by its stored bytes.
+                if (received is { StoredMessage: not null, SharedMessage: 0 })
                 {
                     received.Message ??= MessageOf(received);
                     received.StoredMessage = null;
