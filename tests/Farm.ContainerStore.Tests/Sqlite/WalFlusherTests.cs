@@ -71,4 +71,34 @@ public sealed class WalFlusherTests : IDisposable
         await asked.WaitAsync(TimeSpan.FromSeconds(30));
         Assert.Throws<ObjectDisposedException>(() => { _ = flusher.FlushAsync(); });
     }
+
+    /// <summary>
+    /// The data-only flush reports what the kernel refused as an IOException carrying its errno
+    /// (here EBADF, 9: a descriptor nothing has open), instead of returning as if the data were durable.
+    /// </summary>
+    [Fact]
+    public void FlushData_OfADescriptorTheKernelRefuses_FailsWithItsError()
+    {
+        using var notOpen = new Microsoft.Win32.SafeHandles.SafeFileHandle(1_000_000, ownsHandle: false);
+
+        var failure = Assert.ThrowsAny<IOException>(() => WalFlusher.FlushData(notOpen, "not-open-wal"));
+
+        Assert.Contains("not-open-wal", failure.Message, StringComparison.Ordinal);
+        if (OperatingSystem.IsLinux())
+        {
+            Assert.Equal(9, failure.HResult);
+        }
+    }
+
+    [Fact]
+    public void FlushData_OfAWrittenFile_Returns()
+    {
+        var path = _directory.File("data.bin");
+        using var file = File.OpenHandle(path, FileMode.Create, FileAccess.ReadWrite);
+        RandomAccess.Write(file, new byte[4096], 0);
+
+        WalFlusher.FlushData(file, path);
+
+        Assert.Equal(4096, RandomAccess.GetLength(file));
+    }
 }
