@@ -1,3 +1,4 @@
+using System.Globalization;
 using Farm.Broker.Entities;
 using Farm.Contracts.V1;
 using Google.Protobuf;
@@ -187,6 +188,58 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         Assert.Equal((NameOf(more[0], more[0]), false), (calls[4].Name, calls[4].Repeat));
 
         SendName NameOf(long first, long last) => new($"farm.forward/{work.Id}/dead-letter/{last}", first);
+    }
+
+    /// <summary>
+    /// A send whose answer was lost goes again exactly as it went, under its name, even when more
+    /// messages came meanwhile: taken together they would make one batch of another name, and a
+    /// target that had stored the first try would store those messages twice.
+    /// </summary>
+    [Fact]
+    public async Task ASendWhoseAnswerWasLost_GoesAgainAsItWent_NotJoinedWithMessagesThatCameSince()
+    {
+        await _farm.CreateQueueAsync("errors");
+        var work = await _farm.CreateQueueAsync("work", new QueueSettings { ForwardDeadLetteredMessagesTo = "errors" });
+        var calls = new List<(long[] Ids, SendName Name, bool Repeat)>();
+        var firstAnswer = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
+        work.Forward = async (_, messages, _, name, repeat, _) =>
+        {
+            int call;
+            lock (calls)
+            {
+                calls.Add(([.. messages.Select(m => long.Parse(m.MessageId, CultureInfo.InvariantCulture))], name, repeat));
+                call = calls.Count;
+            }
+            if (call == 1)
+            {
+                // The target stores it, and its answer never comes back.
+                await firstAnswer.Task;
+                throw new IOException("the connection to the target's node broke before its answer");
+            }
+        };
+        var early = await DeadLetterAsync(work, 0, 1);
+        await _farm.SweepUntilAsync(() => { lock (calls) { return calls.Count == 1; } }, "the first send under way");
+        var late = await DeadLetterAsync(work, 2, 3);
+        firstAnswer.SetResult();
+
+        await _farm.SweepUntilAsync(() => work.Peek(true, 0, 10).Count == 0, "every dead letter forwarded");
+
+        // Before, the second try took all four as one send, named by 3: a target that stored the first try stored 0 and 1 twice.
+        Assert.Equal([[0, 1], [0, 1], [2, 3]], calls.Select(c => c.Ids));
+        Assert.Equal(new SendName($"farm.forward/{work.Id}/dead-letter/{early[1]}", early[0]), calls[0].Name);
+        Assert.Equal(calls[0].Name, calls[1].Name);
+        Assert.True(calls[1].Repeat);
+        Assert.Equal(new SendName($"farm.forward/{work.Id}/dead-letter/{late[1]}", late[0]), calls[2].Name);
+    }
+
+    /// <summary>Sends messages with these ids to the queue and dead-letters them; their sequence numbers.</summary>
+    private static async Task<long[]> DeadLetterAsync(QueueEntity queue, params int[] ids)
+    {
+        var sequences = await queue.SendAsync([.. ids.Select(i => Text($"m{i}", messageId: i.ToString(CultureInfo.InvariantCulture)))]);
+        var locked = await queue.ReceiveAsync(false, ReceiveMode.PeekLock, ids.Length, TimeSpan.Zero, default);
+        Assert.Equal(ids.Length, locked.Count);
+        await queue.SettleAsync(false, [.. locked.Select(m => new Settlement { LockToken = m.LockToken, Disposition = Disposition.DeadLetter })]);
+        return sequences;
     }
     /// <summary>
     /// A dead letter whose forwarded copy is too large for the target (the reason properties it

@@ -21,6 +21,16 @@ internal sealed partial class QueueEntity
     /// </summary>
     private bool _forwardMayRepeat = true;
 
+    /// <summary>
+    /// The sends of the last forwarding run whose messages may be back here after the target stored
+    /// them (the run failed: an answer lost, or the delete after it), by first and last sequence
+    /// number. The next run sends each of them again exactly as it was, under the same name, so the
+    /// target answers it as a repeat however many messages came in between (taken together they
+    /// would make a batch of another name, and the target would store the first ones twice). Read
+    /// and written by the one forwarding run at a time; a new owner starts without them.
+    /// </summary>
+    private IReadOnlyList<(long First, long Last)> _forwardInDoubt = [];
+
     /// <summary>Sends forwarded batches to their target, here or on another node; set by the container host.</summary>
     public ForwardSend? Forward { get; set; }
 
@@ -130,12 +140,15 @@ internal sealed partial class QueueEntity
         var done = 0;
         var stored = new List<StoredMessage>();
         var refused = new List<(StoredMessage Message, string Why)>();
+        // Every send this run tried, for _forwardInDoubt should the run fail.
+        var tried = new List<(long First, long Last)>();
         try
         {
-            foreach (var batch in ForwardBatches(taken, fromDeadLetter))
+            foreach (var batch in ForwardBatches(taken, fromDeadLetter, _forwardInDoubt))
             {
                 try
                 {
+                    tried.Add((taken[batch.First].SequenceNumber, batch.LastInName));
                     await Forward!(targetName, batch.Copies, batch.DeadLetterSource, batch.Name, repeat, CancellationToken.None).ConfigureAwait(false);
                     stored.AddRange(taken.GetRange(batch.First, batch.Copies.Count));
                     done += batch.Copies.Count;
@@ -160,6 +173,7 @@ internal sealed partial class QueueEntity
                         }
                         try
                         {
+                            tried.Add((message.SequenceNumber, message.SequenceNumber));
                             await Forward!(targetName, [batch.Copies[i]], batch.DeadLetterSource, SendNameOf(message, message, fromDeadLetter), repeat, CancellationToken.None).ConfigureAwait(false);
                             stored.Add(message);
                         }
@@ -177,6 +191,7 @@ internal sealed partial class QueueEntity
         catch (Exception)
         {
             _forwardMayRepeat = true;
+            _forwardInDoubt = tried;
             taken.GetRange(done, taken.Count - done).ForEach(Unsettle);
             KeepRefused(refused, targetName, fromDeadLetter);
             if (stored.Count > 0)
@@ -187,10 +202,21 @@ internal sealed partial class QueueEntity
             throw;
         }
         _forwardMayRepeat = false;
+        _forwardInDoubt = [];
         KeepRefused(refused, targetName, fromDeadLetter);
         if (stored.Count > 0)
         {
-            await DeleteTakenAsync(sub, stored).ConfigureAwait(false);
+            try
+            {
+                await DeleteTakenAsync(sub, stored).ConfigureAwait(false);
+            }
+            catch (Exception)
+            {
+                // Stored by the target and back here: the next run sends them as they went.
+                _forwardMayRepeat = true;
+                _forwardInDoubt = tried;
+                throw;
+            }
         }
         return done > 0;
     }
@@ -273,15 +299,20 @@ internal sealed partial class QueueEntity
     /// <paramref name="last"/> goes under: a try of the same messages again is the same send.
     /// </summary>
     private SendName SendNameOf(StoredMessage first, StoredMessage last, bool fromDeadLetter) =>
-        new($"farm.forward/{Id}/{(fromDeadLetter ? "dead-letter" : "main")}/{last.SequenceNumber}", first.SequenceNumber);
+        SendNameOf(first.SequenceNumber, last.SequenceNumber, fromDeadLetter);
+
+    private SendName SendNameOf(long first, long last, bool fromDeadLetter) =>
+        new($"farm.forward/{Id}/{(fromDeadLetter ? "dead-letter" : "main")}/{last}", first);
 
     /// <summary>
     /// The sends one forwarding run makes, in sequence order: a run of messages with the same
     /// dead-letter source (dead letters carry the entity they were dead-lettered in; others keep
     /// what they carry), no bigger than a send may be, named by this entity and the first and last
-    /// sequence numbers it holds.
+    /// sequence numbers it holds. A send that starts where one of <paramref name="inDoubt"/> started
+    /// ends where that one ended, so it goes under the same name.
     /// </summary>
-    private IEnumerable<(int First, List<Message> Copies, string? DeadLetterSource, SendName Name)> ForwardBatches(List<StoredMessage> taken, bool fromDeadLetter)
+    private IEnumerable<(int First, List<Message> Copies, string? DeadLetterSource, SendName Name, long LastInName)> ForwardBatches(
+        List<StoredMessage> taken, bool fromDeadLetter, IReadOnlyList<(long First, long Last)> inDoubt)
     {
         // Room for the request's own fields (entity, producer id, dead-letter source) under the batch limit.
         var maxBytes = _options.MaxBatchSizeBytes - 4096;
@@ -293,9 +324,13 @@ internal sealed partial class QueueEntity
             var source = i < taken.Count ? SourceOf(taken[i]) : null;
             var copy = i < taken.Count ? ForwardCopy(taken[i], fromDeadLetter) : null;
             var size = copy is null ? 0 : copy.CalculateSize() + 8;
-            if (copies.Count > 0 && (copy is null || !string.Equals(source, SourceOf(taken[first]), StringComparison.Ordinal) || bytes + size > maxBytes))
+            var endsAt = copies.Count > 0 ? InDoubtEnd(taken[first].SequenceNumber) : null;
+            if (copies.Count > 0 && (copy is null || !string.Equals(source, SourceOf(taken[first]), StringComparison.Ordinal) || bytes + size > maxBytes
+                || taken[i].SequenceNumber > endsAt))
             {
-                yield return (first, copies, SourceOf(taken[first]), SendNameOf(taken[first], taken[first + copies.Count - 1], fromDeadLetter));
+                // A send tried before keeps its name even if its last message has gone since (expired, deleted).
+                var last = endsAt ?? taken[first + copies.Count - 1].SequenceNumber;
+                yield return (first, copies, SourceOf(taken[first]), SendNameOf(taken[first].SequenceNumber, last, fromDeadLetter), last);
                 copies = [];
                 bytes = 0;
                 first = i;
@@ -308,6 +343,20 @@ internal sealed partial class QueueEntity
         }
 
         string? SourceOf(StoredMessage message) => fromDeadLetter ? Name : message.DeadLetterSource;
+
+        // The last send tried from there: a batch refused whole, then its first message alone, went under the latter's name.
+        long? InDoubtEnd(long batchFirst)
+        {
+            long? end = null;
+            foreach (var (doubtFirst, doubtLast) in inDoubt)
+            {
+                if (doubtFirst == batchFirst)
+                {
+                    end = doubtLast;
+                }
+            }
+            return end;
+        }
     }
 
     /// <summary>
