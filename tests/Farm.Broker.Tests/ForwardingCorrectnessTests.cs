@@ -1,4 +1,6 @@
 using System.Globalization;
+using Farm.Testing;
+using Microsoft.Extensions.Logging;
 using Farm.Broker.Entities;
 using Farm.Contracts.V1;
 using Google.Protobuf;
@@ -230,6 +232,53 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         Assert.Equal(calls[0].Name, calls[1].Name);
         Assert.True(calls[1].Repeat);
         Assert.Equal(new SendName($"farm.forward/{work.Id}/dead-letter/{late[1]}", late[0]), calls[2].Name);
+    }
+
+    /// <summary>
+    /// A target that keeps failing shows in the node's log: once the third run in a row failed, then
+    /// once a minute while it lasts (not a line for every try, one a second), and once it works again.
+    /// Before, nothing was logged at all, and the messages only piled up in the source.
+    /// </summary>
+    [Fact]
+    public async Task ForwardingThatKeepsFailing_IsLoggedOnceAMinute_AndWhenItWorksAgain()
+    {
+        await _farm.CreateQueueAsync("errors");
+        var work = await _farm.CreateQueueAsync("work", new QueueSettings { ForwardDeadLetteredMessagesTo = "errors" });
+        var log = new Microsoft.Extensions.Logging.Testing.FakeLogger();
+        work.ForwardLog = log;
+        var failing = 1;
+        var tries = 0;
+        work.Forward = (_, _, _, _, _, _) =>
+        {
+            Interlocked.Increment(ref tries);
+            return Volatile.Read(ref failing) == 1 ? Task.FromException(new IOException("no route to the target's node")) : Task.CompletedTask;
+        };
+        var warnedAt = new List<DateTimeOffset>();
+        bool Warned(int count)
+        {
+            var warnings = log.Collector.GetSnapshot().Count(r => r.Level == LogLevel.Warning);
+            while (warnedAt.Count < warnings)
+            {
+                warnedAt.Add(_farm.Time.GetUtcNow());
+            }
+            return warnings >= count;
+        }
+        await DeadLetterAsync(work, 0);
+
+        await _farm.SweepUntilAsync(() => Warned(1), "the first report");
+        Assert.True(Volatile.Read(ref tries) >= QueueEntity.ForwardFailuresBeforeReport, $"reported after {tries} tries");
+        var first = log.Collector.GetSnapshot().Single(r => r.Level == LogLevel.Warning);
+        Assert.Contains("'work/$DeadLetterQueue' to 'errors'", first.Message, StringComparison.Ordinal);
+        Assert.Contains("no route to the target's node", first.Message, StringComparison.Ordinal);
+        await _farm.SweepUntilAsync(() => Warned(2), "the report a minute later", maxSweeps: 400);
+        Assert.True(warnedAt[1] - warnedAt[0] >= QueueEntity.ForwardFailureReportInterval, $"reported again after {warnedAt[1] - warnedAt[0]}");
+        Assert.True(Volatile.Read(ref tries) > 40, $"{tries} tries in over a minute");
+
+        Volatile.Write(ref failing, 0);
+        await _farm.SweepUntilAsync(() => work.Peek(true, 0, 10).Count == 0, "forwarded once the target answers");
+        await Eventually.UntilAsync(() => log.Collector.GetSnapshot().Any(r => r.Level == LogLevel.Information && r.Message.Contains("works again", StringComparison.Ordinal)),
+            TimeSpan.FromSeconds(30), "the report that it works again");
+        Assert.Equal(2, log.Collector.GetSnapshot().Count(r => r.Level == LogLevel.Warning));
     }
 
     /// <summary>Sends messages with these ids to the queue and dead-letters them; their sequence numbers.</summary>

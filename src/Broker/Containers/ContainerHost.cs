@@ -388,7 +388,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
             return loaded;
         }
         var settings = QueueSettings.FromJson(record.PropertiesJson);
-        var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options, _options.MessageCacheSizePerEntity, _messageCache) { Forward = _forward };
+        var entity = new QueueEntity(record.Id, record.Name, settings, Commits, _time, _options, _options.MessageCacheSizePerEntity, _messageCache) { Forward = _forward, ForwardLog = _logger };
         try
         {
             entity.Load(load);
@@ -608,6 +608,7 @@ internal sealed partial class ContainerHost : IAsyncDisposable
         var queue = new QueueEntity(record.Id, record.Name, settings.ToQueueSettings(), Commits, _time, _options, _options.MessageCacheSizePerEntity, _messageCache)
         {
             Forward = _forward,
+            ForwardLog = _logger,
             CopiesOf = topicId,
         };
         EntityNames.TrySplitSubscriptionPath(record.Name, out _, out var shortName);

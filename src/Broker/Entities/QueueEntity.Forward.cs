@@ -1,6 +1,7 @@
 using Farm.ContainerStore.Containers;
 using Farm.Contracts;
 using Farm.Contracts.V1;
+using Microsoft.Extensions.Logging;
 
 namespace Farm.Broker.Entities;
 
@@ -33,6 +34,23 @@ internal sealed partial class QueueEntity
 
     /// <summary>Sends forwarded batches to their target, here or on another node; set by the container host.</summary>
     public ForwardSend? Forward { get; set; }
+
+    /// <summary>Where forwarding that keeps failing is reported (the node's log); set by the container host.</summary>
+    public ILogger? ForwardLog { get; set; }
+
+    /// <summary>
+    /// Failed runs in a row before forwarding is reported as failing: one or two are a target
+    /// between owners or a connection that broke, and the next run gets through.
+    /// </summary>
+    internal const int ForwardFailuresBeforeReport = 3;
+
+    /// <summary>While forwarding keeps failing, it is reported again this often (a run is tried every second).</summary>
+    internal static readonly TimeSpan ForwardFailureReportInterval = TimeSpan.FromMinutes(1);
+
+    // Forwarding runs failed in a row, and when they were last reported (node clock, Unix ms; 0: not
+    // yet). Used by the one forwarding run at a time.
+    private int _forwardFailuresInARow;
+    private long _forwardFailureReportedAtMs;
 
     /// <summary>
     /// How long forwarding rests after a run failed (a target deleted, or refusing): without it a
@@ -76,9 +94,14 @@ internal sealed partial class QueueEntity
             try
             {
                 forwardedSome = await ForwardAsync(targetName, fromDeadLetter).ConfigureAwait(false);
+                if (_forwardFailuresInARow > 0)
+                {
+                    ReportForwardWorksAgain(targetName, fromDeadLetter);
+                }
             }
-            catch (Exception)
+            catch (Exception e)
             {
+                ReportForwardFailed(targetName, fromDeadLetter, e);
                 // What was not stored went back to its sub-queue; a sweep after the rest tries again.
                 var restsUntil = NowMs + ForwardRetryDelayMs;
                 Volatile.Write(ref _forwardRestsUntilMs, restsUntil);
@@ -88,12 +111,50 @@ internal sealed partial class QueueEntity
             {
                 Volatile.Write(ref _forwarding, 0);
             }
+
             if (forwardedSome)
             {
                 // More may have come meanwhile (the sends that arrived saw this run going).
                 StartForwarding();
             }
         });
+
+    /// <summary>
+    /// Counts a failed run; reports the streak once it is <see cref="ForwardFailuresBeforeReport"/>
+    /// runs long, then every <see cref="ForwardFailureReportInterval"/> while it lasts, so a target
+    /// deleted or unreachable for good shows in the log without a line a second.
+    /// </summary>
+    private void ReportForwardFailed(string targetName, bool fromDeadLetter, Exception e)
+    {
+        var failures = ++_forwardFailuresInARow;
+        var now = NowMs;
+        if (ForwardLog is not { } log || failures < ForwardFailuresBeforeReport
+            || (_forwardFailureReportedAtMs > 0 && now - _forwardFailureReportedAtMs < (long)ForwardFailureReportInterval.TotalMilliseconds))
+        {
+            return;
+        }
+        _forwardFailureReportedAtMs = now;
+        var error = e is Grpc.Core.RpcException rpc ? $"{rpc.StatusCode}: {rpc.Status.Detail}" : e.Message;
+        LogForwardingFails(log, ForwardSourceName(fromDeadLetter), targetName, failures, error);
+    }
+
+    private void ReportForwardWorksAgain(string targetName, bool fromDeadLetter)
+    {
+        if (ForwardLog is { } log && _forwardFailureReportedAtMs > 0)
+        {
+            LogForwardingWorksAgain(log, ForwardSourceName(fromDeadLetter), targetName, _forwardFailuresInARow);
+        }
+        _forwardFailuresInARow = 0;
+        _forwardFailureReportedAtMs = 0;
+    }
+
+    private string ForwardSourceName(bool fromDeadLetter) => fromDeadLetter ? $"{Name}/$DeadLetterQueue" : Name;
+
+    [LoggerMessage(Level = LogLevel.Warning, Message = "Forwarding from '{Source}' to '{Target}' has failed {Failures} times in a row; its messages stay there and are tried again every second. Last error: {Error}")]
+    private static partial void LogForwardingFails(ILogger logger, string source, string target, int failures, string error);
+
+    [LoggerMessage(Level = LogLevel.Information, Message = "Forwarding from '{Source}' to '{Target}' works again, after {Failures} failed tries")]
+    private static partial void LogForwardingWorksAgain(ILogger logger, string source, string target, int failures);
 
     public const string MaxTransferHopCountExceeded = "MaxTransferHopCountExceeded";
 
