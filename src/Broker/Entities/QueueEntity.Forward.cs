@@ -24,13 +24,14 @@ internal sealed partial class QueueEntity
 
     /// <summary>
     /// The sends of the last forwarding run whose messages may be back here after the target stored
-    /// them (the run failed: an answer lost, or the delete after it), by first and last sequence
-    /// number. The next run sends each of them again exactly as it was, under the same name, so the
-    /// target answers it as a repeat however many messages came in between (taken together they
-    /// would make a batch of another name, and the target would store the first ones twice). Read
-    /// and written by the one forwarding run at a time; a new owner starts without them.
+    /// them (the run failed: an answer lost, or the delete after it), each as the sequence numbers
+    /// it carried. The next run sends each of them first and again exactly as it was, so under the
+    /// same name, and the target answers it as a repeat however many messages came in between
+    /// (taken together with those they would make a send of another name, and the target would
+    /// store the first ones twice). Read and written by the one forwarding run at a time; a new
+    /// owner starts without them.
     /// </summary>
-    private IReadOnlyList<(long First, long Last)> _forwardInDoubt = [];
+    private IReadOnlyList<long[]> _forwardInDoubt = [];
 
     /// <summary>Sends forwarded batches to their target, here or on another node; set by the container host.</summary>
     public ForwardSend? Forward { get; set; }
@@ -196,20 +197,21 @@ internal sealed partial class QueueEntity
         {
             return false;
         }
+        var inDoubtBlocks = InDoubtFirst(ref taken, _forwardInDoubt);
         var repeat = _forwardMayRepeat;
         // taken[..done] were stored by the target, or refused for their size; the rest were not tried yet.
         var done = 0;
         var stored = new List<StoredMessage>();
         var refused = new List<(StoredMessage Message, string Why)>();
         // Every send this run tried, for _forwardInDoubt should the run fail.
-        var tried = new List<(long First, long Last)>();
+        var tried = new List<long[]>();
         try
         {
-            foreach (var batch in ForwardBatches(taken, fromDeadLetter, _forwardInDoubt))
+            foreach (var batch in ForwardBatches(taken, fromDeadLetter, inDoubtBlocks))
             {
                 try
                 {
-                    tried.Add((taken[batch.First].SequenceNumber, batch.LastInName));
+                    tried.Add(batch.Sequences);
                     await Forward!(targetName, batch.Copies, batch.DeadLetterSource, batch.Name, repeat, CancellationToken.None).ConfigureAwait(false);
                     stored.AddRange(taken.GetRange(batch.First, batch.Copies.Count));
                     done += batch.Copies.Count;
@@ -234,8 +236,8 @@ internal sealed partial class QueueEntity
                         }
                         try
                         {
-                            tried.Add((message.SequenceNumber, message.SequenceNumber));
-                            await Forward!(targetName, [batch.Copies[i]], batch.DeadLetterSource, SendNameOf(message, message, fromDeadLetter), repeat, CancellationToken.None).ConfigureAwait(false);
+                            tried.Add([message.SequenceNumber]);
+                            await Forward!(targetName, [batch.Copies[i]], batch.DeadLetterSource, ForwardSendName(Id, fromDeadLetter, [message.SequenceNumber]), repeat, CancellationToken.None).ConfigureAwait(false);
                             stored.Add(message);
                         }
                         catch (Exception single) when (IsRefused(single, fromDeadLetter))
@@ -356,24 +358,70 @@ internal sealed partial class QueueEntity
     }
 
     /// <summary>
-    /// The name a forwarded send of the messages from <paramref name="first"/> to
-    /// <paramref name="last"/> goes under: a try of the same messages again is the same send.
+    /// The name a forwarded send of the messages with these sequence numbers (in the order sent)
+    /// goes under: this entity, main or dead-letter, the last sequence number and a hash of them
+    /// all, with the first as its send id. A try of the same messages again is the same send; a
+    /// send of other messages is another, even between the same first and last (a message that
+    /// became available in between since, or that has gone): named alike, the target would answer
+    /// it from the earlier send, and a message that send did not carry would be deleted here
+    /// without being stored there.
     /// </summary>
-    private SendName SendNameOf(StoredMessage first, StoredMessage last, bool fromDeadLetter) =>
-        SendNameOf(first.SequenceNumber, last.SequenceNumber, fromDeadLetter);
-
-    private SendName SendNameOf(long first, long last, bool fromDeadLetter) =>
-        new($"farm.forward/{Id}/{(fromDeadLetter ? "dead-letter" : "main")}/{last}", first);
+    internal static SendName ForwardSendName(long entityId, bool fromDeadLetter, IReadOnlyList<long> sequences)
+    {
+        // FNV-1a, 64 bits, over the sequence numbers' bytes: stable across processes and versions.
+        var hash = 14695981039346656037UL;
+        foreach (var sequence in sequences)
+        {
+            for (var shift = 0; shift < 64; shift += 8)
+            {
+                hash = (hash ^ (byte)((ulong)sequence >> shift)) * 1099511628211UL;
+            }
+        }
+        return new SendName(
+            string.Create(System.Globalization.CultureInfo.InvariantCulture, $"farm.forward/{entityId}/{(fromDeadLetter ? "dead-letter" : "main")}/{sequences[^1]}/{hash:x16}"),
+            sequences[0]);
+    }
 
     /// <summary>
-    /// The sends one forwarding run makes, in sequence order: a run of messages with the same
-    /// dead-letter source (dead letters carry the entity they were dead-lettered in; others keep
-    /// what they carry), no bigger than a send may be, named by this entity and the first and last
-    /// sequence numbers it holds. A send that starts where one of <paramref name="inDoubt"/> started
-    /// ends where that one ended, so it goes under the same name.
+    /// Puts the messages of each send in doubt (see <see cref="_forwardInDoubt"/>) that are still
+    /// here first, in the order they went, then the rest in sequence order; returns each of those
+    /// messages' block (its send), so <see cref="ForwardBatches"/> sends each block on its own.
     /// </summary>
-    private IEnumerable<(int First, List<Message> Copies, string? DeadLetterSource, SendName Name, long LastInName)> ForwardBatches(
-        List<StoredMessage> taken, bool fromDeadLetter, IReadOnlyList<(long First, long Last)> inDoubt)
+    private static Dictionary<long, int>? InDoubtFirst(ref List<StoredMessage> taken, IReadOnlyList<long[]> inDoubt)
+    {
+        if (inDoubt.Count == 0)
+        {
+            return null;
+        }
+        var rest = taken.ToDictionary(m => m.SequenceNumber);
+        var ordered = new List<StoredMessage>(taken.Count);
+        var blocks = new Dictionary<long, int>();
+        for (var block = 0; block < inDoubt.Count; block++)
+        {
+            // A sequence number in two sends (a batch refused whole, then its messages one by one) goes with the first.
+            foreach (var sequence in inDoubt[block])
+            {
+                if (rest.Remove(sequence, out var message))
+                {
+                    ordered.Add(message);
+                    blocks[sequence] = block;
+                }
+            }
+        }
+        ordered.AddRange(taken.Where(m => rest.ContainsKey(m.SequenceNumber)));
+        taken = ordered;
+        return blocks;
+    }
+
+    /// <summary>
+    /// The sends one forwarding run makes, in the order of <paramref name="taken"/>: a run of
+    /// messages with the same dead-letter source (dead letters carry the entity they were
+    /// dead-lettered in; others keep what they carry), no bigger than a send may be, named by their
+    /// sequence numbers (<see cref="ForwardSendName"/>). A block of a send in doubt
+    /// (<paramref name="blocks"/>) is a send of its own.
+    /// </summary>
+    private IEnumerable<(int First, List<Message> Copies, string? DeadLetterSource, SendName Name, long[] Sequences)> ForwardBatches(
+        List<StoredMessage> taken, bool fromDeadLetter, Dictionary<long, int>? blocks)
     {
         // Room for the request's own fields (entity, producer id, dead-letter source) under the batch limit.
         var maxBytes = _options.MaxBatchSizeBytes - 4096;
@@ -385,13 +433,11 @@ internal sealed partial class QueueEntity
             var source = i < taken.Count ? SourceOf(taken[i]) : null;
             var copy = i < taken.Count ? ForwardCopy(taken[i], fromDeadLetter) : null;
             var size = copy is null ? 0 : copy.CalculateSize() + 8;
-            var endsAt = copies.Count > 0 ? InDoubtEnd(taken[first].SequenceNumber) : null;
             if (copies.Count > 0 && (copy is null || !string.Equals(source, SourceOf(taken[first]), StringComparison.Ordinal) || bytes + size > maxBytes
-                || taken[i].SequenceNumber > endsAt))
+                || BlockOf(taken[i]) != BlockOf(taken[first])))
             {
-                // A send tried before keeps its name even if its last message has gone since (expired, deleted).
-                var last = endsAt ?? taken[first + copies.Count - 1].SequenceNumber;
-                yield return (first, copies, SourceOf(taken[first]), SendNameOf(taken[first].SequenceNumber, last, fromDeadLetter), last);
+                long[] sequences = [.. taken.GetRange(first, copies.Count).Select(m => m.SequenceNumber)];
+                yield return (first, copies, SourceOf(taken[first]), ForwardSendName(Id, fromDeadLetter, sequences), sequences);
                 copies = [];
                 bytes = 0;
                 first = i;
@@ -405,19 +451,7 @@ internal sealed partial class QueueEntity
 
         string? SourceOf(StoredMessage message) => fromDeadLetter ? Name : message.DeadLetterSource;
 
-        // The last send tried from there: a batch refused whole, then its first message alone, went under the latter's name.
-        long? InDoubtEnd(long batchFirst)
-        {
-            long? end = null;
-            foreach (var (doubtFirst, doubtLast) in inDoubt)
-            {
-                if (doubtFirst == batchFirst)
-                {
-                    end = doubtLast;
-                }
-            }
-            return end;
-        }
+        int? BlockOf(StoredMessage message) => blocks is not null && blocks.TryGetValue(message.SequenceNumber, out var block) ? block : null;
     }
 
     /// <summary>
