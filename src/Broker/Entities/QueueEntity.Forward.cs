@@ -28,10 +28,16 @@ internal sealed partial class QueueEntity
     /// it carried. The next run sends each of them first and again exactly as it was, so under the
     /// same name, and the target answers it as a repeat however many messages came in between
     /// (taken together with those they would make a send of another name, and the target would
-    /// store the first ones twice). Read and written by the one forwarding run at a time; a new
-    /// owner starts without them.
+    /// store the first ones twice). Kept apart for the queue's own messages and its dead letters,
+    /// which forward to different targets in runs of their own. Read and written by the one
+    /// forwarding run at a time; a new owner starts without them.
     /// </summary>
-    private IReadOnlyList<long[]> _forwardInDoubt = [];
+    private IReadOnlyList<long[]> _mainInDoubt = [];
+
+    /// <summary>As <see cref="_mainInDoubt"/>, for the dead letters' forwarding.</summary>
+    private IReadOnlyList<long[]> _deadLetterInDoubt = [];
+
+    private ref IReadOnlyList<long[]> InDoubt(bool fromDeadLetter) => ref fromDeadLetter ? ref _deadLetterInDoubt : ref _mainInDoubt;
 
     /// <summary>Sends forwarded batches to their target, here or on another node; set by the container host.</summary>
     public ForwardSend? Forward { get; set; }
@@ -197,13 +203,13 @@ internal sealed partial class QueueEntity
         {
             return false;
         }
-        var inDoubtBlocks = InDoubtFirst(ref taken, _forwardInDoubt);
+        var inDoubtBlocks = InDoubtFirst(ref taken, InDoubt(fromDeadLetter));
         var repeat = _forwardMayRepeat;
         // taken[..done] were stored by the target, or refused for their size; the rest were not tried yet.
         var done = 0;
         var stored = new List<StoredMessage>();
         var refused = new List<(StoredMessage Message, string Why)>();
-        // Every send this run tried, for _forwardInDoubt should the run fail.
+        // Every send this run tried, in doubt should the run fail.
         var tried = new List<long[]>();
         try
         {
@@ -254,7 +260,7 @@ internal sealed partial class QueueEntity
         catch (Exception)
         {
             _forwardMayRepeat = true;
-            _forwardInDoubt = tried;
+            InDoubt(fromDeadLetter) = tried;
             taken.GetRange(done, taken.Count - done).ForEach(Unsettle);
             KeepRefused(refused, targetName, fromDeadLetter);
             if (stored.Count > 0)
@@ -265,7 +271,7 @@ internal sealed partial class QueueEntity
             throw;
         }
         _forwardMayRepeat = false;
-        _forwardInDoubt = [];
+        InDoubt(fromDeadLetter) = [];
         KeepRefused(refused, targetName, fromDeadLetter);
         if (stored.Count > 0)
         {
@@ -277,7 +283,7 @@ internal sealed partial class QueueEntity
             {
                 // Stored by the target and back here: the next run sends them as they went.
                 _forwardMayRepeat = true;
-                _forwardInDoubt = tried;
+                InDoubt(fromDeadLetter) = tried;
                 throw;
             }
         }
@@ -383,7 +389,7 @@ internal sealed partial class QueueEntity
     }
 
     /// <summary>
-    /// Puts the messages of each send in doubt (see <see cref="_forwardInDoubt"/>) that are still
+    /// Puts the messages of each send in doubt (see <see cref="_mainInDoubt"/>) that are still
     /// here first, in the order they went, then the rest in sequence order; returns each of those
     /// messages' block (its send), so <see cref="ForwardBatches"/> sends each block on its own.
     /// </summary>
