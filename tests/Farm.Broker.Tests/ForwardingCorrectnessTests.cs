@@ -153,7 +153,7 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         var work = await _farm.CreateQueueAsync("work", new QueueSettings { ForwardDeadLetteredMessagesTo = "errors" });
         var calls = new List<(long[] Ids, SendName Name, bool Repeat, string? Source, DateTimeOffset At)>();
         var failures = 0;
-        work.Forward = (target, messages, source, name, repeat, _) =>
+        work.Forward = (target, messages, source, name, _, repeat, _) =>
         {
             Assert.Equal("errors", target);
             lock (calls)
@@ -204,7 +204,7 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         var work = await _farm.CreateQueueAsync("work", new QueueSettings { ForwardDeadLetteredMessagesTo = "errors" });
         var calls = new List<(long[] Ids, SendName Name, bool Repeat)>();
         var firstAnswer = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
-        work.Forward = async (_, messages, _, name, repeat, _) =>
+        work.Forward = async (_, messages, _, name, _, repeat, _) =>
         {
             int call;
             lock (calls)
@@ -251,7 +251,7 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         var names = new HashSet<SendName>();
         var calls = 0;
         var firstAnswer = new TaskCompletionSource(TaskCreationOptions.RunContinuationsAsynchronously);
-        work.Forward = async (_, messages, _, name, _, _) =>
+        work.Forward = async (_, messages, _, name, _, _, _) =>
         {
             int call;
             lock (stored)
@@ -286,6 +286,101 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
     }
 
     /// <summary>
+    /// The next owner of a source (a load; here a restart) does not know how its predecessor cut
+    /// the batch whose answer it never saw, and sends what is there now: that batch and a message
+    /// that came since, as one send of another name. The target recorded each message it stored
+    /// under the source and its sequence number there, so it stores only the newcomer. Before, it
+    /// stored the first three twice (a forward to an entity on the same node was not named at all).
+    /// </summary>
+    [Fact]
+    public async Task AfterALoad_ABatchCutOtherwise_IsStoredOnlyForTheMessagesTheTargetHasNot()
+    {
+        await _farm.CreateQueueAsync("archive");
+        var orders = await _farm.CreateQueueAsync("orders", new QueueSettings { ForwardTo = "archive" });
+        var forward = orders.Forward!;
+        var calls = 0;
+        orders.Forward = async (target, messages, source, name, origin, repeat, cancellationToken) =>
+        {
+            if (Interlocked.Increment(ref calls) == 1)
+            {
+                // Stored at the target; the answer is lost, as when the owner dies right after.
+                await forward(target, messages, source, name, origin, repeat, cancellationToken);
+            }
+            throw new IOException("the owner died before the answer");
+        };
+        await orders.SendAsync([Text("1", messageId: "1"), Text("2", messageId: "2"), Text("3", messageId: "3")]);
+        var archive = await _farm.QueueAsync("archive");
+        await _farm.SweepUntilAsync(() => archive.Peek(false, 0, 10).Count == 3, "the first batch stored at the target");
+        await orders.SendAsync([Text("4", messageId: "4")]);
+
+        await _farm.RestartAsync();
+        var source = await _farm.QueueAsync("orders");
+        archive = await _farm.QueueAsync("archive");
+        // Deleted from the source once the target answered (a peek leaves out what is being forwarded).
+        await _farm.SweepUntilAsync(() => source.GetCounts().Total == 0, "everything forwarded by the next owner");
+
+        Assert.Equal(["1", "2", "3", "4"], archive.Peek(false, 0, 10).Select(m => m.Message.MessageId));
+    }
+
+    /// <summary>
+    /// What a target on another node gets (a forwarded send, as BrokerNode.ForwardAsync makes it):
+    /// a repeat leaves out the messages recorded under their origin, whatever batch carried them,
+    /// and answers them from their records; a repeat of nothing new stores nothing. A topic as
+    /// target keeps the same records. A send not marked as a repeat pays for no lookup.
+    /// </summary>
+    [Fact]
+    public async Task AForwardedRepeat_StoresOnlyWhatHasNoRecordUnderItsOrigin_AndAnswersTheRestFromTheirRecords()
+    {
+        var archive = await _farm.CreateQueueAsync("archive");
+        await _farm.CreateTopicAsync("events");
+        var all = await _farm.CreateSubscriptionAsync("events", "all");
+        // Each target its own source (a source forwards to one target).
+        SendRequest Forwarded(string entity, bool repeat, string batch, params long[] sequences) => new()
+        {
+            Entity = entity,
+            Forwarded = true,
+            Repeat = repeat,
+            ProducerId = $"farm.forward/{entity}/main/{sequences[^1]}/{batch}",
+            SendId = sequences[0],
+            ForwardSource = $"farm.forward/{entity}/main",
+            ForwardSequences = { sequences },
+            Messages = { sequences.Select(s => Text($"m{s}", messageId: $"m{s}")) },
+        };
+
+        // What the subscription got so far (a subscription that follows its topic is read by receiving).
+        var fannedOut = new List<string>();
+        async Task<IEnumerable<string>> ReceivedByAll()
+        {
+            fannedOut.AddRange((await all.ReceiveAsync(false, ReceiveMode.ReceiveAndDelete, 10, TimeSpan.Zero, default)).Select(m => m.Message.MessageId));
+            return fannedOut;
+        }
+        foreach (var (entity, stored) in new (string, Func<Task<IEnumerable<string>>>)[]
+        {
+            ("archive", () => Task.FromResult(archive.Peek(false, 0, 10).Select(m => m.Message.MessageId))),
+            ("events", ReceivedByAll),
+        })
+        {
+            var first = await Service.SendAsync(Forwarded(entity, false, "a", 1, 2), CancellationToken.None);
+            // The source's next owner: the same two and one more, in a batch of another name.
+            var again = await Service.SendAsync(Forwarded(entity, true, "b", 1, 2, 3), CancellationToken.None);
+            var whole = await Service.SendAsync(Forwarded(entity, true, "c", 3, 2, 1), CancellationToken.None);
+
+            Assert.Equal(["m1", "m2", "m3"], await stored());
+            Assert.Equal(first.SequenceNumbers, again.SequenceNumbers.Take(2));
+            Assert.Equal(again.SequenceNumbers.Reverse(), whole.SequenceNumbers);
+
+            await Service.SendAsync(Forwarded(entity, false, "d", 1), CancellationToken.None);
+            Assert.Equal(["m1", "m2", "m3", "m1"], await stored());
+        }
+
+        var uneven = Forwarded("archive", true, "e", 5, 6);
+        uneven.ForwardSequences.RemoveAt(1);
+        var error = await Assert.ThrowsAsync<BrokerException>(() => Service.SendAsync(uneven, CancellationToken.None));
+        Assert.Equal(FarmErrorCode.InvalidArgument, error.Code);
+        Assert.Contains("forward_sequences has 1 entries for 2 messages", error.Message);
+    }
+
+    /// <summary>
     /// A target that keeps failing shows in the node's log: once the third run in a row failed, then
     /// once a minute while it lasts (not a line for every try, one a second), and once it works again.
     /// Before, nothing was logged at all, and the messages only piled up in the source.
@@ -301,7 +396,7 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         work.ForwardLog = log;
         var failing = 1;
         var tries = 0;
-        work.Forward = (_, _, _, _, _, _) =>
+        work.Forward = (_, _, _, _, _, _, _) =>
         {
             Interlocked.Increment(ref tries);
             return Volatile.Read(ref failing) == 1 ? Task.FromException(new IOException("no route to the target's node")) : Task.CompletedTask;
@@ -414,7 +509,7 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         await _farm.CreateQueueAsync("errors");
         var work = await _farm.CreateQueueAsync("work", new QueueSettings { ForwardDeadLetteredMessagesTo = "errors" });
         var calls = new List<(string[] Ids, SendName Name)>();
-        work.Forward = (_, messages, _, name, _, _) =>
+        work.Forward = (_, messages, _, name, _, _, _) =>
         {
             lock (calls)
             {
@@ -444,7 +539,7 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
     {
         await _farm.CreateQueueAsync("archive");
         var orders = await _farm.CreateQueueAsync("orders");
-        orders.Forward = (_, _, _, _, _, _) => Task.FromException(new Grpc.Core.RpcException(
+        orders.Forward = (_, _, _, _, _, _, _) => Task.FromException(new Grpc.Core.RpcException(
             new Grpc.Core.Status(Grpc.Core.StatusCode.InvalidArgument, "Message 0 is 300000 bytes; the maximum message size is 262144 bytes (256 KB)."),
             new Grpc.Core.Metadata { { Farm.Contracts.FarmMetadata.ErrorTrailer, Farm.Contracts.FarmErrorNames.Of(FarmErrorCode.MessageSizeExceeded) } }));
         await orders.SendAsync([Text("too big over there", messageId: "big")]);
@@ -540,11 +635,11 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         // Refused as full twice (tried again after the rest), and back in the dead-letter queue.
         var forward = work.Forward!;
         var refusals = 0;
-        work.Forward = async (target, messages, source, name, repeat, cancellationToken) =>
+        work.Forward = async (target, messages, source, name, origin, repeat, cancellationToken) =>
         {
             try
             {
-                await forward(target, messages, source, name, repeat, cancellationToken);
+                await forward(target, messages, source, name, origin, repeat, cancellationToken);
             }
             catch (BrokerException e) when (e.Code == FarmErrorCode.QuotaExceeded)
             {
@@ -570,7 +665,7 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         await _farm.CreateQueueAsync("archive");
         var orders = await _farm.CreateQueueAsync("orders");
         var calls = 0;
-        orders.Forward = (_, _, _, _, _, _) =>
+        orders.Forward = (_, _, _, _, _, _, _) =>
         {
             Interlocked.Increment(ref calls);
             return Task.FromException(new Grpc.Core.RpcException(

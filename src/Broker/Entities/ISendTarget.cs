@@ -16,7 +16,8 @@ internal interface ISendTarget
     /// named, recorded with its answer in the same commit (see <see cref="Farm.ContainerStore.Containers.SendRecord"/>).
     /// </summary>
     /// <param name="with">Changes to commit in the same transaction as the messages (a send that completes what it forwards); the send takes them only into a commit of their container.</param>
-    Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null, SendName? name = null, CommitsWithSend? with = null);
+    /// <param name="origin">For auto-forwarded messages: where each comes from, recorded per message with the answer (see <see cref="ForwardOrigin"/>).</param>
+    Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null, SendName? name = null, CommitsWithSend? with = null, ForwardOrigin? origin = null);
 
     /// <summary>The commit queue of the entity's container: one transaction can span only entities that share it.</summary>
     Farm.Broker.Containers.CommitQueue Commits { get; }

@@ -7,10 +7,14 @@ namespace Farm.Broker.Entities;
 
 // Auto-forwarding of messages stored here: dead letters when ForwardDeadLetteredMessagesTo is set,
 // messages that were in the queue before ForwardTo was set, and new sends whose next hop another
-// node serves (new sends with ForwardTo otherwise go straight to the target). At-least-once: the
-// target commits first, then the source deletes; a crash in between leaves a copy in both, never
-// in neither. A target on another node is sent each batch under a name made from this entity and
-// the batch's sequence numbers, so a try repeated after a lost answer is stored there once.
+// node serves (new sends with ForwardTo otherwise go straight to the target). The target commits
+// first, then the source deletes; a crash in between leaves a copy in both, never in neither. The
+// target records each message it stored under this entity and its sequence number here
+// (ForwardOrigin), and a repeat (a run after a failed one, or the first after a load, whoever
+// owned this entity before) stores only what it has no record of: each message once, for the two
+// minutes the records are kept. A target on another node also gets each batch under a name made
+// from this entity and the batch's sequence numbers, so a try repeated while the first still runs
+// there waits for it.
 internal sealed partial class QueueEntity
 {
     private int _forwarding;
@@ -218,7 +222,7 @@ internal sealed partial class QueueEntity
                 try
                 {
                     tried.Add(batch.Sequences);
-                    await Forward!(targetName, batch.Copies, batch.DeadLetterSource, batch.Name, repeat, CancellationToken.None).ConfigureAwait(false);
+                    await Forward!(targetName, batch.Copies, batch.DeadLetterSource, batch.Name, new ForwardOrigin(ForwardSourceName(Id, fromDeadLetter), batch.Sequences), repeat, CancellationToken.None).ConfigureAwait(false);
                     stored.AddRange(taken.GetRange(batch.First, batch.Copies.Count));
                     done += batch.Copies.Count;
                 }
@@ -243,7 +247,8 @@ internal sealed partial class QueueEntity
                         try
                         {
                             tried.Add([message.SequenceNumber]);
-                            await Forward!(targetName, [batch.Copies[i]], batch.DeadLetterSource, ForwardSendName(Id, fromDeadLetter, [message.SequenceNumber]), repeat, CancellationToken.None).ConfigureAwait(false);
+                            await Forward!(targetName, [batch.Copies[i]], batch.DeadLetterSource, ForwardSendName(Id, fromDeadLetter, [message.SequenceNumber]),
+                                new ForwardOrigin(ForwardSourceName(Id, fromDeadLetter), [message.SequenceNumber]), repeat, CancellationToken.None).ConfigureAwait(false);
                             stored.Add(message);
                         }
                         catch (Exception single) when (IsRefused(single, fromDeadLetter))
@@ -384,9 +389,16 @@ internal sealed partial class QueueEntity
             }
         }
         return new SendName(
-            string.Create(System.Globalization.CultureInfo.InvariantCulture, $"farm.forward/{entityId}/{(fromDeadLetter ? "dead-letter" : "main")}/{sequences[^1]}/{hash:x16}"),
+            string.Create(System.Globalization.CultureInfo.InvariantCulture, $"{ForwardSourceName(entityId, fromDeadLetter)}/{sequences[^1]}/{hash:x16}"),
             sequences[0]);
     }
+
+    /// <summary>
+    /// This entity's forwarding, main or dead-letter, as a target records each message it stored
+    /// from here (<see cref="ForwardOrigin"/>, with the message's sequence number as send id).
+    /// </summary>
+    internal static string ForwardSourceName(long entityId, bool fromDeadLetter) =>
+        string.Create(System.Globalization.CultureInfo.InvariantCulture, $"farm.forward/{entityId}/{(fromDeadLetter ? "dead-letter" : "main")}");
 
     /// <summary>
     /// Puts the messages of each send in doubt (see <see cref="_mainInDoubt"/>) that are still

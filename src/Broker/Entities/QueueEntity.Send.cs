@@ -25,7 +25,7 @@ internal sealed partial class QueueEntity
         return stored;
     }
 
-    public async Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null, SendName? name = null, CommitsWithSend? with = null)
+    public async Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null, SendName? name = null, CommitsWithSend? with = null, ForwardOrigin? origin = null)
     {
         var payloads = SendValidation.Payloads(messages, _options);
         if (!_tailsCounted.Task.IsCompleted)
@@ -38,7 +38,7 @@ internal sealed partial class QueueEntity
         {
             while (true)
             {
-                var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource, name, lookup, with);
+                var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource, name, origin, lookup, with);
                 if (waitFor is null)
                 {
                     if (commit is not null)
@@ -70,7 +70,7 @@ internal sealed partial class QueueEntity
     /// Accepts the batch and queues its commit (under the lock, so commits follow sequence order),
     /// or returns the outcome of an earlier send to wait for first.
     /// </summary>
-    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads, string? deadLetterSource, SendName? name, DuplicateLookup lookup, CommitsWithSend? with)
+    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads, string? deadLetterSource, SendName? name, ForwardOrigin? origin, DuplicateLookup lookup, CommitsWithSend? with)
     {
         long total = payloads.Sum(p => (long)p.Length);
         var now = NowMs;
@@ -158,10 +158,10 @@ internal sealed partial class QueueEntity
             var outcome = _inFlightIds.Add(duplicates);
             _sendingBytes += total;
             _preCountedSending += preCounted;
-            var record = name is { } n ? new SendRecord(n.ProducerId, n.SendId, Id, results, now) : null;
+            var sends = SendRecords.For(name, origin, Id, results, now);
             // Taken under the lock, with the commit it joins: nothing else can take it in between.
             var joined = with is not null && ReferenceEquals(with.Commits, _commits) && with.TryTake() ? with : null;
-            var commit = QueueCommit(records, stored, duplicates, record, nextSequence, outcome, total, preCounted, joined);
+            var commit = QueueCommit(records, stored, duplicates, sends, nextSequence, outcome, total, preCounted, joined);
             return (null, commit, results);
         }
     }
@@ -259,7 +259,7 @@ internal sealed partial class QueueEntity
     }
 
     private Task QueueCommit(
-        List<MessageRecord> records, List<StoredMessage> stored, List<DuplicateRecord> duplicates, SendRecord? record, long nextSequence, InFlightIds.Outcome? outcome, long bytes, int preCounted,
+        List<MessageRecord> records, List<StoredMessage> stored, List<DuplicateRecord> duplicates, SendRecords? sends, long nextSequence, InFlightIds.Outcome? outcome, long bytes, int preCounted,
         CommitsWithSend? with)
     {
         return _commits.CommitAsync(
@@ -268,10 +268,7 @@ internal sealed partial class QueueEntity
                 batch.Inserts.AddRange(records);
                 batch.SequenceCounters[Id] = Math.Max(batch.SequenceCounters.GetValueOrDefault(Id), nextSequence);
                 batch.Duplicates.AddRange(duplicates);
-                if (record is not null)
-                {
-                    batch.Sends.Add(record);
-                }
+                sends?.WriteTo(batch.Sends);
                 with?.Write(batch);
             },
             onCommitted: () =>

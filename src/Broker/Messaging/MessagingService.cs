@@ -107,9 +107,9 @@ public sealed class MessagingService(BrokerNode node)
             // depends on which entities were full then: from the end back.
             for (var at = (int)hops; at >= 0; at--)
             {
-                if (await EntityAt(at).FindRecordedSendAsync(repeated, RecentSends.RememberedSinceMs(node.Time), cancellationToken).ConfigureAwait(false) is { } answered)
+                if (await EntityAt(at).FindRecordedSendAsync(repeated, RecentSends.RememberedSinceMs(node.Time), cancellationToken).ConfigureAwait(false) is { } recorded)
                 {
-                    return new SendResponse { SequenceNumbers = { answered }, Completed = request.Completes is not null };
+                    return new SendResponse { SequenceNumbers = { recorded }, Completed = request.Completes is not null };
                 }
             }
         }
@@ -118,12 +118,36 @@ public sealed class MessagingService(BrokerNode node)
             // One transaction of one container: no walking back (a full end refuses it, and the locks go back).
             return await SendAndCompleteAsync(request, target, completes, name, cancellationToken).ConfigureAwait(false);
         }
+        IReadOnlyList<Message> messages = request.Messages;
+        var origin = ForwardOrigin.Of(request);
+        long?[]? answered = null;
+        if (origin is not null && request.Repeat)
+        {
+            // A forwarder's repeat: its source's previous owner may have forwarded some of these
+            // messages in batches cut otherwise (a batch name of its own), and the target stored
+            // them. Those are answered from their records; only the rest are stored.
+            answered = await origin.FindRecordedAsync(walked ?? [target], RecentSends.RememberedSinceMs(node.Time), cancellationToken).ConfigureAwait(false);
+            if (answered.All(a => a is not null))
+            {
+                return new SendResponse { SequenceNumbers = { answered.Select(a => a!.Value) } };
+            }
+            if (answered.Any(a => a is not null))
+            {
+                (messages, origin) = origin.Unanswered(messages, answered);
+                // Its own record would answer a repeat of this batch with fewer numbers than messages.
+                name = null;
+            }
+            else
+            {
+                answered = null;
+            }
+        }
         for (var at = (int)hops; ; at--)
         {
             try
             {
-                var sequenceNumbers = await EntityAt(at).SendAsync(request.Messages, deadLetterSource, name).ConfigureAwait(false);
-                return new SendResponse { SequenceNumbers = { sequenceNumbers } };
+                var sequenceNumbers = await EntityAt(at).SendAsync(messages, deadLetterSource, name, origin: origin).ConfigureAwait(false);
+                return new SendResponse { SequenceNumbers = { answered is null ? sequenceNumbers : ForwardOrigin.Merge(answered, sequenceNumbers) } };
             }
             catch (BrokerException e) when (e.Code == FarmErrorCode.QuotaExceeded && at > 0)
             {

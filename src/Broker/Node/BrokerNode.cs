@@ -528,17 +528,28 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
 
     /// <summary>
     /// What a queue's forwarder sends (<see cref="ForwardSend"/>): straight into the target when this
-    /// node serves it; otherwise to its owner through <see cref="SendToOwner"/>, named so that a try
-    /// repeated after a lost answer (or by the next owner of the source, after a failover) is stored once.
+    /// node serves it; otherwise to its owner through <see cref="SendToOwner"/>. Either way each
+    /// message is recorded under its <paramref name="origin"/>, and a repeat (after a lost answer,
+    /// or by the next owner of the source after a failover, however it cuts its batches) stores
+    /// only the messages the target has no record of.
     /// </summary>
     internal async Task ForwardAsync(
-        string targetName, IReadOnlyList<Message> messages, string? deadLetterSource, SendName name, bool repeat, CancellationToken cancellationToken)
+        string targetName, IReadOnlyList<Message> messages, string? deadLetterSource, SendName name, ForwardOrigin origin, bool repeat, CancellationToken cancellationToken)
     {
         var record = await FindEntityAsync(targetName, cancellationToken).ConfigureAwait(false);
         if (IsLocal(record) || SendToOwner is not { } sendToOwner)
         {
             var target = await ResolveSendTargetAsync(targetName, cancellationToken).ConfigureAwait(false);
-            await target.SendAsync(messages, deadLetterSource).ConfigureAwait(false);
+            if (repeat)
+            {
+                var answered = await origin.FindRecordedAsync([target], Messaging.RecentSends.RememberedSinceMs(Time), cancellationToken).ConfigureAwait(false);
+                (messages, origin) = origin.Unanswered(messages, answered);
+                if (messages.Count == 0)
+                {
+                    return;
+                }
+            }
+            await target.SendAsync(messages, deadLetterSource, origin: origin).ConfigureAwait(false);
             return;
         }
         var request = new SendRequest
@@ -549,6 +560,8 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             Repeat = repeat,
             Forwarded = true,
             DeadLetterSource = deadLetterSource ?? "",
+            ForwardSource = origin.Source,
+            ForwardSequences = { origin.Sequences },
         };
         request.Messages.AddRange(messages);
         await sendToOwner(request, cancellationToken).ConfigureAwait(false);

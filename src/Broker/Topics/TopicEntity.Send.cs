@@ -42,7 +42,7 @@ internal sealed partial class TopicEntity
     /// atomic batch; returns their sequence numbers once durable (0 for a duplicate). A message no
     /// subscription wants is accepted and dropped, as in Azure Service Bus.
     /// </summary>
-    public async Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null, SendName? name = null, CommitsWithSend? with = null)
+    public async Task<long[]> SendAsync(IReadOnlyList<Message> messages, string? deadLetterSource = null, SendName? name = null, CommitsWithSend? with = null, ForwardOrigin? origin = null)
     {
         var payloads = SendValidation.Payloads(messages, _options);
         if (!_copiesCounted.Task.IsCompleted)
@@ -55,7 +55,7 @@ internal sealed partial class TopicEntity
         {
             while (true)
             {
-                var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource, name, lookup, with);
+                var (waitFor, commit, results) = TrySend(messages, payloads, deadLetterSource, name, origin, lookup, with);
                 if (waitFor is null)
                 {
                     await commit!.ConfigureAwait(false);
@@ -80,13 +80,13 @@ internal sealed partial class TopicEntity
         }
     }
 
-    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads, string? deadLetterSource, SendName? name, DuplicateLookup lookup, CommitsWithSend? with)
+    private (Task? WaitFor, Task? Commit, long[]? Results) TrySend(IReadOnlyList<Message> messages, byte[][] payloads, string? deadLetterSource, SendName? name, ForwardOrigin? origin, DuplicateLookup lookup, CommitsWithSend? with)
     {
         var total = payloads.Sum(p => (long)p.Length);
         var settings = Settings;
         var now = NowMs;
         var results = new long[messages.Count];
-        var record = name is { } n ? new SendRecord(n.ProducerId, n.SendId, Id, results, now) : null;
+        var sends = SendRecords.For(name, origin, Id, results, now);
         var duplicates = new List<DuplicateRecord>();
         List<Accepted> accepted;
         Subscription[] subscriptions;
@@ -110,7 +110,7 @@ internal sealed partial class TopicEntity
                 {
                     fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: false, deadLetterSource);
                     // Queued before the lock is let go: commits follow sequence order.
-                    commit = Commit(accepted, subscriptions, fanOut, duplicates, record, outcome, total, with);
+                    commit = Commit(accepted, subscriptions, fanOut, duplicates, sends, outcome, total, with);
                 }
                 catch when (accepted.Count > 0)
                 {
@@ -140,7 +140,7 @@ internal sealed partial class TopicEntity
                     AcceptedForTests?.Invoke(accepted[0].SequenceNumber);
                 }
                 fanOut = Evaluate(accepted, subscriptions, settings, now, parallel: subscriptions.Length >= ParallelFanOutThreshold, deadLetterSource);
-                commit = Commit(accepted, subscriptions, fanOut, duplicates, record, outcome, total, with);
+                commit = Commit(accepted, subscriptions, fanOut, duplicates, sends, outcome, total, with);
             }
             catch when (accepted.Count > 0)
             {
@@ -394,8 +394,8 @@ internal sealed partial class TopicEntity
     /// history. Once durable, the copies are counted and each subscription takes its messages.
     /// </summary>
     /// <param name="reserved">The bytes the send counted against MaxSizeInMegabytes until it commits or fails.</param>
-    /// <param name="record">The named send's record (its results filled in by then), written with its messages.</param>
-    private Task Commit(List<Accepted> accepted, Subscription[] subscriptions, FanOut fanOut, List<DuplicateRecord> duplicates, SendRecord? record, InFlightIds.Outcome? outcome, long reserved, CommitsWithSend? with)
+    /// <param name="sends">The named send's records (its results filled in by then), written with its messages.</param>
+    private Task Commit(List<Accepted> accepted, Subscription[] subscriptions, FanOut fanOut, List<DuplicateRecord> duplicates, SendRecords? sends, InFlightIds.Outcome? outcome, long reserved, CommitsWithSend? with)
     {
         var copies = StoreAloneOrCopy(accepted, fanOut);
         var members = accepted.Count == 0 ? null : MakeImplicit(copies, subscriptions, fanOut, markable: LowestUnhanded() >= accepted[0].SequenceNumber);
@@ -443,10 +443,7 @@ internal sealed partial class TopicEntity
                     }
                 }
                 batch.Duplicates.AddRange(duplicates);
-                if (record is not null)
-                {
-                    batch.Sends.Add(record);
-                }
+                sends?.WriteTo(batch.Sends);
                 joined?.Write(batch);
             },
             onCommitted: () =>

@@ -1,0 +1,110 @@
+using Farm.ContainerStore.Containers;
+using Farm.Contracts.V1;
+
+namespace Farm.Broker.Entities;
+
+/// <summary>
+/// Where auto-forwarded messages come from: the source's forwarding (<see cref="Source"/>,
+/// "farm.forward/&lt;entity id&gt;/main" or ".../dead-letter") and each message's sequence number
+/// there. The target records every message under its own name (<see cref="NameOf"/>) in the commit
+/// that stores it, so a repeat finds each message however the source batched it this time: its
+/// next owner after a failover does not know how its predecessor cut the batches, and a batch cut
+/// otherwise goes under another batch name.
+/// </summary>
+internal sealed record ForwardOrigin(string Source, IReadOnlyList<long> Sequences)
+{
+    /// <summary>The name message <paramref name="index"/> is recorded under at the target.</summary>
+    public SendName NameOf(int index) => new(Source, Sequences[index]);
+
+    /// <summary>The origin a forwarding node put on <paramref name="request"/>; null for a client's send.</summary>
+    public static ForwardOrigin? Of(SendRequest request)
+    {
+        if (!request.Forwarded || request.ForwardSource.Length == 0)
+        {
+            return null;
+        }
+        if (request.ForwardSequences.Count != request.Messages.Count)
+        {
+            throw FarmErrors.Invalid(
+                $"forward_sequences has {request.ForwardSequences.Count} entries for {request.Messages.Count} messages; a forwarded send names each message's sequence number at its source.");
+        }
+        return new ForwardOrigin(request.ForwardSource, request.ForwardSequences);
+    }
+
+    /// <summary>
+    /// For a repeat: each message's answer where a send of it under its name is recorded at one of
+    /// <paramref name="targets"/> (a chain stores where it could, so every entity walked is asked,
+    /// from the end back) since <paramref name="sinceMs"/>; null for a message not found.
+    /// </summary>
+    public async Task<long?[]> FindRecordedAsync(IReadOnlyList<ISendTarget> targets, long sinceMs, CancellationToken cancellationToken)
+    {
+        var answers = new long?[Sequences.Count];
+        for (var i = 0; i < answers.Length; i++)
+        {
+            for (var at = targets.Count - 1; at >= 0 && answers[i] is null; at--)
+            {
+                if (await targets[at].FindRecordedSendAsync(NameOf(i), sinceMs, cancellationToken).ConfigureAwait(false) is [var sequence])
+                {
+                    answers[i] = sequence;
+                }
+            }
+        }
+        return answers;
+    }
+
+    /// <summary>The messages not <paramref name="answered"/> yet, and their origin.</summary>
+    public (List<Message> Messages, ForwardOrigin Origin) Unanswered(IReadOnlyList<Message> messages, long?[] answered)
+    {
+        var rest = new List<Message>();
+        var sequences = new List<long>();
+        for (var i = 0; i < messages.Count; i++)
+        {
+            if (answered[i] is null)
+            {
+                rest.Add(messages[i]);
+                sequences.Add(Sequences[i]);
+            }
+        }
+        return (rest, this with { Sequences = sequences });
+    }
+
+    /// <summary>The answer to the whole send: each message's recorded sequence number, or the one the unanswered got now, in order.</summary>
+    public static long[] Merge(long?[] answered, IReadOnlyList<long> stored)
+    {
+        var merged = new long[answered.Length];
+        var next = 0;
+        for (var i = 0; i < merged.Length; i++)
+        {
+            merged[i] = answered[i] ?? stored[next++];
+        }
+        return merged;
+    }
+}
+
+/// <summary>
+/// The records a send leaves in the commit that stores its messages: its own name's (a client's
+/// or a forwarder's batch), and each message's when it was forwarded (<see cref="ForwardOrigin"/>).
+/// Written from the commit's batch, once <see cref="Results"/> holds the answer.
+/// </summary>
+internal sealed class SendRecords(SendName? name, ForwardOrigin? origin, long entityId, long[] results, long atMs)
+{
+    public long[] Results => results;
+
+    public static SendRecords? For(SendName? name, ForwardOrigin? origin, long entityId, long[] results, long atMs) =>
+        name is null && origin is null ? null : new SendRecords(name, origin, entityId, results, atMs);
+
+    public void WriteTo(List<SendRecord> sends)
+    {
+        if (name is { } n)
+        {
+            sends.Add(new SendRecord(n.ProducerId, n.SendId, entityId, results, atMs));
+        }
+        if (origin is not null)
+        {
+            for (var i = 0; i < results.Length; i++)
+            {
+                sends.Add(new SendRecord(origin.Source, origin.Sequences[i], entityId, [results[i]], atMs));
+            }
+        }
+    }
+}
