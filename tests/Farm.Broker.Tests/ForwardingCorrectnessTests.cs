@@ -373,6 +373,13 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
             Assert.Equal(["m1", "m2", "m3", "m1"], await stored());
         }
 
+        // A client's send may not take a forwarder's producer id: its record would stand for a forwarded message.
+        var posing = Forwarded("archive", false, "f", 7);
+        posing.Forwarded = false;
+        var refused = await Assert.ThrowsAsync<BrokerException>(() => Service.SendAsync(posing, CancellationToken.None));
+        Assert.Equal(FarmErrorCode.InvalidArgument, refused.Code);
+        Assert.Contains("are the brokers' own", refused.Message);
+
         var uneven = Forwarded("archive", true, "e", 5, 6);
         uneven.ForwardSequences.RemoveAt(1);
         var error = await Assert.ThrowsAsync<BrokerException>(() => Service.SendAsync(uneven, CancellationToken.None));

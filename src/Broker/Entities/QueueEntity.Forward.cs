@@ -398,7 +398,10 @@ internal sealed partial class QueueEntity
     /// from here (<see cref="ForwardOrigin"/>, with the message's sequence number as send id).
     /// </summary>
     internal static string ForwardSourceName(long entityId, bool fromDeadLetter) =>
-        string.Create(System.Globalization.CultureInfo.InvariantCulture, $"farm.forward/{entityId}/{(fromDeadLetter ? "dead-letter" : "main")}");
+        string.Create(System.Globalization.CultureInfo.InvariantCulture, $"{ForwardProducerPrefix}{entityId}/{(fromDeadLetter ? "dead-letter" : "main")}");
+
+    /// <summary>Producer ids a forwarder's sends and records use; a client's send may not take one (its record could stand for a forwarded message).</summary>
+    internal const string ForwardProducerPrefix = "farm.forward/";
 
     /// <summary>
     /// Puts the messages of each send in doubt (see <see cref="_mainInDoubt"/>) that are still

@@ -52,7 +52,16 @@ public sealed class MessagingService(BrokerNode node)
     public Task<SendResponse> SendAsync(SendRequest request, CancellationToken cancellationToken)
     {
         node.SendShedding.ThrowIfBehind(request.Entity);
-        return request.ProducerId.Length == 0 ? StoreAsync(request, cancellationToken) : StoreOnceAsync(request, cancellationToken);
+        if (request.ProducerId.Length == 0)
+        {
+            return StoreAsync(request, cancellationToken);
+        }
+        if (!request.Forwarded && request.ProducerId.StartsWith(QueueEntity.ForwardProducerPrefix, StringComparison.Ordinal))
+        {
+            // Its record would be taken for a forwarded message's, and that message left out of a repeat.
+            throw FarmErrors.Invalid($"producer_id '{request.ProducerId}': ids starting with '{QueueEntity.ForwardProducerPrefix}' are the brokers' own (auto-forwarding); choose another.");
+        }
+        return StoreOnceAsync(request, cancellationToken);
     }
 
     /// <summary>Refuses a send this node would pass on (it forwards it to the owner) while the node is overloaded.</summary>
