@@ -429,6 +429,48 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         Assert.Equal(2, log.Collector.GetSnapshot().Count(r => r.Level == LogLevel.Warning));
     }
 
+    /// <summary>
+    /// A queue's own forwarding that works does not hide its dead letters' forwarding failing (a
+    /// deleted ForwardDeadLetteredMessagesTo): each has its own streak of failed runs. Before, one
+    /// counter served both, each run of the queue's own messages reset it, and a queue with steady
+    /// traffic never reported its dead letters stuck.
+    /// </summary>
+    [Fact]
+    public async Task DeadLetterForwardingThatKeepsFailing_IsLogged_WhileTheQueuesOwnForwardingWorks()
+    {
+        await _farm.CreateQueueAsync("errors");
+        await _farm.CreateQueueAsync("archive");
+        var work = await _farm.CreateQueueAsync("work", new QueueSettings { ForwardDeadLetteredMessagesTo = "errors" });
+        var log = new Microsoft.Extensions.Logging.Testing.FakeLogger();
+        work.ForwardLog = log;
+        int archived = 0, deadLetterTries = 0;
+        work.Forward = (target, _, _, _, _, _, _) =>
+        {
+            if (target == "errors")
+            {
+                Interlocked.Increment(ref deadLetterTries);
+                return Task.FromException(new IOException("no route to the target's node"));
+            }
+            Interlocked.Increment(ref archived);
+            return Task.CompletedTask;
+        };
+        await DeadLetterAsync(work, 0);
+        work.Settings = work.Settings with { ForwardTo = "archive" };
+
+        // Runs alternate: a message of the queue's own goes through, then the dead letter fails.
+        for (var i = 1; i <= QueueEntity.ForwardFailuresBeforeReport + 1; i++)
+        {
+            await work.SendAsync([Text($"n{i}")]);
+            await _farm.SweepUntilAsync(() => Volatile.Read(ref archived) >= i, $"message n{i} forwarded");
+            var tried = Volatile.Read(ref deadLetterTries);
+            await _farm.SweepUntilAsync(() => Volatile.Read(ref deadLetterTries) > tried, "the dead letter tried again");
+        }
+
+        var warning = Assert.Single(log.Collector.GetSnapshot(), r => r.Level == LogLevel.Warning);
+        Assert.Contains("'work/$DeadLetterQueue' to 'errors'", warning.Message, StringComparison.Ordinal);
+        Assert.DoesNotContain(log.Collector.GetSnapshot(), r => r.Message.Contains("'work' to 'archive'", StringComparison.Ordinal));
+    }
+
     /// <summary>Sends messages with these ids to the queue and dead-letters them; their sequence numbers.</summary>
     private static async Task<long[]> DeadLetterAsync(QueueEntity queue, params int[] ids)
     {

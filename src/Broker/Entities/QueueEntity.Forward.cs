@@ -58,10 +58,20 @@ internal sealed partial class QueueEntity
     /// <summary>While forwarding keeps failing, it is reported again this often (a run is tried every second).</summary>
     internal static readonly TimeSpan ForwardFailureReportInterval = TimeSpan.FromMinutes(1);
 
-    // Forwarding runs failed in a row, and when they were last reported (node clock, Unix ms; 0: not
-    // yet). Used by the one forwarding run at a time.
-    private int _forwardFailuresInARow;
-    private long _forwardFailureReportedAtMs;
+    /// <summary>Forwarding runs failed in a row, and when they were last reported (node clock, Unix ms; 0: not yet).</summary>
+    private struct FailureStreak
+    {
+        public int InARow;
+        public long ReportedAtMs;
+    }
+
+    // Kept apart for the queue's own messages and its dead letters: their runs alternate, to
+    // different targets, and one that works must not hide the other's failing. Used by the one
+    // forwarding run at a time.
+    private FailureStreak _mainFailures;
+    private FailureStreak _deadLetterFailures;
+
+    private ref FailureStreak FailuresOf(bool fromDeadLetter) => ref fromDeadLetter ? ref _deadLetterFailures : ref _mainFailures;
 
     /// <summary>
     /// How long forwarding rests after a run failed (a target deleted, or refusing): without it a
@@ -105,10 +115,7 @@ internal sealed partial class QueueEntity
             try
             {
                 forwardedSome = await ForwardAsync(targetName, fromDeadLetter).ConfigureAwait(false);
-                if (_forwardFailuresInARow > 0)
-                {
-                    ReportForwardWorksAgain(targetName, fromDeadLetter);
-                }
+                ReportForwardWorksAgain(targetName, fromDeadLetter);
             }
             catch (Exception e)
             {
@@ -137,26 +144,32 @@ internal sealed partial class QueueEntity
     /// </summary>
     private void ReportForwardFailed(string targetName, bool fromDeadLetter, Exception e)
     {
-        var failures = ++_forwardFailuresInARow;
+        ref var streak = ref FailuresOf(fromDeadLetter);
+        var failures = ++streak.InARow;
         var now = NowMs;
         if (ForwardLog is not { } log || failures < ForwardFailuresBeforeReport
-            || (_forwardFailureReportedAtMs > 0 && now - _forwardFailureReportedAtMs < (long)ForwardFailureReportInterval.TotalMilliseconds))
+            || (streak.ReportedAtMs > 0 && now - streak.ReportedAtMs < (long)ForwardFailureReportInterval.TotalMilliseconds))
         {
             return;
         }
-        _forwardFailureReportedAtMs = now;
+        streak.ReportedAtMs = now;
         var error = e is Grpc.Core.RpcException rpc ? $"{rpc.StatusCode}: {rpc.Status.Detail}" : e.Message;
         LogForwardingFails(log, ForwardSourceName(fromDeadLetter), targetName, failures, error);
     }
 
+    /// <summary>Ends a streak of failed runs, with a line in the log if it was reported.</summary>
     private void ReportForwardWorksAgain(string targetName, bool fromDeadLetter)
     {
-        if (ForwardLog is { } log && _forwardFailureReportedAtMs > 0)
+        ref var streak = ref FailuresOf(fromDeadLetter);
+        if (streak.InARow == 0)
         {
-            LogForwardingWorksAgain(log, ForwardSourceName(fromDeadLetter), targetName, _forwardFailuresInARow);
+            return;
         }
-        _forwardFailuresInARow = 0;
-        _forwardFailureReportedAtMs = 0;
+        if (ForwardLog is { } log && streak.ReportedAtMs > 0)
+        {
+            LogForwardingWorksAgain(log, ForwardSourceName(fromDeadLetter), targetName, streak.InARow);
+        }
+        streak = default;
     }
 
     private string ForwardSourceName(bool fromDeadLetter) => fromDeadLetter ? $"{Name}/$DeadLetterQueue" : Name;
@@ -222,7 +235,7 @@ internal sealed partial class QueueEntity
                 try
                 {
                     tried.Add(batch.Sequences);
-                    await Forward!(targetName, batch.Copies, batch.DeadLetterSource, batch.Name, new ForwardOrigin(ForwardSourceName(Id, fromDeadLetter), batch.Sequences), repeat, CancellationToken.None).ConfigureAwait(false);
+                    await Forward!(targetName, batch.Copies, batch.DeadLetterSource, batch.Name, new ForwardOrigin(ForwardOriginName(Id, fromDeadLetter), batch.Sequences), repeat, CancellationToken.None).ConfigureAwait(false);
                     stored.AddRange(taken.GetRange(batch.First, batch.Copies.Count));
                     done += batch.Copies.Count;
                 }
@@ -248,7 +261,7 @@ internal sealed partial class QueueEntity
                         {
                             tried.Add([message.SequenceNumber]);
                             await Forward!(targetName, [batch.Copies[i]], batch.DeadLetterSource, ForwardSendName(Id, fromDeadLetter, [message.SequenceNumber]),
-                                new ForwardOrigin(ForwardSourceName(Id, fromDeadLetter), [message.SequenceNumber]), repeat, CancellationToken.None).ConfigureAwait(false);
+                                new ForwardOrigin(ForwardOriginName(Id, fromDeadLetter), [message.SequenceNumber]), repeat, CancellationToken.None).ConfigureAwait(false);
                             stored.Add(message);
                         }
                         catch (Exception single) when (IsRefused(single, fromDeadLetter))
@@ -389,7 +402,7 @@ internal sealed partial class QueueEntity
             }
         }
         return new SendName(
-            string.Create(System.Globalization.CultureInfo.InvariantCulture, $"{ForwardSourceName(entityId, fromDeadLetter)}/{sequences[^1]}/{hash:x16}"),
+            string.Create(System.Globalization.CultureInfo.InvariantCulture, $"{ForwardOriginName(entityId, fromDeadLetter)}/{sequences[^1]}/{hash:x16}"),
             sequences[0]);
     }
 
@@ -397,7 +410,7 @@ internal sealed partial class QueueEntity
     /// This entity's forwarding, main or dead-letter, as a target records each message it stored
     /// from here (<see cref="ForwardOrigin"/>, with the message's sequence number as send id).
     /// </summary>
-    internal static string ForwardSourceName(long entityId, bool fromDeadLetter) =>
+    internal static string ForwardOriginName(long entityId, bool fromDeadLetter) =>
         string.Create(System.Globalization.CultureInfo.InvariantCulture, $"{ForwardProducerPrefix}{entityId}/{(fromDeadLetter ? "dead-letter" : "main")}");
 
     /// <summary>Producer ids a forwarder's sends and records use; a client's send may not take one (its record could stand for a forwarded message).</summary>
