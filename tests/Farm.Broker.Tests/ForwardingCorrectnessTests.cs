@@ -12,10 +12,30 @@ namespace Farm.Broker.Tests;
 public sealed class ForwardingCorrectnessTests : IAsyncLifetime
 {
     private BrokerHarness _farm = null!;
+    private PostgresFarmDatabase? _postgres;
 
     public async Task InitializeAsync() => _farm = await StartAsync();
 
-    public async Task DisposeAsync() => await _farm.DisposeAsync();
+    public async Task DisposeAsync()
+    {
+        await _farm.DisposeAsync();
+        if (_postgres is not null)
+        {
+            await _postgres.DisposeAsync();
+        }
+    }
+
+    /// <summary>Moves the test to a node whose farm and container databases are on the PostgreSQL server.</summary>
+    private async Task UsePostgresAsync()
+    {
+        await _farm.DisposeAsync();
+        _postgres = await PostgresFarmDatabase.CreateAsync("farm_forward");
+        _farm = await StartAsync(h =>
+        {
+            h.PostgresFarm = _postgres.ConnectionString;
+            h.Provider = new Farm.ContainerStore.Postgres.PostgresStoreProvider();
+        });
+    }
 
     private Messaging.MessagingService Service => new(_farm.Node);
 
@@ -293,7 +313,16 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
     /// stored the first three twice (a forward to an entity on the same node was not named at all).
     /// </summary>
     [Fact]
-    public async Task AfterALoad_ABatchCutOtherwise_IsStoredOnlyForTheMessagesTheTargetHasNot()
+    public Task AfterALoad_ABatchCutOtherwise_IsStoredOnlyForTheMessagesTheTargetHasNot() => ABatchCutOtherwiseAfterALoadAsync();
+
+    [PostgresFact]
+    public async Task OnPostgreSql_AfterALoad_ABatchCutOtherwise_IsStoredOnlyForTheMessagesTheTargetHasNot()
+    {
+        await UsePostgresAsync();
+        await ABatchCutOtherwiseAfterALoadAsync();
+    }
+
+    private async Task ABatchCutOtherwiseAfterALoadAsync()
     {
         await _farm.CreateQueueAsync("archive");
         var orders = await _farm.CreateQueueAsync("orders", new QueueSettings { ForwardTo = "archive" });
@@ -329,7 +358,16 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
     /// target keeps the same records. A send not marked as a repeat pays for no lookup.
     /// </summary>
     [Fact]
-    public async Task AForwardedRepeat_StoresOnlyWhatHasNoRecordUnderItsOrigin_AndAnswersTheRestFromTheirRecords()
+    public Task AForwardedRepeat_StoresOnlyWhatHasNoRecordUnderItsOrigin_AndAnswersTheRestFromTheirRecords() => AForwardedRepeatAsync();
+
+    [PostgresFact]
+    public async Task OnPostgreSql_AForwardedRepeat_StoresOnlyWhatHasNoRecordUnderItsOrigin_AndAnswersTheRestFromTheirRecords()
+    {
+        await UsePostgresAsync();
+        await AForwardedRepeatAsync();
+    }
+
+    private async Task AForwardedRepeatAsync()
     {
         var archive = await _farm.CreateQueueAsync("archive");
         await _farm.CreateTopicAsync("events");
