@@ -84,12 +84,11 @@ internal sealed record ForwardOrigin(string Source, IReadOnlyList<long> Sequence
 /// <summary>
 /// The records a send leaves in the commit that stores its messages: its own name's (a client's
 /// or a forwarder's batch), and each message's when it was forwarded (<see cref="ForwardOrigin"/>).
-/// Written from the commit's batch, once <see cref="Results"/> holds the answer.
+/// Written from the commit's batch, once <c>results</c> holds the answer (a topic fills it in after
+/// this is made).
 /// </summary>
 internal sealed class SendRecords(SendName? name, ForwardOrigin? origin, long entityId, long[] results, long atMs)
 {
-    public long[] Results => results;
-
     public static SendRecords? For(SendName? name, ForwardOrigin? origin, long entityId, long[] results, long atMs) =>
         name is null && origin is null ? null : new SendRecords(name, origin, entityId, results, atMs);
 
