@@ -7,9 +7,10 @@ namespace Farm.Broker.Entities;
 /// Where auto-forwarded messages come from: the source's forwarding (<see cref="Source"/>,
 /// "farm.forward/&lt;entity id&gt;/main" or ".../dead-letter") and each message's sequence number
 /// there. The target records every message under its own name (<see cref="NameOf"/>) in the commit
-/// that stores it, so a repeat finds each message however the source batched it this time: its
-/// next owner after a failover does not know how its predecessor cut the batches, and a batch cut
-/// otherwise goes under another batch name.
+/// that stores it, and looks each up before it stores a forwarded send, so it finds each message
+/// however the source batched it this time: its next owner after a failover does not know how its
+/// predecessor cut the batches (a batch cut otherwise goes under another batch name), and a frozen
+/// owner may finish a send after it resumed, already fenced.
 /// </summary>
 internal sealed record ForwardOrigin(string Source, IReadOnlyList<long> Sequences)
 {
@@ -32,21 +33,33 @@ internal sealed record ForwardOrigin(string Source, IReadOnlyList<long> Sequence
     }
 
     /// <summary>
-    /// For a repeat: each message's answer where a send of it under its name is recorded at one of
-    /// <paramref name="targets"/> (a chain stores where it could, so every entity walked is asked,
-    /// from the end back) since <paramref name="sinceMs"/>; null for a message not found.
+    /// Each message's answer where it is recorded (<see cref="NameOf"/>) at one of
+    /// <paramref name="targets"/> since <paramref name="sinceMs"/> (a chain stores where it could,
+    /// so every entity walked is asked, from the end back; one read each); null for a message
+    /// without a record, or when none has one.
     /// </summary>
-    public async Task<long?[]> FindRecordedAsync(IReadOnlyList<ISendTarget> targets, long sinceMs, CancellationToken cancellationToken)
+    public async Task<long?[]?> FindRecordedAsync(IReadOnlyList<ISendTarget> targets, long sinceMs, CancellationToken cancellationToken)
     {
-        var answers = new long?[Sequences.Count];
-        for (var i = 0; i < answers.Length; i++)
+        long?[]? answers = null;
+        var index = new Dictionary<long, int>(Sequences.Count);
+        for (var i = 0; i < Sequences.Count; i++)
         {
-            for (var at = targets.Count - 1; at >= 0 && answers[i] is null; at--)
+            index.TryAdd(Sequences[i], i);
+        }
+        for (var at = targets.Count - 1; at >= 0; at--)
+        {
+            var target = targets[at];
+            foreach (var record in await target.Commits.Database.FindSendRecordsAsync(Source, index.Keys, sinceMs, cancellationToken).ConfigureAwait(false))
             {
-                if (await targets[at].FindRecordedSendAsync(NameOf(i), sinceMs, cancellationToken).ConfigureAwait(false) is [var sequence])
+                // A record of another entity is not this send's (the source forwarded to another target before).
+                if (record.EntityId == target.Id && record.SequenceNumbers is [var sequence] && index.Remove(record.SendId, out var i))
                 {
-                    answers[i] = sequence;
+                    (answers ??= new long?[Sequences.Count])[i] = sequence;
                 }
+            }
+            if (index.Count == 0)
+            {
+                break;
             }
         }
         return answers;

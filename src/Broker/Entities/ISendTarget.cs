@@ -8,6 +8,9 @@ internal interface ISendTarget
 {
     string Name { get; }
 
+    /// <summary>The entity's id: records in its container name the entity they stored into.</summary>
+    long Id { get; }
+
     /// <summary>
     /// Stores the messages as one atomic batch and returns their sequence numbers once durable (0 for
     /// a message dropped by duplicate detection). <paramref name="deadLetterSource"/>: for messages

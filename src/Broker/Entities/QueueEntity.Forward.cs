@@ -10,9 +10,9 @@ namespace Farm.Broker.Entities;
 // node serves (new sends with ForwardTo otherwise go straight to the target). The target commits
 // first, then the source deletes; a crash in between leaves a copy in both, never in neither. The
 // target records each message it stored under this entity and its sequence number here
-// (ForwardOrigin), and a repeat (a run after a failed one, or the first after a load, whoever
-// owned this entity before) stores only what it has no record of: each message once, for the two
-// minutes the records are kept. A target on another node also gets each batch under a name made
+// (ForwardOrigin), and stores of a forwarded send only what it has no record of: a repeat (a run
+// after a failed one, or the first after a load, whoever owned this entity before) or a frozen
+// owner's send stores each message once, for the two minutes the records are kept. A target on another node also gets each batch under a name made
 // from this entity and the batch's sequence numbers, so a try repeated while the first still runs
 // there waits for it.
 internal sealed partial class QueueEntity

@@ -130,25 +130,22 @@ public sealed class MessagingService(BrokerNode node)
         IReadOnlyList<Message> messages = request.Messages;
         var origin = ForwardOrigin.Of(request);
         long?[]? answered = null;
-        if (origin is not null && request.Repeat)
+        if (origin is not null)
         {
-            // A forwarder's repeat: its source's previous owner may have forwarded some of these
-            // messages in batches cut otherwise (a batch name of its own), and the target stored
-            // them. Those are answered from their records; only the rest are stored.
+            // Forwarded: some of these messages may be stored here already, by a send of the
+            // source's previous owner cut into other batches (its repeat after a failover), or by
+            // a frozen owner's send that went on after it resumed. Those are answered from their
+            // records (one read per entity); only the rest are stored.
             answered = await origin.FindRecordedAsync(walked ?? [target], RecentSends.RememberedSinceMs(node.Time), cancellationToken).ConfigureAwait(false);
-            if (answered.All(a => a is not null))
+            if (answered is not null && answered.All(a => a is not null))
             {
                 return new SendResponse { SequenceNumbers = { answered.Select(a => a!.Value) } };
             }
-            if (answered.Any(a => a is not null))
+            if (answered is not null)
             {
                 (messages, origin) = origin.Unanswered(messages, answered);
                 // Its own record would answer a repeat of this batch with fewer numbers than messages.
                 name = null;
-            }
-            else
-            {
-                answered = null;
             }
         }
         for (var at = (int)hops; ; at--)

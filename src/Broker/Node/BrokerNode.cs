@@ -529,9 +529,9 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     /// <summary>
     /// What a queue's forwarder sends (<see cref="ForwardSend"/>): straight into the target when this
     /// node serves it; otherwise to its owner through <see cref="SendToOwner"/>. Either way each
-    /// message is recorded under its <paramref name="origin"/>, and a repeat (after a lost answer,
-    /// or by the next owner of the source after a failover, however it cuts its batches) stores
-    /// only the messages the target has no record of.
+    /// message is recorded under its <paramref name="origin"/>, and only the messages the target
+    /// has no record of are stored: a repeat (after a lost answer, or by the next owner of the
+    /// source after a failover, however it cuts its batches) stores nothing twice.
     /// </summary>
     internal async Task ForwardAsync(
         string targetName, IReadOnlyList<Message> messages, string? deadLetterSource, SendName name, ForwardOrigin origin, bool repeat, CancellationToken cancellationToken)
@@ -540,9 +540,8 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         if (IsLocal(record) || SendToOwner is not { } sendToOwner)
         {
             var target = await ResolveSendTargetAsync(targetName, cancellationToken).ConfigureAwait(false);
-            if (repeat)
+            if (await origin.FindRecordedAsync([target], Messaging.RecentSends.RememberedSinceMs(Time), cancellationToken).ConfigureAwait(false) is { } answered)
             {
-                var answered = await origin.FindRecordedAsync([target], Messaging.RecentSends.RememberedSinceMs(Time), cancellationToken).ConfigureAwait(false);
                 (messages, origin) = origin.Unanswered(messages, answered);
                 if (messages.Count == 0)
                 {

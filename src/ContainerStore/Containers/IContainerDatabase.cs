@@ -91,6 +91,13 @@ public interface IContainerDatabase : IAsyncDisposable
     /// <summary>The record of a named send (<see cref="SendRecord"/>) made at or after <paramref name="sinceMs"/>; null when there is none.</summary>
     Task<SendRecord?> FindSendRecordAsync(string producerId, long sendId, long sinceMs, CancellationToken cancellationToken = default);
 
+    /// <summary>
+    /// The records of one producer's sends with these ids made at or after <paramref name="sinceMs"/>,
+    /// in one read (a forwarder records each message under its source's sequence number); those
+    /// without a record are left out.
+    /// </summary>
+    Task<IReadOnlyList<SendRecord>> FindSendRecordsAsync(string producerId, IReadOnlyCollection<long> sendIds, long sinceMs, CancellationToken cancellationToken = default);
+
     /// <summary>The entity's duplicate-detection ids within the window after <paramref name="afterMessageId"/> in ordinal order, at most <paramref name="maxRows"/>: a scan in pages.</summary>
     Task<IReadOnlyList<DuplicateRecord>> ReadDuplicatesAsync(long entityId, string afterMessageId, long nowMs, int maxRows, CancellationToken cancellationToken = default);
 

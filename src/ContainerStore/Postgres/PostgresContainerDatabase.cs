@@ -440,6 +440,22 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
                 : null;
         }, cancellationToken);
 
+    public Task<IReadOnlyList<SendRecord>> FindSendRecordsAsync(string producerId, IReadOnlyCollection<long> sendIds, long sinceMs, CancellationToken cancellationToken = default) =>
+        sendIds.Count == 0 ? Task.FromResult<IReadOnlyList<SendRecord>>([]) : RunAsync<IReadOnlyList<SendRecord>>("look up send records", async connection =>
+        {
+            await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.FindSendRecords, connection)
+            {
+                Parameters = { Parameter(producerId), Parameter(sendIds.ToArray()), Parameter(sinceMs) },
+            };
+            var found = new List<SendRecord>();
+            await using var reader = await command.ExecuteReaderAsync(cancellationToken).ConfigureAwait(false);
+            while (await reader.ReadAsync(cancellationToken).ConfigureAwait(false))
+            {
+                found.Add(new SendRecord(reader.GetString(0), reader.GetInt64(1), reader.GetInt64(2), SendRecord.Unpack(reader.GetFieldValue<byte[]>(3)), reader.GetInt64(4)));
+            }
+            return found;
+        }, cancellationToken);
+
     public Task<IReadOnlyList<DuplicateRecord>> ReadDuplicatesAsync(long entityId, string afterMessageId, long nowMs, int maxRows, CancellationToken cancellationToken = default) =>
         RunAsync<IReadOnlyList<DuplicateRecord>>("read duplicate ids", async connection =>
         {

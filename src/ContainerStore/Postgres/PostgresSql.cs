@@ -663,6 +663,13 @@ internal static class PostgresSql
             WHERE producer_id = $1 AND send_id = $2 AND at_ms >= $3
             """;
 
+        /// <summary>One producer's ($1) sends with the ids in $2 recorded at or after $3, by primary key.</summary>
+        public const string FindSendRecords = """
+            SELECT producer_id, send_id, entity_id, sequence_numbers, at_ms
+            FROM send_records
+            WHERE producer_id = $1 AND send_id = ANY ($2) AND at_ms >= $3
+            """;
+
         public const string ReadPayloads = """
             SELECT sequence_number, payload FROM messages
             WHERE entity_id = $1 AND sequence_number = ANY ($2) AND payload IS NOT NULL

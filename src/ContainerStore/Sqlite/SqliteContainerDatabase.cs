@@ -258,6 +258,12 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             SqliteSql.ContainerDb.FindSendRecord, new { ProducerId = producerId, SendId = sendId, Since = sinceMs }, cancellationToken: cancellationToken)).ConfigureAwait(false))?.ToRecord(),
             cancellationToken);
 
+    public Task<IReadOnlyList<SendRecord>> FindSendRecordsAsync(string producerId, IReadOnlyCollection<long> sendIds, long sinceMs, CancellationToken cancellationToken = default) =>
+        ReadAsync<IReadOnlyList<SendRecord>>(async connection => sendIds.Count == 0 ? [] : (await connection.QueryAsync<SendRecordRow>(new CommandDefinition(
+            SqliteSql.ContainerDb.FindSendRecords, new { ProducerId = producerId, SendIds = sendIds, Since = sinceMs }, cancellationToken: cancellationToken)).ConfigureAwait(false))
+            .Select(row => row.ToRecord()).ToList(),
+            cancellationToken);
+
     /// <summary>A send_records row as Dapper reads it: the sequence numbers still packed.</summary>
     private sealed record SendRecordRow(string ProducerId, long SendId, long EntityId, byte[] SequenceNumbers, long AtMs)
     {

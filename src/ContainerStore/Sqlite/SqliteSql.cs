@@ -572,6 +572,13 @@ internal static class SqliteSql
             WHERE producer_id = @ProducerId AND send_id = @SendId AND at_ms >= @Since
             """;
 
+        /// <summary>One producer's sends (@SendIds, a list Dapper expands) recorded at or after @Since, by primary key.</summary>
+        public const string FindSendRecords = """
+            SELECT producer_id AS ProducerId, send_id AS SendId, entity_id AS EntityId, sequence_numbers AS SequenceNumbers, at_ms AS AtMs
+            FROM send_records
+            WHERE producer_id = @ProducerId AND send_id IN @SendIds AND at_ms >= @Since
+            """;
+
         public const string ReadPayload = "SELECT payload FROM messages WHERE entity_id = $entity AND sequence_number = $sequence";
 
         // The write path below runs through prepared commands with positional '$' parameters.

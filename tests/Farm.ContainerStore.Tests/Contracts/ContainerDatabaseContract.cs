@@ -407,6 +407,28 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Null(await reopened.FindSendRecordAsync("producer-a", 7, sinceMs: 5_001));
     }
 
+    /// <summary>A forwarder's messages, each recorded under its source's sequence number: found in one read, the missing left out.</summary>
+    [StoreFact]
+    public async Task SendRecords_OfOneProducer_AreFoundByTheirIdsInOneRead_WithinTheWindowOnly()
+    {
+        var database = await OpenOwnedAsync(epoch: 1);
+        await CommitAsync(database, 1, b =>
+        {
+            b.Inserts.Add(Message(Entity, 1));
+            b.Inserts.Add(Message(Entity, 2));
+            b.Sends.Add(new SendRecord("farm.forward/9/main", 11, Entity, [1], AtMs: 5_000));
+            b.Sends.Add(new SendRecord("farm.forward/9/main", 12, Entity, [2], AtMs: 6_000));
+            b.Sends.Add(new SendRecord("farm.forward/9/dead-letter", 13, Entity, [3], AtMs: 6_000));
+        });
+
+        var reopened = await ReopenAsync(database);
+        var found = await reopened.FindSendRecordsAsync("farm.forward/9/main", [10, 11, 12, 13], sinceMs: 0);
+        Assert.Equal([(11L, 1L), (12L, 2L)], found.Select(r => (r.SendId, r.SequenceNumbers.Single())).OrderBy(r => r.Item1));
+        Assert.All(found, r => Assert.Equal(("farm.forward/9/main", Entity), (r.ProducerId, r.EntityId)));
+        Assert.Equal([12L], (await reopened.FindSendRecordsAsync("farm.forward/9/main", [11, 12], sinceMs: 5_001)).Select(r => r.SendId));
+        Assert.Empty(await reopened.FindSendRecordsAsync("farm.forward/9/main", [], sinceMs: 0));
+    }
+
     [StoreFact]
     public async Task SendRecords_AreWrittenOnlyByACommitThatSucceeds_KeepTheFirstRecordOfAPair_AndArePrunedByTime()
     {
