@@ -2,6 +2,7 @@ using System.Globalization;
 using Farm.Testing;
 using Microsoft.Extensions.Logging;
 using Farm.Broker.Entities;
+using Farm.Broker.Topics;
 using Farm.Contracts.V1;
 using Google.Protobuf;
 using static Farm.Broker.Tests.BrokerHarness;
@@ -425,6 +426,52 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         var error = await Assert.ThrowsAsync<BrokerException>(() => Service.SendAsync(uneven, CancellationToken.None));
         Assert.Equal(FarmErrorCode.InvalidArgument, error.Code);
         Assert.Contains("forward_sequences has 1 entries for 2 messages", error.Message);
+    }
+
+    /// <summary>
+    /// Two forwarded sends of one message at the same moment (the next owner's repeat, and its
+    /// predecessor's send still committing here) do not both store it: the second waits for the
+    /// first to end, then finds its record. Before, both found no record and both stored.
+    /// </summary>
+    [Fact]
+    public async Task TwoForwardedSendsOfOneMessageAtOnce_StoreItOnce()
+    {
+        var topic = await _farm.CreateTopicAsync("events", new TopicSettings { SupportOrdering = false });
+        var all = await _farm.CreateSubscriptionAsync("events", "all");
+        using var held = new ManualResetEventSlim();
+        using var release = new ManualResetEventSlim();
+        var holding = 0;
+        topic.AcceptedForTests = _ =>
+        {
+            if (Interlocked.Exchange(ref holding, 1) == 0)
+            {
+                held.Set();
+                release.Wait(TimeSpan.FromSeconds(60));
+            }
+        };
+        SendRequest Forwarded(string batch, bool repeat, params long[] sequences) => new()
+        {
+            Entity = "events",
+            Forwarded = true,
+            Repeat = repeat,
+            ProducerId = $"farm.forward/5/main/{sequences[^1]}/{batch}",
+            SendId = sequences[0],
+            ForwardSource = "farm.forward/5/main",
+            ForwardSequences = { sequences },
+            Messages = { sequences.Select(s => Text($"m{s}", messageId: $"m{s}")) },
+        };
+
+        var first = Task.Run(() => Service.SendAsync(Forwarded("a", false, 1, 2), CancellationToken.None));
+        Assert.True(held.Wait(TimeSpan.FromSeconds(30)), "the first send never reached its commit");
+        var waitsBefore = _farm.Node.ForwardsInFlight.Waits;
+        var second = Task.Run(() => Service.SendAsync(Forwarded("b", true, 1, 2, 3), CancellationToken.None));
+        await Eventually.UntilAsync(() => second.IsCompleted || _farm.Node.ForwardsInFlight.Waits > waitsBefore, TimeSpan.FromSeconds(30), "the second send stored or waiting");
+        release.Set();
+        await Task.WhenAll(first, second);
+
+        var received = await all.ReceiveAsync(false, ReceiveMode.ReceiveAndDelete, 10, TimeSpan.Zero, default);
+        Assert.Equal(["m1", "m2", "m3"], received.Select(m => m.Message.MessageId).Order());
+        Assert.Equal((await first).SequenceNumbers, (await second).SequenceNumbers.Take(2));
     }
 
     /// <summary>

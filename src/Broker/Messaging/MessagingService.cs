@@ -127,40 +127,48 @@ public sealed class MessagingService(BrokerNode node)
             // One transaction of one container: no walking back (a full end refuses it, and the locks go back).
             return await SendAndCompleteAsync(request, target, completes, name, cancellationToken).ConfigureAwait(false);
         }
-        IReadOnlyList<Message> messages = request.Messages;
         var origin = ForwardOrigin.Of(request);
-        long?[]? answered = null;
-        if (origin is not null)
+        // Forwarded: claimed first, so another send of one of its messages (ForwardsInFlight) ends
+        // before this one looks for their records.
+        return origin is null ? await StoreWalkedAsync(null).ConfigureAwait(false)
+            : await node.ForwardsInFlight.StoreClaimedAsync(origin, () => StoreWalkedAsync(origin)).ConfigureAwait(false);
+
+        async Task<SendResponse> StoreWalkedAsync(ForwardOrigin? origin)
         {
-            // Forwarded: some of these messages may be stored here already, by a send of the
-            // source's previous owner cut into other batches (its repeat after a failover), or by
-            // a frozen owner's send that went on after it resumed. Those are answered from their
-            // records (one read per entity); only the rest are stored.
-            answered = await origin.FindRecordedAsync(walked ?? [target], RecentSends.RememberedSinceMs(node.Time), cancellationToken).ConfigureAwait(false);
-            if (answered is not null && answered.All(a => a is not null))
+            IReadOnlyList<Message> messages = request.Messages;
+            long?[]? answered = null;
+            if (origin is not null)
             {
-                return new SendResponse { SequenceNumbers = { answered.Select(a => a!.Value) } };
+                // Some of these messages may be stored here already, by a send of the source's
+                // previous owner cut into other batches (its repeat after a failover), or by a
+                // frozen owner's send that went on after it resumed. Those are answered from their
+                // records (one read per entity); only the rest are stored.
+                answered = await origin.FindRecordedAsync(walked ?? [target], RecentSends.RememberedSinceMs(node.Time), cancellationToken).ConfigureAwait(false);
+                if (answered is not null && answered.All(a => a is not null))
+                {
+                    return new SendResponse { SequenceNumbers = { answered.Select(a => a!.Value) } };
+                }
+                if (answered is not null)
+                {
+                    (messages, origin) = origin.Unanswered(messages, answered);
+                    // Its own record would answer a repeat of this batch with fewer numbers than messages.
+                    name = null;
+                }
             }
-            if (answered is not null)
+            for (var at = (int)hops; ; at--)
             {
-                (messages, origin) = origin.Unanswered(messages, answered);
-                // Its own record would answer a repeat of this batch with fewer numbers than messages.
-                name = null;
-            }
-        }
-        for (var at = (int)hops; ; at--)
-        {
-            try
-            {
-                var sequenceNumbers = await EntityAt(at).SendAsync(messages, deadLetterSource, name, origin: origin).ConfigureAwait(false);
-                return new SendResponse { SequenceNumbers = { answered is null ? sequenceNumbers : ForwardOrigin.Merge(answered, sequenceNumbers) } };
-            }
-            catch (BrokerException e) when (e.Code == FarmErrorCode.QuotaExceeded && at > 0)
-            {
-                // The next hop is full. As in Azure Service Bus, the send is stored in the entity
-                // before it, whose forwarder dead-letters what the full one refuses
-                // (QueueEntity.ForwardAsync); the sender hears of it only when the entity it named is full.
-                CountHops(request, hopsBefore, (uint)(at - 1));
+                try
+                {
+                    var sequenceNumbers = await EntityAt(at).SendAsync(messages, deadLetterSource, name, origin: origin).ConfigureAwait(false);
+                    return new SendResponse { SequenceNumbers = { answered is null ? sequenceNumbers : ForwardOrigin.Merge(answered, sequenceNumbers) } };
+                }
+                catch (BrokerException e) when (e.Code == FarmErrorCode.QuotaExceeded && at > 0)
+                {
+                    // The next hop is full. As in Azure Service Bus, the send is stored in the entity
+                    // before it, whose forwarder dead-letters what the full one refuses
+                    // (QueueEntity.ForwardAsync); the sender hears of it only when the entity it named is full.
+                    CountHops(request, hopsBefore, (uint)(at - 1));
+                }
             }
         }
     }

@@ -85,6 +85,9 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
     /// <summary>The sends stored here a moment ago, so a client's repeat of one is not stored twice.</summary>
     internal Messaging.RecentSends RecentSends { get; }
 
+    /// <summary>The forwarded messages being stored here now, so two sends of one are not stored side by side.</summary>
+    internal Messaging.ForwardsInFlight ForwardsInFlight { get; } = new();
+
     public long NodeId => _nodeOptions.NodeId;
 
     public string Address => _address;
@@ -540,15 +543,20 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
         if (IsLocal(record) || SendToOwner is not { } sendToOwner)
         {
             var target = await ResolveSendTargetAsync(targetName, cancellationToken).ConfigureAwait(false);
-            if (await origin.FindRecordedAsync([target], Messaging.RecentSends.RememberedSinceMs(Time), cancellationToken).ConfigureAwait(false) is { } answered)
+            await ForwardsInFlight.StoreClaimedAsync(origin, async () =>
             {
-                (messages, origin) = origin.Unanswered(messages, answered);
-                if (messages.Count == 0)
+                var (rest, restOrigin) = (messages, origin);
+                if (await origin.FindRecordedAsync([target], Messaging.RecentSends.RememberedSinceMs(Time), cancellationToken).ConfigureAwait(false) is { } answered)
                 {
-                    return;
+                    (rest, restOrigin) = origin.Unanswered(messages, answered);
+                    if (rest.Count == 0)
+                    {
+                        return true;
+                    }
                 }
-            }
-            await target.SendAsync(messages, deadLetterSource, origin: origin).ConfigureAwait(false);
+                await target.SendAsync(rest, deadLetterSource, origin: restOrigin).ConfigureAwait(false);
+                return true;
+            }).ConfigureAwait(false);
             return;
         }
         var request = new SendRequest
