@@ -114,6 +114,37 @@ public sealed class SendAndCompleteTests
         Assert.Equal(2, (await ReceiveLockedAsync(from)).DeliveryCount);
     }
 
+    /// <summary>
+    /// A send that completes, to a queue that forwards to a full one: stored in the queue named,
+    /// with the completion, as a plain send is (its forwarder dead-letters what the full one
+    /// refuses, as Azure does). Before, the full end refused it and the handler had to abandon.
+    /// </summary>
+    [Fact]
+    public async Task ASendThatCompletes_IntoAChainWithAFullEnd_IsStoredWhereItWasSent_AndCompletes()
+    {
+        await using var farm = await BrokerHarness.StartAsync();
+        var from = await farm.CreateQueueAsync("from");
+        var end = await farm.CreateQueueAsync("end", new QueueSettings { MaxSizeInMegabytes = 1 });
+        for (var i = 0; i < 5; i++)
+        {
+            await end.SendAsync([new Message { MessageId = $"filler-{i}", Body = Google.Protobuf.ByteString.CopyFrom(new byte[200 * 1024]) }]);
+        }
+        var to = await farm.CreateQueueAsync("to", new QueueSettings { ForwardTo = "end" });
+        var service = new MessagingService(farm.Node);
+        var received = await ReceiveWorkAsync(from);
+        var forward = Forward("to", "from", [received.LockToken], messageId: "onward");
+        forward.Messages[0].Body = Google.Protobuf.ByteString.CopyFrom(new byte[100 * 1024]);
+
+        var answer = await service.SendAsync(forward, default);
+
+        Assert.True(answer.Completed);
+        Assert.Equal(0, from.GetCounts().Total);
+        await farm.SweepUntilAsync(() => to.Peek(true, 0, 10).Count == 1, "the message dead-lettered in the queue it was sent to");
+        var dead = Assert.Single(to.Peek(true, 0, 10));
+        Assert.Equal(("onward", QueueEntity.ForwardingRefused, 0u), (dead.Message.MessageId, dead.DeadLetterReason, dead.Message.TransferHopCount));
+        Assert.Equal(5, end.GetCounts().Active);
+    }
+
     /// <summary>A lock given back still runs out when it would have: the message is delivered again then.</summary>
     [Fact]
     public async Task ALockGivenBack_StillExpiresAtItsTime()

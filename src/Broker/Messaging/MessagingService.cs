@@ -124,8 +124,21 @@ public sealed class MessagingService(BrokerNode node)
         }
         if (request.Completes is { } completes)
         {
-            // One transaction of one container: no walking back (a full end refuses it, and the locks go back).
-            return await SendAndCompleteAsync(request, target, completes, name, cancellationToken).ConfigureAwait(false);
+            // One transaction of one container. A full hop is passed by as for any send: the
+            // messages go into the entity before it (whose forwarder dead-letters what the full one
+            // refuses), with the completions, when that one is in the received messages' container;
+            // a refused try gave the locks back, and the next takes them again.
+            for (var at = (int)hops; ; at--)
+            {
+                try
+                {
+                    return await SendAndCompleteAsync(request, EntityAt(at), completes, name, cancellationToken).ConfigureAwait(false);
+                }
+                catch (BrokerException e) when (e.Code == FarmErrorCode.QuotaExceeded && at > 0)
+                {
+                    CountHops(request, hopsBefore, (uint)(at - 1));
+                }
+            }
         }
         var origin = ForwardOrigin.Of(request);
         // Forwarded: claimed first, so another send of one of its messages (ForwardsInFlight) ends
