@@ -546,9 +546,9 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             await ForwardsInFlight.StoreClaimedAsync(origin, async () =>
             {
                 var (rest, restOrigin) = (messages, origin);
-                // Only a repeat can find records here: a frozen owner's send to an entity of its own
-                // node cannot commit once it is fenced, as the other node's can.
-                if (repeat && await origin.FindRecordedAsync([target], Messaging.RecentSends.RememberedSinceMs(Time), cancellationToken).ConfigureAwait(false) is { } answered)
+                // Every send, not only repeats: a send of a run that went on after its entity moved
+                // away (a planned move while this node keeps the target) can follow the next owner's.
+                if (await origin.FindRecordedAsync([target], Messaging.RecentSends.RememberedSinceMs(Time), cancellationToken).ConfigureAwait(false) is { } answered)
                 {
                     (rest, restOrigin) = origin.Unanswered(messages, answered);
                     if (rest.Count == 0)
