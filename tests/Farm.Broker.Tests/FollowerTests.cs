@@ -35,12 +35,7 @@ public sealed class FollowerTests : IAsyncLifetime
     private async Task UsePostgresAsync()
     {
         await _farm.DisposeAsync();
-        _postgres = await PostgresFarmDatabase.CreateAsync("farm_follow");
-        _farm = await BrokerHarness.StartAsync(h =>
-        {
-            h.PostgresFarm = _postgres.ConnectionString;
-            h.Provider = new Farm.ContainerStore.Postgres.PostgresStoreProvider();
-        });
+        (_farm, _postgres) = await PostgresFarmDatabase.StartHarnessAsync("farm_follow");
     }
 
     private static async Task<IReadOnlyList<ReceivedMessage>> ReceiveAsync(QueueEntity subscription, int max, bool deadLetter = false)

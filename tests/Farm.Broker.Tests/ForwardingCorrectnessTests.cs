@@ -30,12 +30,7 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
     private async Task UsePostgresAsync()
     {
         await _farm.DisposeAsync();
-        _postgres = await PostgresFarmDatabase.CreateAsync("farm_forward");
-        _farm = await StartAsync(h =>
-        {
-            h.PostgresFarm = _postgres.ConnectionString;
-            h.Provider = new Farm.ContainerStore.Postgres.PostgresStoreProvider();
-        });
+        (_farm, _postgres) = await PostgresFarmDatabase.StartHarnessAsync("farm_forward");
     }
 
     private Messaging.MessagingService Service => new(_farm.Node);
@@ -375,17 +370,7 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         await _farm.CreateTopicAsync("events");
         var all = await _farm.CreateSubscriptionAsync("events", "all");
         // Each target its own source (a source forwards to one target).
-        SendRequest Forwarded(string entity, bool repeat, string batch, params long[] sequences) => new()
-        {
-            Entity = entity,
-            Forwarded = true,
-            Repeat = repeat,
-            ProducerId = $"farm.forward/{entity}/main/{sequences[^1]}/{batch}",
-            SendId = sequences[0],
-            ForwardSource = $"farm.forward/{entity}/main",
-            ForwardSequences = { sequences },
-            Messages = { sequences.Select(s => Text($"m{s}", messageId: $"m{s}")) },
-        };
+        SendRequest Forwarded(string entity, bool repeat, string batch, params long[] sequences) => ForwardedSend(entity, entity, repeat, batch, sequences);
 
         // What the subscription got so far (a subscription that follows its topic is read by receiving).
         var fannedOut = new List<string>();
@@ -449,17 +434,7 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
                 release.Wait(TimeSpan.FromSeconds(60));
             }
         };
-        SendRequest Forwarded(string batch, bool repeat, params long[] sequences) => new()
-        {
-            Entity = "events",
-            Forwarded = true,
-            Repeat = repeat,
-            ProducerId = $"farm.forward/5/main/{sequences[^1]}/{batch}",
-            SendId = sequences[0],
-            ForwardSource = "farm.forward/5/main",
-            ForwardSequences = { sequences },
-            Messages = { sequences.Select(s => Text($"m{s}", messageId: $"m{s}")) },
-        };
+        SendRequest Forwarded(string batch, bool repeat, params long[] sequences) => ForwardedSend("events", "5", repeat, batch, sequences);
 
         var first = Task.Run(() => Service.SendAsync(Forwarded("a", false, 1, 2), CancellationToken.None));
         Assert.True(held.Wait(TimeSpan.FromSeconds(30)), "the first send never reached its commit");
@@ -557,6 +532,22 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
         Assert.Contains("'work/$DeadLetterQueue' to 'errors'", warning.Message, StringComparison.Ordinal);
         Assert.DoesNotContain(log.Collector.GetSnapshot(), r => r.Message.Contains("'work' to 'archive'", StringComparison.Ordinal));
     }
+
+    /// <summary>
+    /// A send as another node's forwarder makes it (BrokerNode.ForwardAsync): from source
+    /// <paramref name="source"/>'s main queue, batch <paramref name="batch"/>, messages "m{sequence}".
+    /// </summary>
+    private static SendRequest ForwardedSend(string entity, string source, bool repeat, string batch, long[] sequences) => new()
+    {
+        Entity = entity,
+        Forwarded = true,
+        Repeat = repeat,
+        ProducerId = $"farm.forward/{source}/main/{sequences[^1]}/{batch}",
+        SendId = sequences[0],
+        ForwardSource = $"farm.forward/{source}/main",
+        ForwardSequences = { sequences },
+        Messages = { sequences.Select(s => Text($"m{s}", messageId: $"m{s}")) },
+    };
 
     /// <summary>Sends messages with these ids to the queue and dead-letters them; their sequence numbers.</summary>
     private static async Task<long[]> DeadLetterAsync(QueueEntity queue, params int[] ids)

@@ -34,6 +34,18 @@ public sealed class PostgresFarmDatabase : IAsyncDisposable
         return new PostgresFarmDatabase(admin, name, new NpgsqlConnectionStringBuilder(admin) { Database = name }.ConnectionString);
     }
 
+    /// <summary>A node whose farm and container databases are on the PostgreSQL server, in a farm database of its own.</summary>
+    internal static async Task<(BrokerHarness Farm, PostgresFarmDatabase Postgres)> StartHarnessAsync(string prefix)
+    {
+        var postgres = await CreateAsync(prefix);
+        var farm = await BrokerHarness.StartAsync(h =>
+        {
+            h.PostgresFarm = postgres.ConnectionString;
+            h.Provider = new Farm.ContainerStore.Postgres.PostgresStoreProvider();
+        });
+        return (farm, postgres);
+    }
+
     public async ValueTask DisposeAsync()
     {
         await using var connection = new NpgsqlConnection(_admin);
