@@ -8,7 +8,8 @@
 # at 1 msg/s; about 6 minutes), chain (15 queues forwarding, at 25/75/125 msg/s per queue; about 3
 # minutes), failover-stop (20 SIGSTOPs of an owner; about 7 minutes), failover-postgres (20 SIGKILLs
 # of a 3-node farm on PostgreSQL, which the script installs from Debian's packages when missing and
-# starts as a throwaway server on loopback); or all (about an hour with deep-backlog). Each writes
+# starts as a throwaway server on loopback), forwarding (a backlog drained through ForwardTo, on one
+# node and across nodes; about 2 minutes); or all (about an hour with deep-backlog). Each writes
 # perf/results/<scenario>.json.
 # With no SCENARIO: single-queue topics settlement batch-sizes concurrency latency routing chain.
 #
@@ -20,7 +21,7 @@
 #
 # Extra options for a scenario: SINGLE_QUEUE_ARGS, TOPICS_ARGS, FAILOVER_ARGS, DEEP_BACKLOG_ARGS,
 # SETTLEMENT_ARGS, BATCH_SIZES_ARGS, PREFETCH_ARGS, CONCURRENCY_ARGS, LATENCY_ARGS, ROUTING_ARGS,
-# MANY_QUEUES_ARGS, CHAIN_ARGS, FAILOVER_STOP_ARGS, FAILOVER_POSTGRES_ARGS,
+# MANY_QUEUES_ARGS, CHAIN_ARGS, FAILOVER_STOP_ARGS, FAILOVER_POSTGRES_ARGS, FORWARDING_ARGS,
 # e.g. SINGLE_QUEUE_ARGS="--peer-queue-type quorum" perf/run.sh.
 set -euo pipefail
 
@@ -32,7 +33,7 @@ known+=(settlement batch-sizes prefetch concurrency latency routing)
 defaults=(single-queue topics)
 defaults+=(settlement batch-sizes concurrency latency routing chain)
 # Long ones (each measures one target of issue 14): by name, or with all.
-extra=(many-queues chain failover-stop failover-postgres)
+extra=(many-queues chain failover-stop failover-postgres forwarding)
 known+=("${extra[@]}")
 known=($(printf '%s\n' "${known[@]}" | awk '!seen[$0]++'))
 
@@ -287,6 +288,7 @@ for s in "${scenarios[@]}"; do
     deep-backlog) args=(${DEEP_BACKLOG_ARGS:-}) ;;
     many-queues) args=(${MANY_QUEUES_ARGS:-}) ;;
     chain) args=(${CHAIN_ARGS:-}) ;;
+    forwarding) args=(${FORWARDING_ARGS:-}) ;;
     failover-stop) args=(--signal stop ${FAILOVER_STOP_ARGS:-}) ;;
     failover-postgres) args=(--farm-connection "$pg_farm" ${FAILOVER_POSTGRES_ARGS:-}) ;;
     settlement) args=(${SETTLEMENT_ARGS:-}) ;;

@@ -35,6 +35,7 @@ internal sealed partial record PerfOptions
                Farm.Perf deep-backlog [options]
                Farm.Perf many-queues [options]
                Farm.Perf chain [options]
+               Farm.Perf forwarding [options]
         single-queue:
           --connection CS     farm to drive (default: start a single node on a temporary data directory)
           --duration 20s      measured time (units ms, s, m), after the warm-up
@@ -132,6 +133,12 @@ internal sealed partial record PerfOptions
           --warmup 20s        before the first point   --run-warmup 5s  before each later point
           --duration 30s      measured window of each point   --size 1024
           --out FILE          JSON result (default perf/results/chain.json)
+        forwarding (its own farm; a queue's backlog drained through ForwardTo; see Forwarding/ForwardingScenario.cs):
+          --nodes 3           3: source and target on one node, then a target in another node's container; 1: the first only
+          --messages 200000   messages in the source before ForwardTo is set
+          --rounds 1          drains of each path, alternating (the median round is the result)
+          --size 1024  --senders 4  --batch 100  (the fill)
+          --out FILE          JSON result (default perf/results/forwarding.json)
         """ + SweepUsage;
 
     /// <summary>The options each scenario takes.</summary>
@@ -140,6 +147,8 @@ internal sealed partial record PerfOptions
     private static readonly HashSet<string> DeepBacklogOptions = ["--messages", "--shallow", "--drain", "--size", "--senders", "--batch", "--receivers", "--prefetch", "--out"];
 
     private static readonly HashSet<string> ManyQueuesOptions = ["--queues", "--rate-per-queue", "--nodes", "--containers-per-node", "--senders", "--clients", "--create-concurrency", "--restart", "--warmup", "--duration", "--size", "--out"];
+
+    private static readonly HashSet<string> ForwardingOptions = ["--nodes", "--messages", "--rounds", "--size", "--senders", "--batch", "--out"];
 
     private static readonly HashSet<string> ChainOptions = ["--queues", "--rates", "--concurrency", "--forward", "--warmup", "--run-warmup", "--duration", "--size", "--out"];
 
@@ -336,9 +345,9 @@ internal sealed partial record PerfOptions
 
         var options = new PerfOptions { Scenario = args[0] };
         var sweep = SweepScenarios.Contains(options.Scenario);
-        if (!sweep && options.Scenario is not ("single-queue" or "failover" or "topics" or "deep-backlog" or "many-queues" or "chain"))
+        if (!sweep && options.Scenario is not ("single-queue" or "failover" or "topics" or "deep-backlog" or "many-queues" or "chain" or "forwarding"))
         {
-            throw new ArgumentException($"unknown scenario '{options.Scenario}'; the scenarios are: single-queue, topics, failover, deep-backlog, many-queues, chain, {string.Join(", ", SweepScenarios)}");
+            throw new ArgumentException($"unknown scenario '{options.Scenario}'; the scenarios are: single-queue, topics, failover, deep-backlog, many-queues, chain, forwarding, {string.Join(", ", SweepScenarios)}");
         }
         if (options.Scenario == "topics")
         {
@@ -366,6 +375,10 @@ internal sealed partial record PerfOptions
         {
             options = options with { Queues = 15, Concurrency = 8, Warmup = TimeSpan.FromSeconds(20), RunWarmup = TimeSpan.FromSeconds(5), Duration = TimeSpan.FromSeconds(30) };
         }
+        if (options.Scenario == "forwarding")
+        {
+            options = options with { Nodes = 3, Messages = 200_000, Senders = 4, Batch = 100, Rounds = 1 };
+        }
         if (sweep)
         {
             options = WithSweepDefaults(options);
@@ -378,6 +391,7 @@ internal sealed partial record PerfOptions
             "deep-backlog" => DeepBacklogOptions,
             "many-queues" => ManyQueuesOptions,
             "chain" => ChainOptions,
+            "forwarding" => ForwardingOptions,
             _ when sweep => SweepOptions,
             _ => SingleQueueOptions,
         };

@@ -76,6 +76,11 @@ if (options.Scenario == "chain")
     return await RunChainAsync(options, command, jsonOptions, cancel.Token);
 }
 
+if (options.Scenario == "forwarding")
+{
+    return await RunForwardingAsync(options, command, jsonOptions, cancel.Token);
+}
+
 if (PerfOptions.SweepScenarios.Contains(options.Scenario))
 {
     return await RunSweepAsync(options, command, jsonOptions, cancel.Token);
@@ -394,6 +399,30 @@ static async Task<int> RunChainAsync(PerfOptions options, string command, JsonSe
         null => $"chain: 125 msg/s per queue not among the rates: target not judged -> {output}",
     });
     return FailIfUnverified("chain", report.Points.Select(p => p.Verification));
+}
+
+// The forwarding scenario: writes perf/results/forwarding.json, prints each path's drain.
+static async Task<int> RunForwardingAsync(PerfOptions options, string command, JsonSerializerOptions jsonOptions, CancellationToken cancellationToken)
+{
+    Farm.Perf.Forwarding.ForwardingReport report;
+    try
+    {
+        report = await new Farm.Perf.Forwarding.ForwardingScenario(options).RunAsync(command, cancellationToken);
+    }
+    catch (Exception e) when (e is InvalidOperationException or TimeoutException or Farm.Client.FarmException or OperationCanceledException)
+    {
+        Console.Error.WriteLine($"perf: the forwarding run failed: {e.GetType().Name}: {e.Message}");
+        return 1;
+    }
+
+    var output = options.Out ?? DefaultOutput("forwarding");
+    await WriteJsonAsync(output, JsonSerializer.Serialize(report, jsonOptions));
+    var inv = CultureInfo.InvariantCulture;
+    foreach (var d in report.Farm)
+    {
+        Console.WriteLine(string.Create(inv, $"forwarding: {d.Path}: {d.Messages} x {report.MessageBytes} B drained through ForwardTo at {d.MsgsPerSec:0} msg/s, {d.NodeUsPerMessage:0.0} us of node CPU a message -> {output}"));
+    }
+    return 0;
 }
 
 // Prints a failed exactly-once check loudly; 1 when any failed.

@@ -1,3 +1,4 @@
+using System.Text.Json;
 using Dapper;
 using Farm.ContainerStore.Containers;
 using Microsoft.Data.Sqlite;
@@ -250,7 +251,7 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
 
     public Task<IReadOnlyCollection<string>> FindDuplicatesAsync(long entityId, IReadOnlyCollection<string> messageIds, long nowMs, CancellationToken cancellationToken = default) =>
         ReadAsync<IReadOnlyCollection<string>>(async connection => messageIds.Count == 0 ? [] : (await connection.QueryAsync<string>(new CommandDefinition(
-            SqliteSql.ContainerDb.FindDuplicates, new { EntityId = entityId, MessageIds = messageIds, NowMs = nowMs }, cancellationToken: cancellationToken)).ConfigureAwait(false)).AsList(),
+            SqliteSql.ContainerDb.FindDuplicates, new { EntityId = entityId, MessageIds = JsonSerializer.Serialize(messageIds), NowMs = nowMs }, cancellationToken: cancellationToken)).ConfigureAwait(false)).AsList(),
             cancellationToken);
 
     public Task<SendRecord?> FindSendRecordAsync(string producerId, long sendId, long sinceMs, CancellationToken cancellationToken = default) =>
@@ -260,7 +261,7 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
 
     public Task<IReadOnlyList<SendRecord>> FindSendRecordsAsync(string producerId, IReadOnlyCollection<long> sendIds, long sinceMs, CancellationToken cancellationToken = default) =>
         ReadAsync<IReadOnlyList<SendRecord>>(async connection => sendIds.Count == 0 ? [] : (await connection.QueryAsync<SendRecordRow>(new CommandDefinition(
-            SqliteSql.ContainerDb.FindSendRecords, new { ProducerId = producerId, SendIds = sendIds, Since = sinceMs }, cancellationToken: cancellationToken)).ConfigureAwait(false))
+            SqliteSql.ContainerDb.FindSendRecords, new { ProducerId = producerId, SendIds = JsonSerializer.Serialize(sendIds), Since = sinceMs }, cancellationToken: cancellationToken)).ConfigureAwait(false))
             .Select(row => row.ToRecord()).ToList(),
             cancellationToken);
 

@@ -550,10 +550,15 @@ internal static class SqliteSql
             LIMIT @Limit
             """;
 
-        /// <summary>Which of @MessageIds (Dapper expands the list) an entity saw within the window, by primary key.</summary>
+        /// <summary>
+        /// Which of @MessageIds (a JSON array, see <see cref="SqliteContainerDatabase"/>) an entity saw
+        /// within the window, by primary key. One parameter, not a list Dapper expands: SQLite finds a
+        /// named parameter by a linear search, so binding n expanded names cost n squared string
+        /// compares, and every list length was a statement of its own to compile (perf/README Session 60).
+        /// </summary>
         public const string FindDuplicates = """
             SELECT message_id FROM duplicates
-            WHERE entity_id = @EntityId AND message_id IN @MessageIds AND expires_at_ms > @NowMs
+            WHERE entity_id = @EntityId AND message_id IN (SELECT value FROM json_each(@MessageIds)) AND expires_at_ms > @NowMs
             """;
 
         /// <summary>An entity's MessageIds within the window after @After, in key order, at most @Limit.</summary>
@@ -572,11 +577,11 @@ internal static class SqliteSql
             WHERE producer_id = @ProducerId AND send_id = @SendId AND at_ms >= @Since
             """;
 
-        /// <summary>One producer's sends (@SendIds, a list Dapper expands) recorded at or after @Since, by primary key.</summary>
+        /// <summary>One producer's sends (@SendIds, a JSON array as in <see cref="FindDuplicates"/>) recorded at or after @Since, by primary key.</summary>
         public const string FindSendRecords = """
             SELECT producer_id AS ProducerId, send_id AS SendId, entity_id AS EntityId, sequence_numbers AS SequenceNumbers, at_ms AS AtMs
             FROM send_records
-            WHERE producer_id = @ProducerId AND send_id IN @SendIds AND at_ms >= @Since
+            WHERE producer_id = @ProducerId AND send_id IN (SELECT value FROM json_each(@SendIds)) AND at_ms >= @Since
             """;
 
         public const string ReadPayload = "SELECT payload FROM messages WHERE entity_id = $entity AND sequence_number = $sequence";

@@ -950,6 +950,19 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
             after = page[^1].MessageId;
         }
         Assert.Equal(Enumerable.Range(3, 7).Select(i => $"id-{i}"), paged);
+
+        // Ids are found as given, whatever characters they hold (the list travels as one parameter),
+        // and a long list is looked up in one read.
+        string[] awkward = ["quote\"d", "back\\slash", "[1,2]", "ünïcødé 💬", "tab\tnew\nline", "' OR 1=1 --"];
+        await CommitAsync(database, 1, b =>
+        {
+            foreach (var id in awkward)
+            {
+                b.Duplicates.Add(new DuplicateRecord(Entity, id, 9_000));
+            }
+        });
+        var many = awkward.Concat(Enumerable.Range(0, 500).Select(i => $"never-{i}")).ToList();
+        Assert.Equal(awkward.Order(StringComparer.Ordinal), (await database.FindDuplicatesAsync(Entity, many, nowMs: 1_002)).Order(StringComparer.Ordinal));
     }
 
     /// <summary>
