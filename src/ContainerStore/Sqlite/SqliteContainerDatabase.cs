@@ -251,7 +251,7 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
 
     public Task<IReadOnlyCollection<string>> FindDuplicatesAsync(long entityId, IReadOnlyCollection<string> messageIds, long nowMs, CancellationToken cancellationToken = default) =>
         ReadAsync<IReadOnlyCollection<string>>(async connection => messageIds.Count == 0 ? [] : (await connection.QueryAsync<string>(new CommandDefinition(
-            SqliteSql.ContainerDb.FindDuplicates, new { EntityId = entityId, MessageIds = JsonSerializer.Serialize(messageIds), NowMs = nowMs }, cancellationToken: cancellationToken)).ConfigureAwait(false)).AsList(),
+            SqliteSql.ContainerDb.FindDuplicates, new { EntityId = entityId, MessageIds = JsonArray(messageIds), NowMs = nowMs }, cancellationToken: cancellationToken)).ConfigureAwait(false)).AsList(),
             cancellationToken);
 
     public Task<SendRecord?> FindSendRecordAsync(string producerId, long sendId, long sinceMs, CancellationToken cancellationToken = default) =>
@@ -261,7 +261,7 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
 
     public Task<IReadOnlyList<SendRecord>> FindSendRecordsAsync(string producerId, IReadOnlyCollection<long> sendIds, long sinceMs, CancellationToken cancellationToken = default) =>
         ReadAsync<IReadOnlyList<SendRecord>>(async connection => sendIds.Count == 0 ? [] : (await connection.QueryAsync<SendRecordRow>(new CommandDefinition(
-            SqliteSql.ContainerDb.FindSendRecords, new { ProducerId = producerId, SendIds = JsonSerializer.Serialize(sendIds), Since = sinceMs }, cancellationToken: cancellationToken)).ConfigureAwait(false))
+            SqliteSql.ContainerDb.FindSendRecords, new { ProducerId = producerId, SendIds = JsonArray(sendIds), Since = sinceMs }, cancellationToken: cancellationToken)).ConfigureAwait(false))
             .Select(row => row.ToRecord()).ToList(),
             cancellationToken);
 
@@ -389,6 +389,9 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
 
     /// <summary>Ids as one JSON array parameter, read with json_each: one parameter however many ids.</summary>
     private static string JsonArray(IEnumerable<long> ids) => "[" + string.Join(",", ids) + "]";
+
+    /// <summary>Strings as one JSON array parameter, each escaped as JSON wants (quotes, control characters).</summary>
+    private static string JsonArray(IEnumerable<string> ids) => JsonSerializer.Serialize(ids);
 
     public Task<IReadOnlyList<MessageRecord>> ReadFromAsync(long entityId, SubQueue subQueue, long afterSequence, int maxRows, long maxBytes, long copiesOf = 0, CancellationToken cancellationToken = default) =>
         ReadAsync<IReadOnlyList<MessageRecord>>(async connection =>
