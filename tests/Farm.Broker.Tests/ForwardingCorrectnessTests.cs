@@ -414,6 +414,56 @@ public sealed class ForwardingCorrectnessTests : IAsyncLifetime
     }
 
     /// <summary>
+    /// A forwarder's own sends are stored without reading their records (a load of a source sends
+    /// each message once, or again marked as a repeat). A send from another load of the source (its
+    /// next owner, or a frozen one that resumed) reads, and so does every send of either for the
+    /// records' window after; so does every send to a new owner of the container while a record
+    /// its previous owner made is in the window. Whichever load sends a message, and however the
+    /// batches are cut, it is stored once.
+    /// </summary>
+    [Fact]
+    public async Task AForwardersOwnSends_SkipTheRecordsRead_UntilAnotherLoadOfItsSourceSends_AndEachMessageIsStoredOnce()
+    {
+        var archive = await _farm.CreateQueueAsync("archive");
+        var senders = archive.Commits.ForwardSenders;
+        SendRequest Forwarded(long load, string batch, params long[] sequences)
+        {
+            var request = ForwardedSend("archive", "orders", repeat: false, batch, sequences);
+            request.ForwardIncarnation = load;
+            return request;
+        }
+        async Task<IEnumerable<string>> StoredAsync() => (await _farm.QueueAsync("archive")).Peek(false, 0, 20).Select(m => m.Message.MessageId);
+
+        await Service.SendAsync(Forwarded(1, "a", 1, 2), CancellationToken.None);
+        await Service.SendAsync(Forwarded(1, "b", 3, 4), CancellationToken.None);
+        Assert.Equal((0L, 2L), (senders.Lookups, senders.Skipped));
+
+        // The source's next owner (load 2) sends 3-5, cut otherwise and not marked as a repeat;
+        // then the frozen load 1 resumes with 5-6, and load 2 goes on with 6-7.
+        await Service.SendAsync(Forwarded(2, "c", 3, 4, 5), CancellationToken.None);
+        await Service.SendAsync(Forwarded(1, "d", 5, 6), CancellationToken.None);
+        await Service.SendAsync(Forwarded(2, "e", 6, 7), CancellationToken.None);
+        Assert.Equal(["m1", "m2", "m3", "m4", "m5", "m6", "m7"], await StoredAsync());
+        Assert.Equal((3L, 2L), (senders.Lookups, senders.Skipped));
+
+        // A window of load 2 alone: its sends skip the read again.
+        _farm.Time.Advance(Messaging.RecentSends.Retention);
+        await Service.SendAsync(Forwarded(2, "f", 8), CancellationToken.None);
+        Assert.Equal((3L, 3L), (senders.Lookups, senders.Skipped));
+
+        // A new owner of the container (a restart) reads while load 2's last records are in the window, then no more.
+        await _farm.RestartAsync();
+        senders = (await _farm.QueueAsync("archive")).Commits.ForwardSenders;
+        await Service.SendAsync(Forwarded(2, "g", 8, 9), CancellationToken.None);
+        Assert.Equal((1L, 0L), (senders.Lookups, senders.Skipped));
+        Assert.Equal(["m1", "m2", "m3", "m4", "m5", "m6", "m7", "m8", "m9"], await StoredAsync());
+        _farm.Time.Advance(Messaging.RecentSends.Retention);
+        await Service.SendAsync(Forwarded(2, "h", 10), CancellationToken.None);
+        Assert.Equal((1L, 1L), (senders.Lookups, senders.Skipped));
+        Assert.Equal(10, (await StoredAsync()).Count());
+    }
+
+    /// <summary>
     /// Two forwarded sends of one message at the same moment (the next owner's repeat, and its
     /// predecessor's send still committing here) do not both store it: the second waits for the
     /// first to end, then finds its record. Before, both found no record and both stored.

@@ -1,3 +1,4 @@
+using Farm.Broker.Entities;
 using Farm.Broker.Telemetry;
 using System.Threading.Channels;
 using Farm.ContainerStore;
@@ -59,6 +60,7 @@ internal sealed partial class CommitQueue : IAsyncDisposable
         IContainerDatabase database, long containerId, long epoch, BrokerOptions options, TimeProvider time, Action<long> onEpochLost, Action<long> onOutcomeUnknown, ILogger logger)
     {
         _database = database;
+        ForwardSenders = new ForwardSenders(cancellationToken => database.NewestSendRecordAtMsAsync(QueueEntity.ForwardProducerPrefix, cancellationToken));
         _containerId = containerId;
         _epoch = epoch;
         _options = options;
@@ -72,6 +74,13 @@ internal sealed partial class CommitQueue : IAsyncDisposable
     }
 
     public long Epoch => Volatile.Read(ref _epoch);
+
+    /// <summary>
+    /// The forwarders heard from during this ownership of the container: whether a forwarded send
+    /// to one of its entities must read its messages' records (kept here because a commit queue
+    /// lives exactly as long as one ownership).
+    /// </summary>
+    public ForwardSenders ForwardSenders { get; }
 
     public long ContainerId => _containerId;
 

@@ -10,9 +10,12 @@ namespace Farm.Broker.Entities;
 /// that stores it, and looks each up before it stores a forwarded send, so it finds each message
 /// however the source batched it this time: its next owner after a failover does not know how its
 /// predecessor cut the batches (a batch cut otherwise goes under another batch name), and a frozen
-/// owner may finish a send after it resumed, already fenced.
+/// owner may finish a send after it resumed, already fenced. The target reads only when another
+/// send of the messages may have been stored (<see cref="ForwardSenders"/>): <see cref="Incarnation"/>
+/// names the load of the source's forwarder that sent them (0: unknown, always read), and
+/// <see cref="Repeat"/> marks a send again after one whose answer was lost.
 /// </summary>
-internal sealed record ForwardOrigin(string Source, IReadOnlyList<long> Sequences)
+internal sealed record ForwardOrigin(string Source, IReadOnlyList<long> Sequences, long Incarnation = 0, bool Repeat = false)
 {
     /// <summary>The name message <paramref name="index"/> is recorded under at the target.</summary>
     public SendName NameOf(int index) => new(Source, Sequences[index]);
@@ -29,26 +32,37 @@ internal sealed record ForwardOrigin(string Source, IReadOnlyList<long> Sequence
             throw FarmErrors.Invalid(
                 $"forward_sequences has {request.ForwardSequences.Count} entries for {request.Messages.Count} messages; a forwarded send names each message's sequence number at its source.");
         }
-        return new ForwardOrigin(request.ForwardSource, request.ForwardSequences);
+        return new ForwardOrigin(request.ForwardSource, request.ForwardSequences, request.ForwardIncarnation, request.Repeat);
     }
 
     /// <summary>
     /// Each message's answer where it is recorded (<see cref="NameOf"/>) at one of
-    /// <paramref name="targets"/> since <paramref name="sinceMs"/> (a chain stores where it could,
-    /// so every entity walked is asked, from the end back; one read each); null for a message
-    /// without a record, or when none has one.
+    /// <paramref name="targets"/> in the last <see cref="Messaging.RecentSends.Retention"/> (a chain
+    /// stores where it could, so every entity walked is asked, from the end back; one read each,
+    /// skipped where the container's <see cref="ForwardSenders"/> says no other send of them can be there); null
+    /// for a message without a record, or when none has one.
     /// </summary>
-    public async Task<long?[]?> FindRecordedAsync(IReadOnlyList<ISendTarget> targets, long sinceMs, CancellationToken cancellationToken)
+    public async Task<long?[]?> FindRecordedAsync(IReadOnlyList<ISendTarget> targets, TimeProvider time, CancellationToken cancellationToken)
     {
+        var nowMs = time.GetUtcNow().ToUnixTimeMilliseconds();
+        var sinceMs = Messaging.RecentSends.RememberedSinceMs(time);
         long?[]? answers = null;
-        var index = new Dictionary<long, int>(Sequences.Count);
-        for (var i = 0; i < Sequences.Count; i++)
-        {
-            index.TryAdd(Sequences[i], i);
-        }
+        Dictionary<long, int>? index = null;
         for (var at = targets.Count - 1; at >= 0; at--)
         {
             var target = targets[at];
+            if (!await target.Commits.ForwardSenders.MustLookAsync(target.Id, this, nowMs, cancellationToken).ConfigureAwait(false))
+            {
+                continue;
+            }
+            if (index is null)
+            {
+                index = new Dictionary<long, int>(Sequences.Count);
+                for (var i = 0; i < Sequences.Count; i++)
+                {
+                    index.TryAdd(Sequences[i], i);
+                }
+            }
             foreach (var record in await target.Commits.Database.FindSendRecordsAsync(Source, index.Keys, sinceMs, cancellationToken).ConfigureAwait(false))
             {
                 // A record of another entity is not this send's (the source forwarded to another target before).

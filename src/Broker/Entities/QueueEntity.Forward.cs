@@ -27,6 +27,13 @@ internal sealed partial class QueueEntity
     private bool _forwardMayRepeat = true;
 
     /// <summary>
+    /// This load's forwarder, as its sends name it (<see cref="ForwardOrigin.Incarnation"/>): drawn
+    /// anew with every load, so a target tells this load's sends from another owner's or another
+    /// load's, which may hold the same messages (<see cref="ForwardSenders"/>).
+    /// </summary>
+    private readonly long _forwardIncarnation = Random.Shared.NextInt64(1, long.MaxValue);
+
+    /// <summary>
     /// The sends of the last forwarding run whose messages may be back here after the target stored
     /// them (the run failed: an answer lost, or the delete after it), each as the sequence numbers
     /// it carried. The next run sends each of them first and again exactly as it was, so under the
@@ -235,7 +242,7 @@ internal sealed partial class QueueEntity
                 try
                 {
                     tried.Add(batch.Sequences);
-                    await Forward!(targetName, batch.Copies, batch.DeadLetterSource, batch.Name, new ForwardOrigin(ForwardOriginName(Id, fromDeadLetter), batch.Sequences), repeat, CancellationToken.None).ConfigureAwait(false);
+                    await Forward!(targetName, batch.Copies, batch.DeadLetterSource, batch.Name, new ForwardOrigin(ForwardOriginName(Id, fromDeadLetter), batch.Sequences, _forwardIncarnation, repeat), repeat, CancellationToken.None).ConfigureAwait(false);
                     stored.AddRange(taken.GetRange(batch.First, batch.Copies.Count));
                     done += batch.Copies.Count;
                 }
@@ -261,7 +268,7 @@ internal sealed partial class QueueEntity
                         {
                             tried.Add([message.SequenceNumber]);
                             await Forward!(targetName, [batch.Copies[i]], batch.DeadLetterSource, ForwardSendName(Id, fromDeadLetter, [message.SequenceNumber]),
-                                new ForwardOrigin(ForwardOriginName(Id, fromDeadLetter), [message.SequenceNumber]), repeat, CancellationToken.None).ConfigureAwait(false);
+                                new ForwardOrigin(ForwardOriginName(Id, fromDeadLetter), [message.SequenceNumber], _forwardIncarnation, repeat), repeat, CancellationToken.None).ConfigureAwait(false);
                             stored.Add(message);
                         }
                         catch (Exception single) when (IsRefused(single, fromDeadLetter))

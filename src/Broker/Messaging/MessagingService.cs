@@ -155,8 +155,9 @@ public sealed class MessagingService(BrokerNode node)
                 // Some of these messages may be stored here already, by a send of the source's
                 // previous owner cut into other batches (its repeat after a failover), or by a
                 // frozen owner's send that went on after it resumed. Those are answered from their
-                // records (one read per entity); only the rest are stored.
-                answered = await origin.FindRecordedAsync(walked ?? [target], RecentSends.RememberedSinceMs(node.Time), cancellationToken).ConfigureAwait(false);
+                // records (one read per entity, where another send of them may have been stored:
+                // ForwardSenders); only the rest are stored.
+                answered = await origin.FindRecordedAsync(walked ?? [target], node.Time, cancellationToken).ConfigureAwait(false);
                 if (answered is not null && answered.All(a => a is not null))
                 {
                     return new SendResponse { SequenceNumbers = { answered.Select(a => a!.Value) } };

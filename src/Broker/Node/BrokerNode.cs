@@ -546,9 +546,10 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             await ForwardsInFlight.StoreClaimedAsync(origin, async () =>
             {
                 var (rest, restOrigin) = (messages, origin);
-                // Every send, not only repeats: a send of a run that went on after its entity moved
-                // away (a planned move while this node keeps the target) can follow the next owner's.
-                if (await origin.FindRecordedAsync([target], Messaging.RecentSends.RememberedSinceMs(Time), cancellationToken).ConfigureAwait(false) is { } answered)
+                // Not only repeats: a send of a run that went on after its entity moved away (a
+                // planned move while this node keeps the target) can follow the next owner's. The
+                // target's ForwardSenders tells such a send by its load and reads for it.
+                if (await origin.FindRecordedAsync([target], Time, cancellationToken).ConfigureAwait(false) is { } answered)
                 {
                     (rest, restOrigin) = origin.Unanswered(messages, answered);
                     if (rest.Count == 0)
@@ -571,6 +572,7 @@ public sealed partial class BrokerNode : IAsyncDisposable, IOwnershipView
             DeadLetterSource = deadLetterSource ?? "",
             ForwardSource = origin.Source,
             ForwardSequences = { origin.Sequences },
+            ForwardIncarnation = origin.Incarnation,
         };
         request.Messages.AddRange(messages);
         await sendToOwner(request, cancellationToken).ConfigureAwait(false);

@@ -98,6 +98,13 @@ public interface IContainerDatabase : IAsyncDisposable
     /// </summary>
     Task<IReadOnlyList<SendRecord>> FindSendRecordsAsync(string producerId, IReadOnlyCollection<long> sendIds, long sinceMs, CancellationToken cancellationToken = default);
 
+    /// <summary>
+    /// When the newest record of a producer whose id starts with <paramref name="producerPrefix"/>
+    /// was made (ms since the epoch), pruned or not; null when there is none. Read through the
+    /// records' time index from the newest down: cheap while such records are being made.
+    /// </summary>
+    Task<long?> NewestSendRecordAtMsAsync(string producerPrefix, CancellationToken cancellationToken = default);
+
     /// <summary>The entity's duplicate-detection ids within the window after <paramref name="afterMessageId"/> in ordinal order, at most <paramref name="maxRows"/>: a scan in pages.</summary>
     Task<IReadOnlyList<DuplicateRecord>> ReadDuplicatesAsync(long entityId, string afterMessageId, long nowMs, int maxRows, CancellationToken cancellationToken = default);
 

@@ -456,6 +456,16 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
             return found;
         }, cancellationToken);
 
+    public Task<long?> NewestSendRecordAtMsAsync(string producerPrefix, CancellationToken cancellationToken = default) =>
+        RunAsync("read the newest send record", async connection =>
+        {
+            await using var command = new NpgsqlCommand(PostgresSql.ContainerDb.NewestSendRecordAt, connection)
+            {
+                Parameters = { Parameter(producerPrefix) },
+            };
+            return await command.ExecuteScalarAsync(cancellationToken).ConfigureAwait(false) is long at ? at : (long?)null;
+        }, cancellationToken);
+
     public Task<IReadOnlyList<DuplicateRecord>> ReadDuplicatesAsync(long entityId, string afterMessageId, long nowMs, int maxRows, CancellationToken cancellationToken = default) =>
         RunAsync<IReadOnlyList<DuplicateRecord>>("read duplicate ids", async connection =>
         {

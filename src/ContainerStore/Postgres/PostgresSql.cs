@@ -670,6 +670,13 @@ internal static class PostgresSql
             WHERE producer_id = $1 AND send_id = ANY ($2) AND at_ms >= $3
             """;
 
+        /// <summary>The newest record of a producer whose id starts with $1, through send_records_by_time from the newest down.</summary>
+        public const string NewestSendRecordAt = """
+            SELECT at_ms FROM send_records
+            WHERE starts_with(producer_id, $1)
+            ORDER BY at_ms DESC LIMIT 1
+            """;
+
         public const string ReadPayloads = """
             SELECT sequence_number, payload FROM messages
             WHERE entity_id = $1 AND sequence_number = ANY ($2) AND payload IS NOT NULL

@@ -265,6 +265,11 @@ internal sealed class SqliteContainerDatabase : IContainerDatabase
             .Select(row => row.ToRecord()).ToList(),
             cancellationToken);
 
+    public Task<long?> NewestSendRecordAtMsAsync(string producerPrefix, CancellationToken cancellationToken = default) =>
+        ReadAsync(async connection => await connection.QuerySingleOrDefaultAsync<long?>(new CommandDefinition(
+            SqliteSql.ContainerDb.NewestSendRecordAt, new { Prefix = producerPrefix }, cancellationToken: cancellationToken)).ConfigureAwait(false),
+            cancellationToken);
+
     /// <summary>A send_records row as Dapper reads it: the sequence numbers still packed.</summary>
     private sealed record SendRecordRow(string ProducerId, long SendId, long EntityId, byte[] SequenceNumbers, long AtMs)
     {

@@ -584,6 +584,13 @@ internal static class SqliteSql
             WHERE producer_id = @ProducerId AND send_id IN (SELECT value FROM json_each(@SendIds)) AND at_ms >= @Since
             """;
 
+        /// <summary>The newest record of a producer whose id starts with @Prefix, through send_records_by_time from the newest down.</summary>
+        public const string NewestSendRecordAt = """
+            SELECT at_ms FROM send_records INDEXED BY send_records_by_time
+            WHERE substr(producer_id, 1, length(@Prefix)) = @Prefix
+            ORDER BY at_ms DESC LIMIT 1
+            """;
+
         public const string ReadPayload = "SELECT payload FROM messages WHERE entity_id = $entity AND sequence_number = $sequence";
 
         // The write path below runs through prepared commands with positional '$' parameters.

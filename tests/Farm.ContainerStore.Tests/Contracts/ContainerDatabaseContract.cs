@@ -429,6 +429,31 @@ public abstract class ContainerDatabaseContract : IAsyncLifetime
         Assert.Empty(await reopened.FindSendRecordsAsync("farm.forward/9/main", [], sinceMs: 0));
     }
 
+    /// <summary>
+    /// When the newest record of the forwarders (a producer id prefix) was made: a new owner of the
+    /// container reads every forwarded send's records until that is out of the window. A client's
+    /// newer record does not count; with no forwarder's record there is none.
+    /// </summary>
+    [StoreFact]
+    public async Task TheNewestSendRecord_OfProducersWithAPrefix_IsFound_OthersLeftOut()
+    {
+        var database = await OpenOwnedAsync(epoch: 1);
+        Assert.Null(await database.NewestSendRecordAtMsAsync("farm.forward/"));
+        await CommitAsync(database, 1, b =>
+        {
+            b.Sends.Add(new SendRecord("farm.forward/9/main", 11, Entity, [1], AtMs: 5_000));
+            b.Sends.Add(new SendRecord("farm.forward/8/dead-letter", 2, Entity, [2], AtMs: 7_000));
+            b.Sends.Add(new SendRecord("farm.forward/9/main", 12, Entity, [3], AtMs: 6_000));
+            b.Sends.Add(new SendRecord("client-farm.forward/", 1, Entity, [4], AtMs: 9_000));
+            b.Sends.Add(new SendRecord("farm.forwarder", 1, Entity, [5], AtMs: 9_500));
+        });
+
+        var reopened = await ReopenAsync(database);
+        Assert.Equal(7_000L, await reopened.NewestSendRecordAtMsAsync("farm.forward/"));
+        Assert.Equal(9_000L, await reopened.NewestSendRecordAtMsAsync("client-"));
+        Assert.Null(await reopened.NewestSendRecordAtMsAsync("nobody/"));
+    }
+
     [StoreFact]
     public async Task SendRecords_AreWrittenOnlyByACommitThatSucceeds_KeepTheFirstRecordOfAPair_AndArePrunedByTime()
     {
