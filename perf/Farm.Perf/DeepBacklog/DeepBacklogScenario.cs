@@ -122,33 +122,18 @@ internal sealed class DeepBacklogScenario(PerfOptions options)
                 DrainAtLeast08OfShallow: deepRate / shallowRate >= 0.8));
     }
 
-    /// <summary>Sends <paramref name="count"/> messages in batches from --senders senders; the farm acknowledges each batch durably.</summary>
+    /// <summary>Fills <paramref name="queue"/> (<see cref="Load.QueueFill"/>), saying how far it got every 500,000 messages.</summary>
     private async Task FillAsync(FarmClient client, string queue, long count, CancellationToken cancellationToken)
     {
-        var body = new byte[options.Size];
-        Random.Shared.NextBytes(body);
-        long next = 0;
         var clock = Stopwatch.StartNew();
         var reported = 0L;
-        await Task.WhenAll(Enumerable.Range(0, options.Senders).Select(async _ =>
+        await Load.QueueFill.FillAsync(client, queue, count, options, cancellationToken, done =>
         {
-            await using var sender = client.CreateSender(queue);
-            while (true)
+            if (done - Interlocked.Read(ref reported) >= 500_000 && Interlocked.Exchange(ref reported, done) < done)
             {
-                var start = Interlocked.Add(ref next, options.Batch) - options.Batch;
-                if (start >= count)
-                {
-                    return;
-                }
-                var size = (int)Math.Min(options.Batch, count - start);
-                await sender.SendMessagesAsync(Enumerable.Range(0, size).Select(_ => new FarmMessage(body)), cancellationToken).ConfigureAwait(false);
-                var done = start + size;
-                if (done - Interlocked.Read(ref reported) >= 500_000 && Interlocked.Exchange(ref reported, done) < done)
-                {
-                    Console.Error.WriteLine($"perf: deep-backlog: {queue}: {done} sent ({done / clock.Elapsed.TotalSeconds:0}/s)");
-                }
+                Console.Error.WriteLine($"perf: deep-backlog: {queue}: {done} sent ({done / clock.Elapsed.TotalSeconds:0}/s)");
             }
-        })).ConfigureAwait(false);
+        }).ConfigureAwait(false);
     }
 
     /// <summary>

@@ -70,7 +70,7 @@ internal sealed class ForwardingScenario(PerfOptions options)
         await admin.CreateQueueAsync(new CreateQueueOptions(target) { ContainerId = targetContainer, MaxSizeInMegabytes = megabytes }, cancellationToken).ConfigureAwait(false);
         var properties = await admin.CreateQueueAsync(new CreateQueueOptions(source) { ContainerId = sourceContainer, MaxSizeInMegabytes = megabytes }, cancellationToken).ConfigureAwait(false);
         var fill = Stopwatch.StartNew();
-        await FillAsync(client, source, messages, cancellationToken).ConfigureAwait(false);
+        await Load.QueueFill.FillAsync(client, source, messages, options, cancellationToken).ConfigureAwait(false);
         Console.Error.WriteLine(string.Create(Inv, $"perf: forwarding: {source} filled with {messages} messages in {fill.Elapsed.TotalSeconds:0.0} s; forwarding it to {target}"));
 
         var meters = farm.NodeIds.ToDictionary(id => id, id => new CpuMeter(farm.Node(id).ProcessId));
@@ -113,28 +113,6 @@ internal sealed class ForwardingScenario(PerfOptions options)
         return new ForwardingDrain(
             path, round, messages, Math.Round(seconds, 2), Math.Round(messages / seconds),
             Math.Round(nodeSeconds / messages * 1e6, 1), cores);
-    }
-
-    /// <summary>Sends <paramref name="count"/> messages in batches of --batch from --senders senders.</summary>
-    private async Task FillAsync(FarmClient client, string queue, long count, CancellationToken cancellationToken)
-    {
-        var body = new byte[options.Size];
-        Random.Shared.NextBytes(body);
-        long next = 0;
-        await Task.WhenAll(Enumerable.Range(0, options.Senders).Select(async _ =>
-        {
-            await using var sender = client.CreateSender(queue);
-            while (true)
-            {
-                var start = Interlocked.Add(ref next, options.Batch) - options.Batch;
-                if (start >= count)
-                {
-                    return;
-                }
-                var size = (int)Math.Min(options.Batch, count - start);
-                await sender.SendMessagesAsync(Enumerable.Range(0, size).Select(_ => new FarmMessage(body)), cancellationToken).ConfigureAwait(false);
-            }
-        })).ConfigureAwait(false);
     }
 
     /// <summary>
