@@ -138,6 +138,19 @@ public sealed partial class BrokerNode
         }
     }
 
+    /// <summary>Set once the node's process has begun to stop (<see cref="StopTakingContainers"/>).</summary>
+    private volatile bool _stoppingTakes;
+
+    /// <summary>
+    /// The node's process is stopping: from now on its passes take no container and hand none back;
+    /// heartbeats and lease renewals go on, so what it serves stays its own until it releases it
+    /// on the way out. Without this, a node stopping beside others (`farm down` stops them all at
+    /// once) took the containers of a peer that finished stopping first, as orphans of a node no
+    /// longer live, only to release them a moment later: one take more for each (an epoch raised
+    /// twice across a restart), and a take's work for nothing while the farm goes down.
+    /// </summary>
+    public void StopTakingContainers() => _stoppingTakes = true;
+
     /// <summary>One ownership pass: takes orphans up to this node's share and hands surplus back.</summary>
     internal async Task AssignAsync(IFarmStore farm, CancellationToken cancellationToken)
     {
@@ -193,6 +206,10 @@ public sealed partial class BrokerNode
             return;
         }
         _orphanSeen = new Dictionary<long, DateTimeOffset>(plan.OrphanSeen);
+        if (_stoppingTakes)
+        {
+            return;
+        }
 
         var mine = _containers.Count;
         foreach (var candidate in plan.Takes)

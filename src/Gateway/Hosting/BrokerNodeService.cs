@@ -117,6 +117,9 @@ internal sealed partial class BrokerNodeService(
                 LogDrainOnStopFailed(logger, node.NodeId, e.Message);
             }
         }
+        // From here to the node's dispose (after the web server's own stop) its passes still run:
+        // they must not take what peers stopping beside it release.
+        node.StopTakingContainers();
         await _nodeStopping.CancelAsync().ConfigureAwait(false);
     }
 
