@@ -30,6 +30,15 @@ public interface IStoreProvider
 
     /// <summary>Checks a database server can be reached with its connection string; throws <see cref="StoreUnavailableException"/> saying why not.</summary>
     Task CheckServerAsync(string serverConnectionString, CancellationToken cancellationToken = default);
+
+    /// <summary>
+    /// A container served elsewhere, which this process may have to take at short notice (its
+    /// owner dies): a store whose open is slow gets ready for it in the background (PostgreSQL: one
+    /// connection kept open). Never throws, never waits; by default does nothing.
+    /// </summary>
+    void PrepareContainer(string connectionString)
+    {
+    }
 }
 
 /// <summary>The store could not be opened or reached; nothing was written. Message names the cause.</summary>

@@ -89,6 +89,8 @@ builder.Services.AddDashboard(options.Dashboard);
 builder.Services.AddAmqpFrontDoor(new AmqpOptions { Port = options.AmqpPort });
 
 var app = builder.Build();
+// A stopping node releases its containers: their PostgreSQL connections close instead of being kept for a retake.
+app.Lifetime.ApplicationStopping.Register(PostgresStoreProvider.StopKeepingReleasedDatabases);
 // A queue that forwards to an entity another node serves sends through this node's routing.
 app.Services.GetRequiredService<BrokerNode>().SendToOwner = app.Services.GetRequiredService<ForwardedSends>().SendAsync;
 app.MapFarmGrpc();

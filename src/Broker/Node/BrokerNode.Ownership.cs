@@ -245,6 +245,16 @@ public sealed partial class BrokerNode
             }
         }
 
+        // Whichever container this node may have to take next (its owner dies) should not wait on
+        // the store's open then: on PostgreSQL a new server process and its login were most of a take.
+        foreach (var container in containers)
+        {
+            if (!_containers.ContainsKey(container.Id))
+            {
+                _provider.PrepareContainer(container.ConnectionString);
+            }
+        }
+
         if (OwnershipPlanner.Rebalance(view with { Served = _containers.ToDictionary(c => c.Key, c => c.Value.TakenAt) }, _nodeOptions, mine) is { } release)
         {
             _lastRelease = view.Now;

@@ -29,9 +29,28 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
 
     public bool FollowsTopics => true;
 
+    /// <summary>
+    /// Opens the container database, on the connection this process kept since it last served it
+    /// (<see cref="PostgresStandby"/>) when there is one and it still works, otherwise afresh.
+    /// </summary>
     public static async Task<PostgresContainerDatabase> OpenAsync(string connectionString, CancellationToken cancellationToken)
     {
-        var database = PostgresDatabase.Resolve(connectionString, "container database");
+        if (PostgresStandby.Take(connectionString) is { } kept)
+        {
+            try
+            {
+                return await OpenAsync(connectionString, kept, cancellationToken).ConfigureAwait(false);
+            }
+            catch (StoreUnavailableException)
+            {
+                // Its kept connection ended meanwhile (a server restart, a dropped database): afresh below.
+            }
+        }
+        return await OpenAsync(connectionString, PostgresDatabase.Resolve(connectionString, "container database"), cancellationToken).ConfigureAwait(false);
+    }
+
+    private static async Task<PostgresContainerDatabase> OpenAsync(string connectionString, PostgresDatabase database, CancellationToken cancellationToken)
+    {
         try
         {
             await using (var connection = await database.OpenOrCreateAsync(cancellationToken).ConfigureAwait(false))
@@ -593,11 +612,12 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
             return;
         }
 
-        // Let a write in progress finish before its connections go.
+        // Let a write in progress finish before its connections go. The database is kept with one
+        // connection (PostgresStandby): this process may well take the container again.
         await _writeLock.WaitAsync().ConfigureAwait(false);
         try
         {
-            await _database.DisposeAsync().ConfigureAwait(false);
+            PostgresStandby.Keep(ConnectionString, _database);
         }
         finally
         {

@@ -23,7 +23,13 @@ internal sealed class PostgresDatabase : IAsyncDisposable
         _description = description;
         Name = settings.Database ?? settings.Username ?? "";
         Server = $"{settings.Host}:{settings.Port}";
-        _dataSource = new NpgsqlDataSourceBuilder(settings.ConnectionString).Build();
+        var builder = new NpgsqlDataSourceBuilder(settings.ConnectionString);
+        // Farm's SQL uses built-in types only (bigint, integer, boolean, text, bytea, their arrays),
+        // which Npgsql knows without asking. Loading the server's type catalog is a large query on
+        // each new pool's first connection, and a container's take opens a new pool: on the 2-core
+        // reference machine it was about 40% of a first open (perf/README.md, "Session 63").
+        builder.ConfigureTypeLoading(types => types.EnableTypeLoading(false));
+        _dataSource = builder.Build();
     }
 
     /// <summary>The database's name.</summary>
@@ -71,8 +77,9 @@ internal sealed class PostgresDatabase : IAsyncDisposable
     /// <summary>
     /// Connections a pool opens at most unless the connection string says (<c>Maximum Pool Size</c>):
     /// per node, per database it uses. Three nodes with six containers stay within a default
-    /// server's 100 connections (3 x 8 for the farm database, 6 x 8 for the containers, plus a lock
-    /// session and a renewal connection or two each).
+    /// server's 100 connections (3 x 8 for the farm database, 6 x 8 for the containers, a lock
+    /// session and a renewal connection or two each, and one kept for each of the four containers
+    /// a node does not serve: <see cref="PostgresStandby"/>).
     /// </summary>
     public const int DefaultMaxPoolSize = 8;
 
@@ -162,6 +169,9 @@ internal sealed class PostgresDatabase : IAsyncDisposable
     /// </summary>
     public NpgsqlConnection CreateUnpooledConnection(string applicationName) =>
         new(new NpgsqlConnectionStringBuilder(_settings.ConnectionString) { Pooling = false, ApplicationName = applicationName }.ConnectionString);
+
+    /// <summary>Closes the pool's idle connections now (busy ones close when they come back).</summary>
+    public void ClearIdleConnections() => _dataSource.Clear();
 
     public ValueTask DisposeAsync() => _dataSource.DisposeAsync();
 

@@ -69,5 +69,14 @@ public sealed class PostgresStoreProvider : IStoreProvider
         }
     }
 
+    /// <summary>Opens one connection to the container's database in the background and keeps it for a take (PostgresStandby).</summary>
+    public void PrepareContainer(string connectionString) => PostgresStandby.Prepare(connectionString);
+
+    /// <summary>
+    /// The process stops: closes the container databases kept since this process last served them
+    /// (see PostgresStandby), and keeps none it releases from now on.
+    /// </summary>
+    public static void StopKeepingReleasedDatabases() => PostgresStandby.Stop();
+
     internal static string ContainerDatabaseName(string farmDatabase, long containerId) => $"{farmDatabase}_container_{containerId}";
 }

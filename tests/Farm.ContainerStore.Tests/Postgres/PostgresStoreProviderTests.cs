@@ -192,6 +192,9 @@ public sealed class PostgresStoreProviderTests(ITestOutputHelper output) : IAsyn
         var opened = await _provider.OpenContainerAsync(connectionString);
         Assert.True(await opened.RaiseEpochAsync(1));
         await opened.DisposeAsync();
+        // The process keeps the released database with one connection for a retake (PostgresStandby): close that too.
+        await Eventually.ValueAsync(async () => PostgresStandby.Holds(connectionString) ? "kept" : null, TimeSpan.FromSeconds(30), "the released database to be kept");
+        await PostgresStandby.Take(connectionString)!.DisposeAsync();
 
         // A session reports its counts when it ends; wait until the pool's sessions have gone and reported.
         var counts = await Eventually.ValueAsync(
