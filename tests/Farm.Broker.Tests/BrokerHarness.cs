@@ -158,7 +158,7 @@ internal sealed class BrokerHarness : IAsyncDisposable
     {
         if (crash)
         {
-            Node.StopOwnershipForTests();
+            await Node.StopOwnershipForTestsAsync();
             _abandoned.Add(Node);
         }
         else

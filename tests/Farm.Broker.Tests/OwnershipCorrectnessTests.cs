@@ -297,7 +297,7 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
     {
         var crashed = await StartNodeAsync(new SqliteStoreProvider(), TestClock.Create());
         var before = Assert.Single(crashed.Containers);
-        crashed.StopOwnershipForTests();
+        await crashed.StopOwnershipForTestsAsync();
 
         var successor = await StartNodeAsync(new SqliteStoreProvider(), TestClock.Create());
 
@@ -309,7 +309,7 @@ public sealed class OwnershipCorrectnessTests : IAsyncDisposable
     {
         var crashed = await StartNodeAsync(new SqliteStoreProvider(), TestClock.Create());
         var before = Assert.Single(crashed.Containers);
-        crashed.StopOwnershipForTests();
+        await crashed.StopOwnershipForTestsAsync();
 
         var successor = await StartNodeAsync(new SqliteStoreProvider(), TestClock.Create());
 

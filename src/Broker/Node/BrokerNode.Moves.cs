@@ -71,7 +71,24 @@ public sealed partial class BrokerNode
     /// For tests: stops heartbeats and ownership passes without handing anything over, as a killed
     /// process would. The containers stay open, so a test can show that their writes are fenced.
     /// </summary>
-    internal void StopOwnershipForTests() => _stopping.Cancel();
+    /// <summary>
+    /// For tests, a crash: the loops stop (no release, no drain, nothing handed back), and this
+    /// returns once their work under way has ended, as a killed process's last heartbeat has landed
+    /// before anything looks at the farm after it. Returning at the cancel let a heartbeat still in
+    /// flight land after a successor's first look, which then refused to start as if this node were
+    /// still running (FollowerTests.OnPostgreSql_AfterACrash_..., on CI).
+    /// </summary>
+    internal async Task StopOwnershipForTestsAsync()
+    {
+        await _stopping.CancelAsync().ConfigureAwait(false);
+        foreach (var loop in new[] { _ownershipLoop, _renewalLoop, _crashWatch })
+        {
+            if (loop is not null)
+            {
+                await loop.ConfigureAwait(ConfigureAwaitOptions.SuppressThrowing);
+            }
+        }
+    }
 
     /// <summary>One step of a drain, from the ownership pass: release one container, or finish.</summary>
     private async Task DrainStepAsync(IFarmStore farm)
