@@ -1,8 +1,5 @@
-using System.Collections.Concurrent;
 using Farm.Broker.Node;
 using Farm.ContainerStore;
-using Farm.ContainerStore.Containers;
-using Farm.ContainerStore.FarmDatabase;
 using Farm.ContainerStore.Sqlite;
 using Farm.Testing;
 using Microsoft.Extensions.Logging.Abstractions;
@@ -13,7 +10,7 @@ namespace Farm.Broker.Tests;
 /// The ownership pass names to the store every container served elsewhere, so the store can get
 /// ready to take it at short notice (PostgreSQL keeps a connection open: PostgresStandby), and
 /// never one this node serves. Real SQLite farm and container files, nodes in this process; the
-/// store is wrapped only to see what it was told.
+/// store is wrapped only to see what it was told (InterceptedStoreProvider).
 /// </summary>
 public sealed class PreparedContainersTests : IAsyncDisposable
 {
@@ -24,12 +21,12 @@ public sealed class PreparedContainersTests : IAsyncDisposable
     [Fact]
     public async Task EachPass_PreparesTheContainersPeersServe_AndNoneOfItsOwn()
     {
-        var firstStore = new RecordingStore();
+        var firstStore = new InterceptedStoreProvider(new SqliteStoreProvider());
         var first = NewNode(1, firstStore);
         await first.StartAsync("http://test-1", CancellationToken.None);
         var own = (await first.Farm.ListContainersAsync(CancellationToken.None)).Single();
         await Eventually.UntilAsync(() => first.ServesContainer(own.Id), Deadline, "node 1 serves the farm's first container");
-        var secondStore = new RecordingStore();
+        var secondStore = new InterceptedStoreProvider(new SqliteStoreProvider());
         var second = NewNode(2, secondStore);
         await second.StartAsync("http://test-2", CancellationToken.None);
         var peers = await second.CreateContainerAsync(CancellationToken.None);
@@ -49,33 +46,6 @@ public sealed class PreparedContainersTests : IAsyncDisposable
         var node = new BrokerNode(store, new NodeOptions { NodeId = id, DataDirectory = _directory }, new BrokerOptions(), TimeProvider.System, NullLogger<BrokerNode>.Instance);
         _nodes.Add(node);
         return node;
-    }
-
-    /// <summary>SQLite, remembering which containers it was told to prepare.</summary>
-    private sealed class RecordingStore : IStoreProvider
-    {
-        private readonly SqliteStoreProvider _store = new();
-
-        public ConcurrentBag<string> Prepared { get; } = [];
-
-        public string Name => _store.Name;
-
-        public Task<IFarmStore> OpenFarmStoreAsync(string connectionString, CancellationToken cancellationToken = default) =>
-            _store.OpenFarmStoreAsync(connectionString, cancellationToken);
-
-        public Task<IContainerDatabase> OpenContainerAsync(string connectionString, CancellationToken cancellationToken = default) =>
-            _store.OpenContainerAsync(connectionString, cancellationToken);
-
-        public string NewContainerConnectionString(string farmConnectionString, long containerId) =>
-            _store.NewContainerConnectionString(farmConnectionString, containerId);
-
-        public string NewContainerConnectionString(string farmConnectionString, long containerId, string serverConnectionString) =>
-            _store.NewContainerConnectionString(farmConnectionString, containerId, serverConnectionString);
-
-        public Task CheckServerAsync(string serverConnectionString, CancellationToken cancellationToken = default) =>
-            _store.CheckServerAsync(serverConnectionString, cancellationToken);
-
-        public void PrepareContainer(string connectionString) => Prepared.Add(connectionString);
     }
 
     public async ValueTask DisposeAsync()

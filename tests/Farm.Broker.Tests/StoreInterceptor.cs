@@ -45,7 +45,7 @@ public class StoreInterceptor<T> : DispatchProxy where T : class
     }
 }
 
-/// <summary>A real SQLite provider whose farm store and container databases pass through test hooks.</summary>
+/// <summary>A real provider whose farm store and container databases pass through test hooks, and which records what it is asked to prepare.</summary>
 internal sealed class InterceptedStoreProvider(
     IStoreProvider inner,
     Func<string, object?[], Func<object?>, object?>? farmHook = null,
@@ -86,4 +86,13 @@ internal sealed class InterceptedStoreProvider(
 
     public Task CheckServerAsync(string serverConnectionString, CancellationToken cancellationToken = default) =>
         inner.CheckServerAsync(serverConnectionString, cancellationToken);
+
+    /// <summary>The containers the node asked this store to prepare for a take, in order (the inner store prepares them too).</summary>
+    public System.Collections.Concurrent.ConcurrentQueue<string> Prepared { get; } = new();
+
+    public void PrepareContainer(string connectionString)
+    {
+        Prepared.Enqueue(connectionString);
+        inner.PrepareContainer(connectionString);
+    }
 }
