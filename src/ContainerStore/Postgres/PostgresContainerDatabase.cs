@@ -30,8 +30,9 @@ internal sealed class PostgresContainerDatabase : IContainerDatabase
     public bool FollowsTopics => true;
 
     /// <summary>
-    /// Opens the container database, on the connection this process kept since it last served it
-    /// (<see cref="PostgresStandby"/>) when there is one and it still works, otherwise afresh.
+    /// Opens the container database on the connection this process keeps for it (<see cref="PostgresStandby"/>:
+    /// it served the container before, or its ownership pass prepared it) when there is one and it
+    /// still works, otherwise afresh.
     /// </summary>
     public static async Task<PostgresContainerDatabase> OpenAsync(string connectionString, CancellationToken cancellationToken)
     {
