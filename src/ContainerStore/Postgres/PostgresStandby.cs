@@ -62,23 +62,19 @@ internal static class PostgresStandby
 
     private static async Task PrepareAsync(string connectionString)
     {
-        PostgresDatabase? database = null;
+        PostgresDatabase? database;
         try
         {
             database = PostgresDatabase.Resolve(connectionString, "container database");
-            using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(30));
-            await using (await database.OpenConnectionAsync(timeout.Token).ConfigureAwait(false))
-            {
-            }
         }
-        catch (Exception)
+        catch (StoreUnavailableException)
+        {
+            database = null;
+        }
+        if (database is not null && !await WarmAsync(database).ConfigureAwait(false))
         {
             // Nothing lost: a take opens it afresh.
-            if (database is not null)
-            {
-                await database.DisposeAsync().ConfigureAwait(false);
-                database = null;
-            }
+            database = null;
         }
 
         var unused = database;
@@ -135,18 +131,10 @@ internal static class PostgresStandby
             await database.DisposeAsync().ConfigureAwait(false);
             return;
         }
-        try
-        {
-            database.ClearIdleConnections();
-            using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(30));
-            await using (await database.OpenConnectionAsync(timeout.Token).ConfigureAwait(false))
-            {
-            }
-        }
-        catch (Exception)
+        database.ClearIdleConnections();
+        if (!await WarmAsync(database).ConfigureAwait(false))
         {
             // Nothing lost: the next take of this container opens it afresh.
-            await database.DisposeAsync().ConfigureAwait(false);
             return;
         }
 
@@ -170,6 +158,24 @@ internal static class PostgresStandby
         if (dropped is not null)
         {
             await dropped.DisposeAsync().ConfigureAwait(false);
+        }
+    }
+
+    /// <summary>Opens one connection and leaves it idle in the pool; when that fails, closes the database and returns false.</summary>
+    private static async Task<bool> WarmAsync(PostgresDatabase database)
+    {
+        try
+        {
+            using var timeout = new CancellationTokenSource(TimeSpan.FromSeconds(30));
+            await using (await database.OpenConnectionAsync(timeout.Token).ConfigureAwait(false))
+            {
+            }
+            return true;
+        }
+        catch (Exception)
+        {
+            await database.DisposeAsync().ConfigureAwait(false);
+            return false;
         }
     }
 
